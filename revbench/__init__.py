@@ -1,0 +1,16 @@
+"""revbench: reversible programming and tape-free AD by reverse computing, in Python.
+
+The public API only; see ``docs/language.md`` for the language.
+"""
+
+from revbench._version import __version__
+from revbench.config import set_tolerance
+from revbench.function import ReversibleFunction, define, reversible
+from revbench.lang.errors import ReversibilityError, ReversibilitySyntaxError, ReversibilityTypeError
+from revbench.rules.functions import register
+from revbench.testing import check_inverse
+
+__all__ = [
+    "__version__", "reversible", "ReversibleFunction", "define", "register", "set_tolerance",
+    "check_inverse", "ReversibilityError", "ReversibilitySyntaxError", "ReversibilityTypeError",
+]

@@ -1,0 +1,495 @@
+"""IR -> Python source: the code both backends run.
+
+The generated code is deliberately plain: scalar arithmetic, element
+accesses and explicit ``for`` loops (whole-array statements become nested
+loops), no Python objects, so Numba compiles it to tight machine code.
+Runtime checks (``check=True``) are ordinary ``if ...: raise`` lines that
+report through :class:`~revbench.backends.runtime.CheckFailed`; with
+``check=False`` none are emitted at all.
+
+Every generated line remembers the user's line it came from (``linemap``),
+so errors, tracebacks and Numba typing failures point at the user's code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from revbench.backends.runtime import CheckInfo
+from revbench.lang import ir
+from revbench.lang.types import NUMPY_NAMES, TypedFunction, VarType
+from revbench.rules import functions as fn_rules
+from revbench.rules.instructions import UPDATES
+from revbench.transforms.invert import invert_body
+
+CODEGEN_VERSION = "1"
+
+
+# --------------------------------------------------------------------------- #
+# Readable text of IR (for messages)
+# --------------------------------------------------------------------------- #
+def expr_text(e) -> str:
+    """The user-facing text of an IR expression (``x[i] * sin(t)``)."""
+    if isinstance(e, str):
+        return repr(e)
+    if isinstance(e, ir.Const):
+        return repr(e.value)
+    if isinstance(e, ir.Var):
+        return e.name
+    if isinstance(e, ir.Elem):
+        return f"{e.name}[{', '.join(expr_text(i) for i in e.indices)}]"
+    if isinstance(e, ir.BinOp):
+        return f"{_wrap(e.left)} {e.op} {_wrap(e.right)}"
+    if isinstance(e, ir.UnaryOp):
+        return f"not {_wrap(e.operand)}" if e.op == "not" else f"{e.op}{_wrap(e.operand)}"
+    if isinstance(e, ir.Func):
+        return f"{e.name}({', '.join(expr_text(a) for a in e.args)})"
+    if isinstance(e, ir.Len):
+        return f"len({e.name})"
+    if isinstance(e, ir.Shape):
+        return f"{e.name}.shape[{e.axis}]"
+    if isinstance(e, ir.IfExp):
+        return f"{_wrap(e.then)} if {_wrap(e.cond)} else {_wrap(e.orelse)}"
+    if isinstance(e, ir.Compare):
+        parts = [_wrap(e.operands[0])]
+        for op, o in zip(e.ops, e.operands[1:]):
+            parts += [op, _wrap(o)]
+        return " ".join(parts)
+    if isinstance(e, ir.BoolOp):
+        return f" {e.op} ".join(_wrap(v) for v in e.values)
+    if isinstance(e, ir.ArrayAlloc):
+        if e.kind == "zeros":
+            shape = expr_text(e.shape[0]) if len(e.shape) == 1 else \
+                "(" + ", ".join(expr_text(s) for s in e.shape) + ")"
+            return f"np.zeros({shape})"
+        return f"np.zeros_like({e.source})" if e.kind == "zeros_like" else f"{e.source}.copy()"
+    return f"<{type(e).__name__}>"
+
+
+def _wrap(e) -> str:
+    t = expr_text(e)
+    simple = isinstance(e, (ir.Const, ir.Var, ir.Elem, ir.Func, ir.Len, ir.Shape))
+    if isinstance(e, ir.Const) and isinstance(e.value, (int, float)) and e.value < 0:
+        simple = False
+    return t if simple else f"({t})"
+
+
+# --------------------------------------------------------------------------- #
+# Source generation
+# --------------------------------------------------------------------------- #
+@dataclass
+class Generated:
+    """One generated module's source and what is needed to load and explain it."""
+
+    source: str
+    key: str  # content hash
+    function_name: str  # the def in the module
+    checks: list[CheckInfo]
+    linemap: dict[int, int]  # generated line -> user line
+    globals_needed: dict[str, object] = field(default_factory=dict)  # symbol -> object to inject
+
+    @property
+    def module_key(self) -> int:
+        return int(self.key[:15], 16)
+
+
+@dataclass
+class Options:
+    check: bool = True
+    atol: float | None = None  # None: the global tolerance, passed at call time
+    rtol: float | None = None
+
+
+class Emitter:
+    def __init__(self, typed: TypedFunction, direction: str, options: Options,
+                 callee_symbol: Callable[[ir.Call, tuple[VarType, ...]], str]):
+        self.t = typed
+        self.f = typed.func
+        self.env = typed.env
+        self.direction = direction
+        self.opt = options
+        self.callee_symbol = callee_symbol
+        self.lines: list[str] = []
+        self.linemap: dict[int, int] = {}
+        self.checks: list[CheckInfo] = []
+        self.level = 1
+        self._tmp = 0
+        self.user_functions: dict[str, object] = {}
+
+    # -- plumbing -------------------------------------------------------------
+    def emit(self, text: str, loc: ir.Loc | None = None) -> None:
+        self.lines.append("    " * self.level + text)
+        if loc is not None and loc.line:
+            self.linemap[len(self.lines)] = loc.line
+
+    def tmp(self, stem: str) -> str:
+        self._tmp += 1
+        return f"_rb_{stem}{self._tmp}"
+
+    def check(self, kind: str, variable: str, loc: ir.Loc, detail: str = "") -> int:
+        self.checks.append(CheckInfo(kind, variable, loc.line, detail))
+        return len(self.checks) - 1
+
+    def fail(self, k: int, expected: str, actual: str, *index: str) -> str:
+        args = ", ".join(("_RB_MODULE", str(k), expected, actual, *index))
+        return f"raise _RbCheckFailed({args})"
+
+    # -- expressions ----------------------------------------------------------
+    def type_of(self, name: str) -> VarType:
+        return self.env[name]
+
+    def x(self, e, ew: tuple[str, ...] = ()) -> str:
+        """Python code for expression ``e``; ``ew`` are the loop indices of an
+        elementwise statement (whole arrays in ``e`` are indexed with them)."""
+        if isinstance(e, ir.Const):
+            v = e.value
+            if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
+                return "_rb_math.nan" if v != v else ("_rb_math.inf" if v > 0 else "(-_rb_math.inf)")
+            r = repr(v)
+            return f"({r})" if r.startswith("-") else r
+        if isinstance(e, ir.Var):
+            if ew and self.type_of(e.name).is_array:
+                return f"{e.name}[{', '.join(ew)}]"
+            return e.name
+        if isinstance(e, ir.Elem):
+            return f"{e.name}[{', '.join(self.x(i) for i in e.indices)}]"
+        if isinstance(e, ir.BinOp):
+            left, right = self.x(e.left, ew), self.x(e.right, ew)
+            if e.op == "**" and self._int_valued(e.left) and not (
+                    isinstance(e.right, ir.Const) and e.right.value >= 0):
+                left = f"float({left})"
+            return f"({left} {e.op} {right})"
+        if isinstance(e, ir.UnaryOp):
+            return f"(not {self.x(e.operand, ew)})" if e.op == "not" else f"(-{self.x(e.operand, ew)})"
+        if isinstance(e, ir.Func):
+            rule = fn_rules.lookup(e.name)
+            if rule.user_function is not None:
+                self.user_functions[rule.impl] = rule
+            return f"{rule.impl}({', '.join(self.x(a, ew) for a in e.args)})"
+        if isinstance(e, ir.Len):
+            return f"{e.name}.shape[0]"
+        if isinstance(e, ir.Shape):
+            return f"{e.name}.shape[{e.axis}]"
+        if isinstance(e, ir.IfExp):
+            return f"({self.x(e.then, ew)} if {self.x(e.cond, ew)} else {self.x(e.orelse, ew)})"
+        if isinstance(e, ir.Compare):
+            parts = [self.x(e.operands[0], ew)]
+            for op, o in zip(e.ops, e.operands[1:]):
+                parts += [op, self.x(o, ew)]
+            return "(" + " ".join(parts) + ")"
+        if isinstance(e, ir.BoolOp):
+            return "(" + f" {e.op} ".join(self.x(v, ew) for v in e.values) + ")"
+        raise TypeError(f"cannot generate {type(e).__name__}")
+
+    def _int_valued(self, e) -> bool:
+        from revbench.lang.types import TypeInference
+
+        ti = TypeInference(self.f, self.t.params)
+        ti.env = self.env
+        return ti.expr(e, elementwise=True).dtype in ("int", "bool")
+
+    def close(self, actual: str, expected: str, dtype: str) -> str:
+        """A condition that holds when ``actual`` equals ``expected`` (within tolerance)."""
+        if dtype in ("int", "bool"):
+            return f"{actual} == {expected}"
+        return f"abs({actual} - {expected}) <= _rb_atol + _rb_rtol * abs({expected})"
+
+    # -- statements -----------------------------------------------------------
+    def function(self, name: str) -> None:
+        params = ", ".join((*self.f.params, "_rb_gatol", "_rb_grtol"))
+        self.level = 0
+        self.emit(f"def {name}({params}):")
+        self.level = 1
+        if self.opt.check:
+            self.emit(f"_rb_atol = {self.opt.atol!r}" if self.opt.atol is not None else "_rb_atol = _rb_gatol")
+            self.emit(f"_rb_rtol = {self.opt.rtol!r}" if self.opt.rtol is not None else "_rb_rtol = _rb_grtol")
+        self.body(self.f.body)
+        ret = ", ".join(self.f.params)
+        self.emit(f"return ({ret}{',' if len(self.f.params) == 1 else ''})")
+
+    def body(self, stmts) -> None:
+        start = len(self.lines)
+        for s in stmts:
+            self.stmt(s)
+        if len(self.lines) == start:
+            self.emit("pass")
+
+    def stmt(self, s: ir.Stmt) -> None:
+        getattr(self, "s_" + type(s).__name__)(s)
+
+    def s_Update(self, s: ir.Update) -> None:
+        tt = self.env[s.target.name]
+        if isinstance(s.target, ir.Var) and tt.is_array:
+            idx = self.elementwise_loops(s.target.name, tt.ndim, s.value, s.loc)
+            target = f"{s.target.name}[{', '.join(idx)}]"
+            self.scalar_update(s, target, tt.dtype, idx)
+            self.level -= tt.ndim
+            return
+        target = self.x(s.target)
+        if self.opt.check and isinstance(s.target, ir.Elem):
+            for other in s.alias_checks:
+                self.alias_check(s.target, other, "alias", s.loc)
+        self.scalar_update(s, target, tt.dtype, ())
+
+    def scalar_update(self, s: ir.Update, target: str, dtype: str, ew: tuple[str, ...]) -> None:
+        rule = UPDATES[s.op]
+        value = self.x(s.value, ew)
+        integer = dtype in ("int", "bool")
+        op = rule.int_op if integer else rule.python_op
+        if rule.nonzero_operand:
+            const_nonzero = isinstance(s.value, ir.Const) and s.value.value != 0
+            if not const_nonzero:
+                v = self.tmp("v")
+                self.emit(f"{v} = {value}", s.loc)
+                value = v
+            if self.opt.check and not const_nonzero:
+                k = self.check("zero", expr_text(s.value), s.loc, s.op)
+                self.emit(f"if {value} == 0:", s.loc)
+                self.emit("    " + self.fail(k, "0", value), s.loc)
+            if self.opt.check and integer and rule.exact_int_division:
+                k = self.check("inexact", expr_text(s.value), s.loc, expr_text(s.target))
+                self.emit(f"if {target} % {value} != 0:", s.loc)
+                self.emit("    " + self.fail(k, target, value), s.loc)
+        self.emit(f"{target} {op}= {value}", s.loc)
+
+    def elementwise_loops(self, name: str, ndim: int, value, loc: ir.Loc) -> tuple[str, ...]:
+        """Open loops over every element of array ``name``; returns the index names."""
+        if self.opt.check:
+            for other in sorted({n.name for n in ir.walk_expr(value)
+                                 if isinstance(n, ir.Var) and self.type_of(n.name).is_array}):
+                k = self.check("shape", name, loc, other)
+                for ax in range(ndim):
+                    self.emit(f"if {other}.shape[{ax}] != {name}.shape[{ax}]:", loc)
+                    self.emit("    " + self.fail(k, f"{other}.shape[{ax}]", f"{name}.shape[{ax}]",
+                                                 str(ax)), loc)
+        idx = tuple(self.tmp("i") for _ in range(ndim))
+        for ax, i in enumerate(idx):
+            self.emit(f"for {i} in range({name}.shape[{ax}]):", loc)
+            self.level += 1
+        return idx
+
+    def alias_check(self, a: ir.Elem, b: ir.Elem, kind: str, loc: ir.Loc) -> None:
+        k = self.check(kind, expr_text(a), loc, expr_text(b))
+        conds, ia = [], []
+        for ax, (i, j) in enumerate(zip(a.indices, b.indices)):
+            n = f"{a.name}.shape[{ax}]"
+            ia.append(f"({self.x(i)}) % {n}")
+            conds.append(f"({self.x(i)}) % {n} == ({self.x(j)}) % {n}")
+        first = ia[0] if len(ia) == 1 else "(" + ", ".join(ia) + ")"
+        self.emit(f"if {' and '.join(conds)}:", loc)
+        self.emit("    " + self.fail(k, first, first), loc)
+
+    def s_Swap(self, s: ir.Swap) -> None:
+        ta = self.env[s.a.name]
+        if isinstance(s.a, ir.Var) and ta.is_array:
+            idx = self.elementwise_loops(s.a.name, ta.ndim, s.b, s.loc)
+            ea, eb = f"{s.a.name}[{', '.join(idx)}]", f"{s.b.name}[{', '.join(idx)}]"
+            self.emit(f"{ea}, {eb} = {eb}, {ea}", s.loc)
+            self.level -= ta.ndim
+            return
+        a, b = self.x(s.a), self.x(s.b)
+        self.emit(f"{a}, {b} = {b}, {a}", s.loc)
+
+    def alloc_expr(self, name: str, init) -> str:
+        if isinstance(init, ir.ArrayAlloc):
+            t = self.env[name]
+            dt = f"_rb_np.{NUMPY_NAMES[t.dtype]}"
+            if init.kind == "zeros":
+                shape = ", ".join(self.x(d) for d in init.shape)
+                return f"_rb_np.zeros(({shape}{',' if len(init.shape) == 1 else ''}), dtype={dt})"
+            if init.kind == "zeros_like":
+                return f"_rb_np.zeros({init.source}.shape, dtype={dt})"
+            return f"{init.source}.copy()"
+        return self.x(init)
+
+    def s_Alloc(self, s: ir.Alloc) -> None:
+        self.emit(f"{s.name} = {self.alloc_expr(s.name, s.init)}", s.loc)
+
+    def s_Dealloc(self, s: ir.Dealloc) -> None:
+        if not self.opt.check:
+            self.emit(f"# del {s.name}", s.loc)
+            return
+        t = self.env[s.name]
+        init = s.init
+        if not t.is_array:
+            e = self.tmp("e")
+            self.emit(f"{e} = {self.x(init)}", s.loc)
+            k = self.check("ancilla", s.name, s.loc)
+            self.emit(f"if not ({self.close(s.name, e, t.dtype)}):", s.loc)
+            self.emit("    " + self.fail(k, e, s.name), s.loc)
+            return
+        # arrays: the shape first, then every element
+        if init.kind == "zeros":
+            shapes = [self.x(d) for d in init.shape]
+        else:
+            shapes = [f"{init.source}.shape[{ax}]" for ax in range(t.ndim)]
+        ks = self.check("ancilla-shape", s.name, s.loc, "")
+        for ax, n in enumerate(shapes):
+            self.emit(f"if {s.name}.shape[{ax}] != {n}:", s.loc)
+            self.emit("    " + self.fail(ks, n, f"{s.name}.shape[{ax}]"), s.loc)
+        idx = tuple(self.tmp("i") for _ in range(t.ndim))
+        for ax, i in enumerate(idx):
+            self.emit(f"for {i} in range({s.name}.shape[{ax}]):", s.loc)
+            self.level += 1
+        el = f"{s.name}[{', '.join(idx)}]"
+        expected = f"{init.source}[{', '.join(idx)}]" if init.kind == "copy" else \
+            {"bool": "False", "int": "0", "float": "0.0", "complex": "0j"}[t.dtype]
+        k = self.check("ancilla", s.name, s.loc)
+        self.emit(f"if not ({self.close(el, expected, t.dtype)}):", s.loc)
+        self.emit("    " + self.fail(k, expected, el, *idx), s.loc)
+        self.level -= t.ndim
+
+    def s_Call(self, s: ir.Call) -> None:
+        types = self.t.calls[id(s)]
+        symbol = self.callee_symbol(s, types)
+        if self.opt.check:
+            for a, b in s.alias_checks:
+                self.alias_check(a, b, "call-alias", s.loc)
+        names, writeback = [], []
+        for a in s.args:
+            if isinstance(a, ir.Var):
+                names.append(a.name)
+                continue
+            idx = []
+            for i in a.indices:
+                k = self.tmp("k")
+                self.emit(f"{k} = {self.x(i)}", s.loc)
+                idx.append(k)
+            el = f"{a.name}[{', '.join(idx)}]"
+            v = self.tmp("a")
+            self.emit(f"{v} = {el}", s.loc)
+            names.append(v)
+            writeback.append(f"{el} = {v}")
+        lhs = ", ".join(names) + ("," if len(names) == 1 else "")
+        self.emit(f"{lhs} = {symbol}({', '.join(names)}, _rb_gatol, _rb_grtol)", s.loc)
+        for w in writeback:
+            self.emit(w, s.loc)
+
+    def s_Block(self, s: ir.Block) -> None:
+        self.emit(f"# {s.label or 'block'}", s.loc)
+        for st in s.body:
+            self.stmt(st)
+
+    def s_Inverted(self, s: ir.Inverted) -> None:
+        self.emit(f"# {'~' + s.label if not s.label.startswith('~') else s.label} (inverted)", s.loc)
+        for st in invert_body(s.body):
+            self.stmt(st)
+
+    def s_If(self, s: ir.If) -> None:
+        # The post-condition check is needed unless it is the condition itself and
+        # no branch can change what the condition reads.
+        needs_post = self.opt.check and not (
+            s.pre == s.post and not (ir.names_read(s.pre)
+                                     & ir.names_written(s.then + s.orelse)))
+        if needs_post:
+            c = self.tmp("c")
+            self.emit(f"{c} = bool({self.x(s.pre)})", s.loc)
+            self.emit(f"if {c}:", s.loc)
+        else:
+            self.emit(f"if {self.x(s.pre)}:", s.loc)
+        self.level += 1
+        self.body(s.then)
+        self.level -= 1
+        if s.orelse:
+            self.emit("else:", s.loc)
+            self.level += 1
+            self.body(s.orelse)
+            self.level -= 1
+        if needs_post:
+            k = self.check("if-post", expr_text(s.post), s.loc, expr_text(s.pre))
+            p = self.tmp("p")
+            self.emit(f"{p} = bool({self.x(s.post)})", s.loc)
+            self.emit(f"if {p} != {c}:", s.loc)
+            self.emit("    " + self.fail(k, c, p), s.loc)
+
+    def s_While(self, s: ir.While) -> None:
+        if self.opt.check:
+            k = self.check("while-entry", expr_text(s.post), s.loc)
+            self.emit(f"if {self.x(s.post)}:", s.loc)
+            self.emit("    " + self.fail(k, "False", "True"), s.loc)
+        self.emit(f"while {self.x(s.cond)}:", s.loc)
+        self.level += 1
+        self.body(s.body)
+        if self.opt.check:
+            k = self.check("while-iter", expr_text(s.post), s.loc)
+            self.emit(f"if not {self.x(s.post)}:", s.loc)
+            self.emit("    " + self.fail(k, "True", "False"), s.loc)
+        self.level -= 1
+
+    def s_For(self, s: ir.For) -> None:
+        a, b, st = self.tmp("start"), self.tmp("stop"), self.tmp("step")
+        self.emit(f"{a} = {self.x(s.start)}", s.loc)
+        self.emit(f"{b} = {self.x(s.stop)}", s.loc)
+        self.emit(f"{st} = {self.x(s.step)}", s.loc)
+        const_step = s.step.value if isinstance(s.step, ir.Const) else None
+        if self.opt.check and const_step is None:
+            k = self.check("for-step", expr_text(s.step), s.loc)
+            self.emit(f"if {st} == 0:", s.loc)
+            self.emit("    " + self.fail(k, "1", st), s.loc)
+        if not s.reverse:
+            self.emit(f"for {s.var} in range({a}, {b}, {st}):", s.loc)
+        elif const_step == 1:
+            self.emit(f"for {s.var} in range({b} - 1, {a} - 1, -1):", s.loc)
+        elif const_step == -1:
+            self.emit(f"for {s.var} in range({b} + 1, {a} + 1, 1):", s.loc)
+        else:
+            n = self.tmp("n")
+            self.emit(f"{n} = len(range({a}, {b}, {st}))", s.loc)
+            self.emit(f"for {s.var} in range({a} + ({n} - 1) * {st}, {a} - {st}, -{st}):", s.loc)
+        self.level += 1
+        self.body(s.body)
+        self.level -= 1
+        if self.opt.check:
+            written = ir.names_written(s.body)
+            for e, v, what in ((s.start, a, "start"), (s.stop, b, "stop"), (s.step, st, "step")):
+                if not (_reads_values(e) & written):
+                    continue  # nothing the bound reads can change inside the loop
+                k = self.check("for-bound", expr_text(e), s.loc, what)
+                now = self.tmp("now")
+                self.emit(f"{now} = {self.x(e)}", s.loc)
+                self.emit(f"if {now} != {v}:", s.loc)
+                self.emit("    " + self.fail(k, v, now), s.loc)
+
+    def s_Print(self, s: ir.Print) -> None:
+        args = ", ".join(repr(a) if isinstance(a, str) else self.x(a) for a in s.args)
+        self.emit(f"print({args})", s.loc)
+
+    def s_Assert(self, s: ir.Assert) -> None:
+        msg = s.message or "assertion failed"
+        msg = f"{msg}: `{expr_text(s.cond)}` (in {self.f.name}, line {s.loc.line})"
+        self.emit(f"assert {self.x(s.cond)}, {msg!r}", s.loc)
+
+
+def _reads_values(e) -> set[str]:
+    """Names whose values (not just shapes: arrays never change shape) ``e`` reads."""
+    return ir.names_read(e)
+
+
+def generate(typed: TypedFunction, direction: str, options: Options,
+             callee_symbol: Callable[[ir.Call, tuple[VarType, ...]], str]) -> Generated:
+    """Generate the module source for one specialised function and direction."""
+    em = Emitter(typed, direction, options, callee_symbol)
+    fname = f"{typed.func.name}__{direction}"
+    em.function(fname)
+    sig = ", ".join(f"{p}: {t}" for p, t in zip(typed.func.params, typed.params))
+    user_fps = sorted(f"{r.name}={r.fingerprint}" for r in em.user_functions.values())
+    header = [
+        f"# revbench {direction} code for {typed.func.name} "
+        f"({typed.func.filename}:{typed.func.firstlineno})",
+        f"# signature: ({sig}); checks {'on' if options.check else 'off'}; codegen v{CODEGEN_VERSION}",
+    ]
+    if user_fps:
+        header.append(f"# user functions: {', '.join(user_fps)}")
+    header += ["import math as _rb_math", "import numpy as _rb_np",
+               "from revbench.backends.runtime import CheckFailed as _RbCheckFailed"]
+    body_text = "\n".join(header + em.lines) + "\n"
+    key = hashlib.sha256(body_text.encode()).hexdigest()[:32]
+    module_key = int(key[:15], 16)
+    lines = header + [f"_RB_MODULE = {module_key}", ""]
+    shift = len(lines)
+    source = "\n".join(lines + em.lines) + "\n"
+    linemap = {g + shift: u for g, u in em.linemap.items()}
+    needed = {r.impl: r for r in em.user_functions.values()}
+    return Generated(source, key, fname, em.checks, linemap, needed)

@@ -1,0 +1,76 @@
+"""The Numba backend: the generated source, compiled by ``numba.njit``.
+
+Numba is imported only here, the first time a function is compiled, so
+``import revbench`` stays light.  Compiled code is cached on disk
+(``cache=True``) next to the generated source, keyed by its content hash.
+Typing failures are translated back to the user's line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from revbench.backends.codegen import Generated
+from revbench.backends.loader import load_module
+from revbench.backends.runtime import TABLES
+from revbench.lang.errors import ReversibilityTypeError
+
+_user_cache: dict[tuple[str, str], Callable] = {}
+
+
+def _njit(**kw):
+    import numba
+
+    return numba.njit(cache=True, **kw)
+
+
+def compile_numba(gen: Generated, injected: dict[str, object], check: bool) -> Callable:
+    mod = load_module(gen.key, gen.source, "nb", injected)
+    fn = getattr(mod, gen.function_name)
+    dispatcher = getattr(mod, "_rb_dispatcher", None)
+    if dispatcher is None:
+        dispatcher = _njit(boundscheck=check)(fn)
+        mod._rb_dispatcher = dispatcher
+    return dispatcher
+
+
+def user_function(rule) -> Callable:
+    """The jitted version of a registered user function (one per fingerprint)."""
+    key = (rule.name, rule.fingerprint)
+    if key not in _user_cache:
+        import numba
+
+        _user_cache[key] = numba.njit(rule.user_function)
+    return _user_cache[key]
+
+
+def is_numba_error(exc: BaseException) -> bool:
+    mod = type(exc).__module__ or ""
+    return mod.startswith("numba")
+
+
+_LOC = re.compile(r'File "([^"]*rbgen_([0-9a-f]{32})\.py)", line (\d+)')
+
+
+def translate_numba_error(exc: BaseException, function: str) -> ReversibilityTypeError:
+    """A Numba compile error, told against the user's line rather than generated code."""
+    msg = str(exc)
+    where = None
+    for m in _LOC.finditer(msg):
+        key = int(m.group(2)[:15], 16)
+        table = TABLES.get(key)
+        if table and int(m.group(3)) in table.linemap:
+            where = (table, table.linemap[int(m.group(3))])
+    first = next((ln.strip() for ln in msg.splitlines()
+                  if ln.strip() and not ln.startswith("During:")), type(exc).__name__)
+    first = re.sub(r"\x1b\[[0-9;]*m", "", first)
+    if where:
+        table, line = where
+        text = table.source_lines.get(line, "").strip()
+        return ReversibilityTypeError(
+            f"Numba could not compile this statement: {first}\n  in reversible function "
+            f"{table.function}, {table.filename}, line {line}: {text}",
+            function=table.function, filename=table.filename, lineno=line, stage="numba")
+    return ReversibilityTypeError(f"Numba could not compile {function}: {first}",
+                                  function=function, stage="numba")

@@ -1,0 +1,171 @@
+"""The pipeline driver: source -> parse -> check -> transform -> types -> backend.
+
+A :class:`Program` holds one reversible function's checked IR and compiles
+it lazily, once per (direction, backend, checks, signature).  Nothing is
+compiled at decoration time; calling a function compiles what that call
+needs (its callees included) and caches it, in memory and -- through the
+content-hashed generated files -- on disk.
+"""
+
+from __future__ import annotations
+
+import builtins
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from revbench.backends import codegen
+from revbench.backends.runtime import TABLES, CheckTable
+from revbench.lang import ir
+from revbench.lang.errors import ReversibilityTypeError
+from revbench.lang.types import VarType, infer
+from revbench.rules import functions as fn_rules
+from revbench.transforms.invert import invert
+
+BACKENDS = ("numba", "python")
+DIRECTIONS = ("forward", "inverse")
+STAGES = ("parse", "check", "types", "codegen", "compile")
+
+
+@dataclass
+class Compiled:
+    """One specialisation, ready to run."""
+
+    run: Any  # callable(*args, atol, rtol) -> tuple
+    generated: codegen.Generated
+    table: CheckTable
+
+
+@dataclass
+class Program:
+    """A checked reversible function, with its lazily built compilations."""
+
+    ir: ir.Function
+    check: bool = True
+    backend: str = "numba"
+    atol: float | None = None
+    rtol: float | None = None
+    namespace: Mapping[str, Any] = field(default_factory=dict)
+    closure: Mapping[str, Any] = field(default_factory=dict)
+    _inverse_ir: ir.Function | None = None
+    _cache: dict = field(default_factory=dict)
+    views: dict = field(default_factory=dict)  # direction -> ReversibleFunction
+
+    def ir_for(self, direction: str) -> ir.Function:
+        if direction == "forward":
+            return self.ir
+        if direction == "inverse":
+            if self._inverse_ir is None:
+                self._inverse_ir = invert(self.ir)
+            return self._inverse_ir
+        raise ValueError(f"unknown direction {direction!r}")
+
+    # -- resolving callees -----------------------------------------------------
+    def lookup(self, dotted: str) -> Any:
+        head, *rest = dotted.split(".")
+        if head in self.closure:
+            obj = self.closure[head]
+        elif head in self.namespace:
+            obj = self.namespace[head]
+        else:
+            obj = getattr(builtins, head, _MISSING)
+        for a in rest:
+            obj = getattr(obj, a, _MISSING) if obj is not _MISSING else _MISSING
+        return obj
+
+    def callee(self, call: ir.Call) -> tuple[Program, str]:
+        from revbench.function import ReversibleFunction
+
+        obj = self.lookup(call.func)
+        if not isinstance(obj, ReversibleFunction):
+            what = "not defined" if obj is _MISSING else f"a {type(obj).__name__}"
+            raise ReversibilityTypeError(
+                f"`{call.func}` is {what}, not a reversible function (decorate it with "
+                f"@reversible)\n  in reversible function {self.ir.name}, {self.ir.filename}, "
+                f"line {call.loc.line}: {self.ir.line_text(call.loc.line).strip()}",
+                function=self.ir.name, filename=self.ir.filename, lineno=call.loc.line,
+                stage="types")
+        direction = obj._direction
+        if call.inverted:
+            direction = "inverse" if direction == "forward" else "forward"
+        return obj._program, direction
+
+    # -- compiling ---------------------------------------------------------------
+    def compile(self, direction: str, backend: str, check: bool,
+                signature: tuple[VarType, ...]) -> Compiled:
+        key = (direction, backend, check, signature)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        guard = _in_progress()
+        token = (id(self), key)
+        if token in guard:
+            raise ReversibilityTypeError(
+                f"{self.ir.name} calls itself (directly or through other functions); recursive "
+                "reversible functions are not supported", function=self.ir.name, stage="types")
+        guard.add(token)
+        try:
+            compiled = self._compile(direction, backend, check, signature)
+        finally:
+            guard.discard(token)
+        self._cache[key] = compiled
+        return compiled
+
+    def generate(self, direction: str, backend: str, check: bool,
+                 signature: tuple[VarType, ...], compile_callees: bool = True):
+        """Stages types + codegen: the generated module and the globals it needs."""
+        func = self.ir_for(direction)
+        typed = infer(func, signature)
+        injected: dict[str, object] = {}
+
+        def callee_symbol(call: ir.Call, types: tuple[VarType, ...]) -> str:
+            prog, cdir = self.callee(call)
+            eff_check = check and prog.check
+            if compile_callees:
+                sub = prog.compile(cdir, backend, eff_check, types)
+                symbol = f"_rb_call_{prog.ir.name}_{sub.generated.key[:12]}"
+                injected[symbol] = sub.run
+            else:
+                symbol = f"_rb_call_{prog.ir.name}_{cdir}"
+            return symbol
+
+        opts = codegen.Options(check=check, atol=self.atol, rtol=self.rtol)
+        gen = codegen.generate(typed, direction, opts, callee_symbol)
+        for symbol, rule in gen.globals_needed.items():
+            injected[symbol] = _user_impl(rule, backend)
+        return gen, injected
+
+    def _compile(self, direction, backend, check, signature) -> Compiled:
+        gen, injected = self.generate(direction, backend, check, signature)
+        func = self.ir_for(direction)
+        table = CheckTable(func.name, func.filename, direction, gen.checks, gen.linemap,
+                           {ln: func.line_text(ln) for ln in set(gen.linemap.values())})
+        TABLES[gen.module_key] = table
+        if backend == "numba":
+            from revbench.backends.numba_backend import compile_numba
+
+            run = compile_numba(gen, injected, check)
+        else:
+            from revbench.backends.python_backend import compile_python
+
+            run = compile_python(gen, injected)
+        return Compiled(run, gen, table)
+
+
+def _user_impl(rule: fn_rules.FunctionRule, backend: str):
+    if backend == "numba":
+        from revbench.backends.numba_backend import user_function
+    else:
+        from revbench.backends.python_backend import user_function
+    return user_function(rule)
+
+
+_MISSING = object()
+_local = threading.local()
+
+
+def _in_progress() -> set:
+    if not hasattr(_local, "guard"):
+        _local.guard = set()
+    return _local.guard

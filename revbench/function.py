@@ -1,0 +1,307 @@
+"""``@reversible`` and the reversible function object users hold.
+
+A :class:`ReversibleFunction` is a *view* of a :class:`~revbench.compiler.Program`
+in one direction.  ``f.inverse`` (``~f``) is the other view of the same
+program, so ``~~f is f``.  Calling a view checks the arguments, compiles the
+specialisation it needs (once), runs it and returns all arguments' final
+values.  With checks on, arrays are snapshotted first and restored if a
+check fails, so a failed call loses none of the caller's data.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import linecache
+import sys
+from collections.abc import Callable, Mapping
+from itertools import combinations
+from typing import Any, overload
+
+import numpy as np
+
+from revbench.backends.runtime import TABLES, CheckFailed, to_user_error
+from revbench.compiler import BACKENDS, Program
+from revbench.config import get_tolerance
+from revbench.lang.check import check_function
+from revbench.lang.errors import ReversibilityError, ReversibilityTypeError
+from revbench.lang.parse import SourceInfo, parse_definition, parse_function
+from revbench.lang.types import VarType, guess_signature, type_of_value
+
+SOURCE_KINDS = ("forward", "inverse", "adjoint")
+
+
+class ReversibleFunction:
+    """A function written in the reversible language (see ``docs/language.md``).
+
+    Call it to run forward; ``f.inverse`` / ``~f`` runs it backwards.
+    """
+
+    def __init__(self, program: Program, direction: str = "forward"):
+        self._program = program
+        self._direction = direction
+        program.views[direction] = self
+        name = program.ir.name
+        self.__name__ = name if direction == "forward" else f"~{name}"
+        self.__qualname__ = self.__name__
+
+    # -- views -------------------------------------------------------------------
+    @property
+    def inverse(self) -> ReversibleFunction:
+        """The function that undoes this one (``~f``)."""
+        other = "inverse" if self._direction == "forward" else "forward"
+        view = self._program.views.get(other)
+        return view if view is not None else ReversibleFunction(self._program, other)
+
+    def __invert__(self) -> ReversibleFunction:
+        return self.inverse
+
+    @property
+    def name(self) -> str:
+        return self._program.ir.name
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        return self._program.ir.params
+
+    @property
+    def is_inverse(self) -> bool:
+        return self._direction == "inverse"
+
+    @property
+    def check(self) -> bool:
+        return self._program.check
+
+    @property
+    def backend(self) -> str:
+        return self._program.backend
+
+    def __repr__(self) -> str:
+        p = self._program
+        extra = "" if p.check else ", check=False"
+        return f"<reversible function {self.__name__}({', '.join(p.ir.params)}) [{p.backend}{extra}]>"
+
+    # -- running -------------------------------------------------------------------
+    def signature_of(self, args: tuple) -> tuple[VarType, ...]:
+        p = self._program
+        params = p.ir.params
+        if len(args) != len(params):
+            raise TypeError(f"{self.__name__}() takes {len(params)} argument(s) "
+                            f"({', '.join(params)}) but {len(args)} were given")
+        sig = []
+        for name, a in zip(params, args):
+            t = type_of_value(a)
+            if t is None:
+                raise ReversibilityTypeError(
+                    f"argument `{name}` of {self.__name__}: expected an int, float, bool or "
+                    f"complex number, or a NumPy array of int64, float64, bool or complex128; "
+                    f"got {_describe(a)}", variable=name, function=self.name, stage="call")
+            if t.is_array and not a.flags.writeable:
+                raise ReversibilityTypeError(
+                    f"argument `{name}` of {self.__name__} is a read-only array; reversible "
+                    "functions update their arguments in place (pass a copy)",
+                    variable=name, function=self.name, stage="call")
+            sig.append(t)
+        arrays = [(n, a) for n, a in zip(params, args) if isinstance(a, np.ndarray)]
+        for (n1, a1), (n2, a2) in combinations(arrays, 2):
+            if np.may_share_memory(a1, a2):
+                raise ReversibilityError(
+                    f"arguments `{n1}` and `{n2}` of {self.__name__} share memory: updating one "
+                    "would change the other, which is not reversible (pass a copy)",
+                    variable=n2, function=self.name, stage="call")
+        return tuple(sig)
+
+    def compiled(self, signature: tuple[VarType, ...]):
+        p = self._program
+        return p.compile(self._direction, p.backend, p.check, signature)
+
+    def __call__(self, *args: Any) -> tuple:
+        p = self._program
+        sig = self.signature_of(args)
+        compiled = self.compiled(sig)
+        atol, rtol = get_tolerance()
+        call_args = [a.item() if isinstance(a, np.generic) else a for a in args]
+        snapshots = [(a, a.copy()) for a in args if isinstance(a, np.ndarray)] if p.check else []
+        try:
+            out = compiled.run(*call_args, atol, rtol)
+        except CheckFailed as exc:
+            _restore(snapshots)
+            raise to_user_error(exc) from None
+        except Exception as exc:
+            _restore(snapshots)
+            if p.backend == "numba":
+                from revbench.backends.numba_backend import is_numba_error, translate_numba_error
+
+                if is_numba_error(exc):
+                    raise translate_numba_error(exc, self.__name__) from None
+            _add_user_line_note(exc)
+            raise
+        return tuple(orig if isinstance(orig, np.ndarray) else _python_scalar(v)
+                     for orig, v in zip(args, out))
+
+    # -- introspection -----------------------------------------------------------------
+    def source(self, kind: str = "forward", *example_args: Any) -> str:
+        """The generated Python source of this function's forward, inverse or adjoint.
+
+        ``kind`` is relative to this view (``(~f).source("forward")`` is f's
+        inverse code).  The code depends on the argument types: pass example
+        arguments, or the types of the last call (or a guess from the body) are used.
+        """
+        if kind not in SOURCE_KINDS:
+            raise ValueError(f"kind must be one of {SOURCE_KINDS}, got {kind!r}")
+        p = self._program
+        if kind == "adjoint":
+            from revbench.ad import adjoint_source  # noqa: PLC0415 (AD is optional here)
+
+            return adjoint_source(self, *example_args)
+        direction = self._direction if kind == "forward" else (
+            "inverse" if self._direction == "forward" else "forward")
+        if example_args:
+            sig = self.signature_of(example_args)
+        else:
+            sigs = [k[3] for k in p._cache if k[1] == p.backend and k[2] == p.check]
+            sig = sigs[-1] if sigs else guess_signature(p.ir)
+        gen, _ = p.generate(direction, p.backend, p.check, sig, compile_callees=False)
+        return gen.source
+
+
+def _describe(a: Any) -> str:
+    if isinstance(a, np.ndarray):
+        return f"a {a.ndim}-D array of {a.dtype}" if a.ndim else "a 0-d array"
+    return f"{type(a).__name__} {a!r}" if not isinstance(a, (list, tuple, dict)) else type(a).__name__
+
+
+def _python_scalar(v: Any) -> Any:
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _restore(snapshots) -> None:
+    for arr, saved in snapshots:
+        arr[...] = saved
+
+
+def _add_user_line_note(exc: BaseException) -> None:
+    """Point a Python-backend exception at the user's line, not the generated one."""
+    tb = exc.__traceback__
+    hit = None
+    while tb is not None:
+        fname = tb.tb_frame.f_code.co_filename
+        if "rbgen_" in fname:
+            key = int(fname.rsplit("rbgen_", 1)[1][:15], 16)
+            table = TABLES.get(key)
+            if table and tb.tb_lineno in table.linemap:
+                hit = (table, table.linemap[tb.tb_lineno])
+        tb = tb.tb_next
+    if hit and hasattr(exc, "add_note"):
+        table, line = hit
+        exc.add_note(f"in reversible function {table.function}, {table.filename}, line {line}: "
+                     f"{table.source_lines.get(line, '').strip()}")
+
+
+def _validate_options(check: Any, backend: Any, atol: Any, rtol: Any) -> None:
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if not isinstance(check, bool):
+        raise TypeError(f"check must be True or False, got {check!r}")
+    for name, v in (("atol", atol), ("rtol", rtol)):
+        if v is not None and not (isinstance(v, (int, float)) and v >= 0):
+            raise ValueError(f"{name} must be a non-negative number, got {v!r}")
+
+
+def _make(ir_func, *, check, backend, atol, rtol, namespace, closure) -> ReversibleFunction:
+    ir_func = check_function(ir_func)
+    prog = Program(ir_func, check=check, backend=backend,
+                   atol=None if atol is None else float(atol),
+                   rtol=None if rtol is None else float(rtol),
+                   namespace=namespace, closure=closure)
+    view = ReversibleFunction(prog, "forward")
+    return view
+
+
+@overload
+def reversible(fn: Callable) -> ReversibleFunction: ...
+@overload
+def reversible(*, check: bool = True, backend: str = "numba", atol: float | None = None,
+               rtol: float | None = None) -> Callable[[Callable], ReversibleFunction]: ...
+
+
+def reversible(fn: Callable | None = None, *, check: bool = True, backend: str = "numba",
+               atol: float | None = None, rtol: float | None = None):
+    """Turn a function written in the reversible language into a :class:`ReversibleFunction`.
+
+    ``check=False`` generates code without any runtime check (for speed);
+    ``backend="python"`` runs the generated code without compiling it;
+    ``atol``/``rtol`` set this function's float tolerance (default: the global one).
+    Static errors raise :class:`ReversibilitySyntaxError` here, at decoration time.
+    """
+    _validate_options(check, backend, atol, rtol)
+    if fn is None:
+        return functools.partial(reversible, check=check, backend=backend, atol=atol, rtol=rtol)
+    if isinstance(fn, ReversibleFunction):
+        raise TypeError(f"{fn.__name__} is already a reversible function")
+    if not callable(fn) or not hasattr(fn, "__code__"):
+        raise TypeError(f"@reversible decorates a Python function, got {fn!r}")
+    closure = {}
+    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+        try:
+            closure[name] = cell.cell_contents
+        except ValueError:
+            pass
+    ir_func = parse_function(fn)
+    view = _make(ir_func, check=check, backend=backend, atol=atol, rtol=rtol,
+                 namespace=fn.__globals__, closure=closure)
+    view.__doc__ = fn.__doc__
+    view.__module__ = fn.__module__
+    view.__wrapped__ = fn
+    return view
+
+
+_define_counter = [0]
+
+
+def define(source: str, namespace: dict[str, Any] | None = None, *, filename: str | None = None,
+           check: bool = True, backend: str = "numba", atol: float | None = None,
+           rtol: float | None = None, first_line: int = 1) -> dict[str, ReversibleFunction]:
+    """Define reversible functions from source text (every ``def`` in it).
+
+    The source is registered with :mod:`linecache` under ``filename`` so
+    errors and tracebacks show its lines.  Each function is added to
+    ``namespace`` (if given) and the new functions are returned by name.
+    The ``@reversible`` decorator is optional in ``source``.
+    """
+    _validate_options(check, backend, atol, rtol)
+    if filename is None:
+        _define_counter[0] += 1
+        filename = f"<revbench-define-{_define_counter[0]}>"
+    lines = source.splitlines(keepends=True)
+    linecache.cache[filename] = (len(source), None, lines, filename)
+    ns: dict[str, Any] = namespace if namespace is not None else {}
+    if namespace is None:
+        ns.update({"np": np, "math": sys.modules["math"]})
+    try:
+        tree = ast.parse(source, filename)
+    except SyntaxError as exc:
+        from revbench.lang.errors import ReversibilitySyntaxError
+
+        raise ReversibilitySyntaxError(exc.msg, filename, exc.lineno,
+                                       None if exc.offset is None else exc.offset - 1,
+                                       exc.text, stage="parse") from None
+    out: dict[str, ReversibleFunction] = {}
+    info = SourceInfo(filename, lines, first_line - 1, 0)
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        opts = dict(check=check, backend=backend, atol=atol, rtol=rtol)
+        for dec in node.decorator_list:
+            if isinstance(dec, ast.Call):
+                for kw in dec.keywords:
+                    opts[kw.arg] = ast.literal_eval(kw.value)
+        _validate_options(**opts)
+        view = _make(parse_definition(node, info, ns), namespace=ns, closure={}, **opts)
+        ns[node.name] = view
+        out[node.name] = view
+    return out
+
+
+def as_mapping(ns: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(ns)

@@ -1,0 +1,271 @@
+"""Stage 2, *check*: static reversibility checks on parsed IR.
+
+Refuses, with a :class:`ReversibilitySyntaxError` pointing at the user's
+line, everything the language contract calls a static error:
+
+* a plain assignment to an existing name, or an allocation over an argument;
+* an ancilla not deallocated in the block that allocated it (on every path);
+* ``del`` of something that is not a live ancilla of this block;
+* an update of a ``for`` loop variable (read-only);
+* aliasing visible in the names: ``y += y``, ``x[i] -= x[i] * 2``, the same
+  variable passed twice to a call;
+* a ``~routine`` with no matching open routine, or a routine never undone.
+
+It also *resolves* what the parser could not know: the allocation expression
+each ``del`` must compare against, and the body each ``~routine`` undoes
+(it becomes an :class:`ir.Inverted` block).  It records index pairs that
+might alias at run time (``x[i] += x[j]``) for the backend's runtime checks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from itertools import count
+
+from revbench.lang import ir
+from revbench.lang.errors import ReversibilitySyntaxError
+from revbench.transforms.invert import invert_body
+
+
+@dataclass
+class _Ancilla:
+    alloc: ir.Alloc
+    block: int  # id of the block that allocated it
+
+
+@dataclass
+class _Scope:
+    params: frozenset[str]
+    ancillas: dict[str, _Ancilla] = field(default_factory=dict)
+    loop_vars: dict[str, ir.Loc] = field(default_factory=dict)
+
+    def child(self) -> _Scope:
+        return _Scope(self.params, dict(self.ancillas), dict(self.loop_vars))
+
+    def defined(self, name: str) -> bool:
+        return name in self.params or name in self.ancillas or name in self.loop_vars
+
+
+class Checker:
+    def __init__(self, func: ir.Function):
+        self.func = func
+        self._ids = count(1)
+
+    def error(self, loc: ir.Loc, message: str) -> ReversibilitySyntaxError:
+        return ReversibilitySyntaxError(
+            f"{message} (in reversible function {self.func.name})", self.func.filename,
+            loc.line, loc.col, self.func.line_text(loc.line), loc.end_line, loc.end_col,
+            stage="check")
+
+    def run(self) -> ir.Function:
+        scope = _Scope(frozenset(self.func.params))
+        body = self.block(self.func.body, scope, new_block=True)
+        return replace(self.func, body=body)
+
+    # -- blocks ---------------------------------------------------------------
+    def block(self, body, scope: _Scope, new_block: bool, block_id: int | None = None):
+        """Check a statement list.  A routine body shares its parent's block id."""
+        bid = next(self._ids) if new_block else block_id
+        routines: list[tuple[str | None, ir.Block]] = []
+        out = []
+        for s in body:
+            out.append(self.stmt(s, scope, bid, routines))
+        for name, blk in routines:
+            what = "routine" if name is None else f"routine {name}"
+            undo = "~routine" if name is None else f"~{name}"
+            raise self.error(blk.loc, f"this {what} is never undone: add `{undo}` later in the "
+                                      "same block (routines are undone last opened, first undone)")
+        if new_block:
+            for name, anc in scope.ancillas.items():
+                if anc.block == bid:
+                    raise self.error(anc.alloc.loc, f"ancilla `{name}` is allocated here but not "
+                                                    f"deallocated in the same block: add `del {name}` "
+                                                    "before the block ends (on every path)")
+        return tuple(out)
+
+    def stmt(self, s: ir.Stmt, scope: _Scope, bid: int, routines) -> ir.Stmt:
+        if isinstance(s, ir.Alloc):
+            return self.alloc(s, scope, bid)
+        if isinstance(s, ir.Dealloc):
+            return self.dealloc(s, scope, bid)
+        if isinstance(s, ir.Update):
+            return self.update(s, scope)
+        if isinstance(s, ir.Swap):
+            return self.swap(s, scope)
+        if isinstance(s, ir.Call):
+            return self.call(s, scope)
+        if isinstance(s, ir.Block):
+            name = s.label.partition(":")[2] or None
+            body = self.block(s.body, scope, new_block=False, block_id=bid)
+            resolved = replace(s, body=body)
+            routines.append((name, resolved))
+            return resolved
+        if isinstance(s, ir.Uncompute):
+            return self.uncompute(s, scope, bid, routines)
+        if isinstance(s, ir.Inverted):
+            return replace(s, body=self.block(s.body, scope.child(), new_block=True))
+        if isinstance(s, ir.If):
+            self.reads(s.pre, scope)
+            self.reads(s.post, scope)
+            then = self.block(s.then, scope.child(), new_block=True)
+            orelse = self.block(s.orelse, scope.child(), new_block=True)
+            return replace(s, then=then, orelse=orelse)
+        if isinstance(s, ir.While):
+            self.reads(s.cond, scope)
+            self.reads(s.post, scope)
+            return replace(s, body=self.block(s.body, scope.child(), new_block=True))
+        if isinstance(s, ir.For):
+            for e in (s.start, s.stop, s.step):
+                self.reads(e, scope)
+            if scope.defined(s.var):
+                raise self.error(s.loc, f"loop variable `{s.var}` is already a variable here; "
+                                        "choose a new name")
+            inner = scope.child()
+            inner.loop_vars[s.var] = s.loc
+            return replace(s, body=self.block(s.body, inner, new_block=True))
+        if isinstance(s, ir.Print):
+            for a in s.args:
+                if not isinstance(a, str):
+                    self.reads(a, scope)
+            return s
+        if isinstance(s, ir.Assert):
+            self.reads(s.cond, scope)
+            return s
+        raise self.error(s.loc, f"unexpected statement {type(s).__name__}")
+
+    # -- allocation -----------------------------------------------------------
+    def alloc(self, s: ir.Alloc, scope: _Scope, bid: int) -> ir.Stmt:
+        name = s.name
+        assign = "plain assignment `{0} = ...` is not reversible: `{0}` {1}. Update it with " \
+                 "`{0} += ...`, `{0} -= ...` or `{0} ^= ...`, or swap it (`{0}, t = t, {0}`)"
+        if name in scope.params:
+            raise self.error(s.loc, assign.format(name, "is an argument, and allocating over an "
+                                                        "argument would lose its value"))
+        if name in scope.loop_vars:
+            raise self.error(s.loc, f"`{name}` is the loop variable, which is read-only")
+        if name in scope.ancillas:
+            line = scope.ancillas[name].alloc.loc.line
+            raise self.error(s.loc, assign.format(name, f"is already allocated (line {line}); "
+                                                        f"`del {name}` it first to reuse the name"))
+        self.reads(s.init, scope)
+        scope.ancillas[name] = _Ancilla(s, bid)
+        return s
+
+    def dealloc(self, s: ir.Dealloc, scope: _Scope, bid: int) -> ir.Stmt:
+        name = s.name
+        if name in scope.params:
+            raise self.error(s.loc, f"`{name}` is an argument; only ancillas (locals allocated "
+                                    "in this function) can be deallocated")
+        if name in scope.loop_vars:
+            raise self.error(s.loc, f"`{name}` is the loop variable and cannot be deallocated")
+        anc = scope.ancillas.get(name)
+        if anc is None:
+            raise self.error(s.loc, f"`del {name}`: `{name}` is not an allocated ancilla here")
+        if anc.block != bid:
+            raise self.error(s.loc, f"`{name}` was allocated in an enclosing block (line "
+                                    f"{anc.alloc.loc.line}); deallocate it in the block that "
+                                    "allocated it")
+        del scope.ancillas[name]
+        return replace(s, init=anc.alloc.init)
+
+    def uncompute(self, s: ir.Uncompute, scope: _Scope, bid: int, routines) -> ir.Stmt:
+        if not routines:
+            what = "a routine" if s.name is None else f"a routine named `{s.name}`"
+            raise self.error(s.loc, f"`~{s.name or 'routine'}` undoes {what}, but none is open in "
+                                    "this block (open one with `with routine:` earlier in the "
+                                    "same block)")
+        name, blk = routines[-1]
+        if s.name is not None and s.name != name:
+            open_names = [n or "routine" for n, _ in routines]
+            if s.name not in open_names:
+                raise self.error(s.loc, f"no routine named `{s.name}` is open in this block")
+            raise self.error(s.loc, f"`~{s.name}` is not the last opened routine (that is "
+                                    f"`{name or 'routine'}`, line {blk.loc.line}); routines are "
+                                    "undone last opened, first undone")
+        routines.pop()
+        # The uncompute runs the routine's inverse in this same block: replay it on
+        # the scope, so ancillas the routine allocated are freed here.
+        self.block(invert_body(blk.body), scope, new_block=False, block_id=bid)
+        return ir.Inverted(blk.body, "~" + blk.label, s.loc)
+
+    # -- updates -------------------------------------------------------------
+    def writable(self, t: ir.Target, scope: _Scope, what: str) -> None:
+        if t.name in scope.loop_vars:
+            raise self.error(t.loc, f"`{t.name}` is a for-loop variable, which is read-only; "
+                                    f"copy it into an ancilla to {what} it")
+        if not scope.defined(t.name):
+            raise self.error(t.loc, f"`{t.name}` is not allocated here (allocate it first, "
+                                    f"e.g. `{t.name} = 0.0`)")
+        if isinstance(t, ir.Elem):
+            for idx in t.indices:
+                self.reads(idx, scope)
+                if t.name in ir.names_read(idx):
+                    raise self.error(t.loc, f"the index of `{t.name}[...]` reads `{t.name}` itself, "
+                                            "so the element updated could move: copy the index "
+                                            "into an ancilla first")
+
+    def update(self, s: ir.Update, scope: _Scope) -> ir.Stmt:
+        t = s.target
+        self.writable(t, scope, "update")
+        self.reads(s.value, scope)
+        checks = []
+        for e in ir.walk_expr(s.value):
+            if isinstance(e, (ir.Var, ir.Elem)) and e.name == t.name:
+                same = isinstance(t, ir.Var) or isinstance(e, ir.Var) or e.indices == t.indices
+                if same:
+                    text = self.func.line_text(s.loc.line).strip()
+                    raise self.error(e.loc, f"`{_text(t)}` is read on its own right-hand side "
+                                            f"(`{text}`): the update could not be undone. Compute "
+                                            "the right-hand side into an ancilla first")
+                checks.append(e)
+        return replace(s, alias_checks=tuple(checks))
+
+    def swap(self, s: ir.Swap, scope: _Scope) -> ir.Stmt:
+        for t in (s.a, s.b):
+            self.writable(t, scope, "swap")
+        if s.a.name == s.b.name and (isinstance(s.a, ir.Var) or isinstance(s.b, ir.Var)
+                                     or s.a.indices == s.b.indices):
+            raise self.error(s.loc, f"a swap needs two different targets, got `{_text(s.a)}` and "
+                                    f"`{_text(s.b)}`")
+        return s
+
+    def call(self, s: ir.Call, scope: _Scope) -> ir.Stmt:
+        for t in s.args:
+            self.writable(t, scope, "pass")
+        pairs = []
+        whole = {t.name for t in s.args if isinstance(t, ir.Var)}
+        for i, a in enumerate(s.args):
+            if isinstance(a, ir.Elem):
+                for idx in a.indices:
+                    hit = ir.names_read(idx) & whole
+                    if hit:
+                        raise self.error(a.loc, f"the index of argument `{_text(a)}` reads `{hit.pop()}`, "
+                                                "which the same call may change")
+            for b in s.args[i + 1:]:
+                if a.name != b.name:
+                    continue
+                if isinstance(a, ir.Elem) and isinstance(b, ir.Elem) and a.indices != b.indices:
+                    pairs.append((a, b))
+                    continue
+                raise self.error(b.loc, f"`{_text(b)}` is passed twice to `{s.func}` (as "
+                                        f"`{_text(a)}` too): arguments of one call must not alias")
+        return replace(s, alias_checks=tuple(pairs))
+
+    def reads(self, e: ir.Expr, scope: _Scope) -> None:
+        for n in ir.walk_expr(e):
+            name = getattr(n, "name", None) if isinstance(n, (ir.Var, ir.Elem, ir.Len, ir.Shape)) \
+                else getattr(n, "source", None)
+            if name is not None and not scope.defined(name):
+                raise self.error(n.loc, f"`{name}` is not defined here (not an argument, a live "
+                                        "ancilla or a loop variable of this block)")
+
+
+def _text(t: ir.Target) -> str:
+    from revbench.backends.codegen import expr_text  # readable text of an IR expression
+
+    return expr_text(t)
+
+
+def check_function(func: ir.Function) -> ir.Function:
+    """Run the static checks (stage ``check``) and return the resolved IR."""
+    return Checker(func).run()

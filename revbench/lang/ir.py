@@ -1,0 +1,376 @@
+"""The revbench intermediate representation (IR).
+
+Every stage after parsing works on these nodes: the static checker, the
+transforms (``invert``; later ``adjoint``) and the backends.  Nodes are small
+immutable dataclasses so that a transform builds a new tree instead of editing
+the old one, which keeps the forward program intact while its inverse and
+adjoint are derived from it.
+
+Each node carries a :class:`Loc` pointing into the user's source, so that any
+stage can report an error against the user's own line and column.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Union
+
+
+@dataclass(frozen=True)
+class Loc:
+    """A position in the user's source file (1-based line, 0-based column)."""
+
+    line: int
+    col: int = 0
+    end_line: int | None = None
+    end_col: int | None = None
+
+
+NO_LOC = Loc(0, 0)
+
+# --------------------------------------------------------------------------- #
+# Expressions (pure: they never change state)
+# --------------------------------------------------------------------------- #
+
+
+@dataclass(frozen=True)
+class Const:
+    value: int | float | complex | bool
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+
+@dataclass(frozen=True)
+class Var:
+    name: str
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+
+@dataclass(frozen=True)
+class Elem:
+    """``x[i]`` or ``A[i, j]``: one element of an array variable."""
+
+    name: str
+    indices: tuple[Expr, ...]
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+
+@dataclass(frozen=True)
+class BinOp:
+    op: str  # one of + - * / ** // %
+    left: Expr
+    right: Expr
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+
+@dataclass(frozen=True)
+class UnaryOp:
+    op: str  # '-', '+' or 'not'
+    operand: Expr
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+
+@dataclass(frozen=True)
+class Func:
+    """A pure function from the function rule table (``sin``, ``atan2``, ...)."""
+
+    name: str  # canonical name in revbench.rules.functions
+    args: tuple[Expr, ...]
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+
+@dataclass(frozen=True)
+class Len:
+    name: str
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+
+@dataclass(frozen=True)
+class Shape:
+    name: str
+    axis: int
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+
+@dataclass(frozen=True)
+class IfExp:
+    cond: Expr
+    then: Expr
+    orelse: Expr
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+
+@dataclass(frozen=True)
+class Compare:
+    """A (possibly chained) comparison ``a < b <= c``."""
+
+    ops: tuple[str, ...]
+    operands: tuple[Expr, ...]
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+
+@dataclass(frozen=True)
+class BoolOp:
+    op: str  # 'and' or 'or'
+    values: tuple[Expr, ...]
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+
+@dataclass(frozen=True)
+class ArrayAlloc:
+    """An array allocation: ``np.zeros(shape)``, ``np.zeros_like(x)``, ``x.copy()``.
+
+    Only valid as the initial value of an ancilla.  ``shape`` holds the size
+    expressions for ``zeros``; ``source`` the array copied or mimicked.
+    """
+
+    kind: str  # 'zeros' | 'zeros_like' | 'copy'
+    shape: tuple[Expr, ...] = ()
+    source: str | None = None
+    dtype: str | None = None  # 'float' | 'int' | 'bool' | 'complex' | None (default)
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+
+Expr = Union[Const, Var, Elem, BinOp, UnaryOp, Func, Len, Shape, IfExp, Compare, BoolOp, ArrayAlloc]
+Target = Union[Var, Elem]
+
+# --------------------------------------------------------------------------- #
+# Statements
+# --------------------------------------------------------------------------- #
+
+
+@dataclass(frozen=True)
+class Update:
+    """``target op= value`` for op in the instruction table (``+=``, ``*=``, ...).
+
+    ``alias_checks`` lists elements of the target's array read by ``value``
+    with a different index expression: they must differ from the target's
+    index at run time (the static checker fills it in).
+    """
+
+    target: Target
+    op: str
+    value: Expr
+    loc: Loc = field(default=NO_LOC, compare=False)
+    alias_checks: tuple[Elem, ...] = ()
+
+
+@dataclass(frozen=True)
+class Swap:
+    a: Target
+    b: Target
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+
+@dataclass(frozen=True)
+class Alloc:
+    """``name = init``: allocate an ancilla."""
+
+    name: str
+    init: Expr
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+
+@dataclass(frozen=True)
+class Dealloc:
+    """``del name``: deallocate an ancilla, which must equal ``init`` evaluated now.
+
+    ``init`` is ``None`` straight out of the parser; the checker fills it in
+    from the matching :class:`Alloc`.
+    """
+
+    name: str
+    init: Expr | None
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+
+@dataclass(frozen=True)
+class Call:
+    """A call of a reversible function (``inverted`` for ``~f(...)``)."""
+
+    func: str
+    args: tuple[Target, ...]
+    inverted: bool = False
+    loc: Loc = field(default=NO_LOC, compare=False)
+    alias_checks: tuple[tuple[Elem, Elem], ...] = ()
+
+
+@dataclass(frozen=True)
+class Block:
+    """A block run as written: a ``with routine:`` body (label 'routine')."""
+
+    body: tuple[Stmt, ...]
+    label: str = ""
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+
+@dataclass(frozen=True)
+class Inverted:
+    """A block run backwards: ``with inverted:`` or the ``~routine`` uncompute."""
+
+    body: tuple[Stmt, ...]
+    label: str = ""
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+
+@dataclass(frozen=True)
+class Uncompute:
+    """``~routine`` / ``~r`` as parsed; the checker turns it into :class:`Inverted`."""
+
+    name: str | None
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+
+@dataclass(frozen=True)
+class If:
+    """``if (pre, post):``; ``post`` must hold after the branch iff ``pre`` held before."""
+
+    pre: Expr
+    post: Expr
+    then: tuple[Stmt, ...]
+    orelse: tuple[Stmt, ...]
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+
+@dataclass(frozen=True)
+class While:
+    """``while (cond, post):``; ``post`` false on entry, true after every iteration."""
+
+    cond: Expr
+    post: Expr
+    body: tuple[Stmt, ...]
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+
+@dataclass(frozen=True)
+class For:
+    """``for var in range(start, stop, step)``; ``reverse`` walks the range backwards."""
+
+    var: str
+    start: Expr
+    stop: Expr
+    step: Expr
+    body: tuple[Stmt, ...]
+    reverse: bool = False
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+
+@dataclass(frozen=True)
+class Print:
+    args: tuple[Expr | str, ...]
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+
+@dataclass(frozen=True)
+class Assert:
+    cond: Expr
+    message: str | None = None
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+
+Stmt = Union[Update, Swap, Alloc, Dealloc, Call, Block, Inverted, Uncompute, If, While, For, Print, Assert]
+
+
+@dataclass(frozen=True)
+class Function:
+    """A whole reversible function: parameters are in-out, nothing is returned."""
+
+    name: str
+    params: tuple[str, ...]
+    body: tuple[Stmt, ...]
+    filename: str
+    firstlineno: int
+    source_lines: tuple[str, ...] = field(default=(), compare=False, repr=False)
+
+    def line_text(self, line: int) -> str:
+        """The user's source text of a line (``''`` when unknown)."""
+        i = line - self.firstlineno
+        if 0 <= i < len(self.source_lines):
+            return self.source_lines[i].rstrip("\n")
+        return ""
+
+
+# --------------------------------------------------------------------------- #
+# Walking helpers
+# --------------------------------------------------------------------------- #
+
+
+def sub_expressions(e: Expr) -> tuple[Expr, ...]:
+    """The direct children of an expression."""
+    if isinstance(e, Elem):
+        return e.indices
+    if isinstance(e, BinOp):
+        return (e.left, e.right)
+    if isinstance(e, UnaryOp):
+        return (e.operand,)
+    if isinstance(e, Func):
+        return e.args
+    if isinstance(e, IfExp):
+        return (e.cond, e.then, e.orelse)
+    if isinstance(e, Compare):
+        return e.operands
+    if isinstance(e, BoolOp):
+        return e.values
+    if isinstance(e, ArrayAlloc):
+        return e.shape
+    return ()
+
+
+def walk_expr(e: Expr):
+    """Yield ``e`` and every expression below it, depth first."""
+    yield e
+    for c in sub_expressions(e):
+        yield from walk_expr(c)
+
+
+def names_read(e: Expr) -> set[str]:
+    """Variable names whose *values* an expression reads (``len``/``shape`` excluded)."""
+    out: set[str] = set()
+    for n in walk_expr(e):
+        if isinstance(n, (Var, Elem)):
+            out.add(n.name)
+        elif isinstance(n, ArrayAlloc) and n.kind == "copy" and n.source:
+            out.add(n.source)
+    return out
+
+
+def child_blocks(s: Stmt) -> tuple[tuple[Stmt, ...], ...]:
+    """The statement lists nested directly inside a statement."""
+    if isinstance(s, (Block, Inverted, While, For)):
+        return (s.body,)
+    if isinstance(s, If):
+        return (s.then, s.orelse)
+    return ()
+
+
+def walk_stmts(body: tuple[Stmt, ...]):
+    """Yield every statement of a body, nested ones included, in source order."""
+    for s in body:
+        yield s
+        for b in child_blocks(s):
+            yield from walk_stmts(b)
+
+
+def names_written(body: tuple[Stmt, ...]) -> set[str]:
+    """Every variable a body may change (targets, swaps, call arguments, ancillas)."""
+    out: set[str] = set()
+    for s in walk_stmts(body):
+        if isinstance(s, Update):
+            out.add(s.target.name)
+        elif isinstance(s, Swap):
+            out.update((s.a.name, s.b.name))
+        elif isinstance(s, Call):
+            out.update(a.name for a in s.args)
+        elif isinstance(s, (Alloc, Dealloc)):
+            out.add(s.name)
+        elif isinstance(s, Uncompute):
+            pass
+    return out
+
+
+__all__ = ["names_written",
+    "Loc", "NO_LOC", "Const", "Var", "Elem", "BinOp", "UnaryOp", "Func", "Len", "Shape",
+    "IfExp", "Compare", "BoolOp", "ArrayAlloc", "Expr", "Target", "Update", "Swap", "Alloc",
+    "Dealloc", "Call", "Block", "Inverted", "Uncompute", "If", "While", "For", "Print",
+    "Assert", "Stmt", "Function", "sub_expressions", "walk_expr", "names_read",
+    "child_blocks", "walk_stmts", "replace",
+]

@@ -1,0 +1,619 @@
+"""Stage 1, *parse*: Python source -> revbench IR.
+
+The parser accepts exactly the language of ``docs/language.md`` and turns it
+into :mod:`revbench.lang.ir` nodes that keep the user's line and column.
+It also *freezes* module-level numeric constants (so the forward and inverse
+programs always agree) and resolves pure-function spellings (``np.sin``,
+``math.sin``, ``sin``) to their canonical rule-table names.
+
+Scope questions (is this name allocated? is it deallocated in the same block?)
+belong to the next stage, :mod:`revbench.lang.check`.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import inspect
+import math
+import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from revbench.lang import ir
+from revbench.lang.errors import ReversibilitySyntaxError
+from revbench.rules import functions as fn_rules
+from revbench.rules.instructions import REFUSED_UPDATES, UPDATES
+
+_AUG_OPS = {
+    ast.Add: "+=", ast.Sub: "-=", ast.Mult: "*=", ast.Div: "/=", ast.BitXor: "^=",
+    ast.FloorDiv: "//=", ast.Mod: "%=", ast.Pow: "**=", ast.MatMult: "@=",
+    ast.LShift: "<<=", ast.RShift: ">>=", ast.BitOr: "|=", ast.BitAnd: "&=",
+}
+_BIN_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**",
+            ast.FloorDiv: "//", ast.Mod: "%"}
+_CMP_OPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==",
+            ast.NotEq: "!="}
+_DTYPES = {"float64": "float", "float": "float", "double": "float", "int64": "int",
+           "int": "int", "bool": "bool", "bool_": "bool", "complex128": "complex",
+           "complex": "complex"}
+#: the names of the two magic context managers of the language
+ROUTINE, INVERTED = "routine", "inverted"
+
+
+@dataclass
+class SourceInfo:
+    """Where a function's source lives, to turn AST positions into user positions."""
+
+    filename: str
+    lines: list[str]  # the original (not dedented) source lines
+    line_offset: int  # add to an AST line number to get the file's line number
+    col_offset: int  # columns removed by dedenting
+
+    def text(self, lineno: int) -> str:
+        i = lineno - self.line_offset - 1
+        return self.lines[i].rstrip("\n") if 0 <= i < len(self.lines) else ""
+
+
+class Parser:
+    """Turns one ``ast.FunctionDef`` into an :class:`ir.Function`."""
+
+    def __init__(self, src: SourceInfo, namespace: Mapping[str, Any]):
+        self.src = src
+        self.namespace = namespace
+        self.local_names: set[str] = set()
+        self.function_name = "<reversible>"
+
+    # -- errors -------------------------------------------------------------
+    def loc(self, node: ast.AST) -> ir.Loc:
+        line = getattr(node, "lineno", 1) + self.src.line_offset
+        end = getattr(node, "end_lineno", None)
+        end_col = getattr(node, "end_col_offset", None)
+        return ir.Loc(
+            line, getattr(node, "col_offset", 0) + self.src.col_offset,
+            None if end is None else end + self.src.line_offset,
+            None if end_col is None else end_col + self.src.col_offset)
+
+    def error(self, node: ast.AST, message: str) -> ReversibilitySyntaxError:
+        loc = self.loc(node)
+        return ReversibilitySyntaxError(
+            f"{message} (in reversible function {self.function_name})",
+            self.src.filename, loc.line, loc.col, self.src.text(loc.line),
+            loc.end_line, loc.end_col, stage="parse")
+
+    # -- functions ----------------------------------------------------------
+    def function(self, node: ast.FunctionDef) -> ir.Function:
+        self.function_name = node.name
+        a = node.args
+        if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs or a.defaults or a.kw_defaults:
+            raise self.error(node, "a reversible function takes plain positional arguments only "
+                                   "(no defaults, *args, **kwargs or keyword-only arguments)")
+        if isinstance(node, ast.AsyncFunctionDef):
+            raise self.error(node, "a reversible function cannot be async")
+        params = tuple(x.arg for x in a.args)
+        for p in a.args:
+            self._check_user_name(p, p.arg)
+        if len(set(params)) != len(params):
+            raise self.error(node, "duplicate argument names")
+        self.local_names = set(params) | _bound_names(node.body)
+        body = list(node.body)
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            body = body[1:]  # docstring
+        return ir.Function(
+            node.name, params, self.block(body), self.src.filename,
+            self.src.line_offset + 1, tuple(self.src.lines))
+
+    def _check_user_name(self, node: ast.AST, name: str) -> None:
+        if name.startswith("_rb"):
+            raise self.error(node, f"names starting with '_rb' are reserved for generated code: {name!r}")
+
+    # -- statements ---------------------------------------------------------
+    def block(self, stmts: list[ast.stmt]) -> tuple[ir.Stmt, ...]:
+        out: list[ir.Stmt] = []
+        for s in stmts:
+            r = self.stmt(s)
+            if r is not None:
+                out.append(r)
+        return tuple(out)
+
+    def stmt(self, s: ast.stmt) -> ir.Stmt | None:
+        method = getattr(self, "stmt_" + type(s).__name__, None)
+        if method is None:
+            raise self.error(s, _REFUSED_STATEMENTS.get(
+                type(s).__name__, f"`{type(s).__name__}` statements are not part of the "
+                                  "reversible language"))
+        return method(s)
+
+    def stmt_Pass(self, s: ast.Pass) -> None:
+        return None
+
+    def stmt_AugAssign(self, s: ast.AugAssign) -> ir.Stmt:
+        op = _AUG_OPS.get(type(s.op), "?=")
+        if op not in UPDATES:
+            why = REFUSED_UPDATES.get(op, "it is not reversible")
+            raise self.error(s, f"`{op}` is not a reversible instruction: {why}. "
+                                "Reversible updates are +=, -=, *=, /= and ^=")
+        return ir.Update(self.target(s.target), op, self.expr(s.value), self.loc(s))
+
+    def stmt_Assign(self, s: ast.Assign) -> ir.Stmt:
+        if len(s.targets) != 1:
+            raise self.error(s, "chained assignment `a = b = ...` is not reversible; "
+                                "allocate each ancilla on its own line")
+        tgt = s.targets[0]
+        if isinstance(tgt, ast.Tuple):
+            return self._swap(s, tgt)
+        if isinstance(tgt, ast.Name):
+            self._check_user_name(tgt, tgt.id)
+            return ir.Alloc(tgt.id, self.alloc_init(s.value), self.loc(s))
+        if isinstance(tgt, ast.Subscript):
+            text = ast.unparse(tgt)
+            raise self.error(s, f"plain assignment `{text} = ...` is not reversible: it would "
+                                f"overwrite the old value. Write `{text} += ...`, `{text} -= ...` "
+                                "or swap it with another variable")
+        raise self.error(s, "only a new local name can be assigned (allocating an ancilla)")
+
+    def stmt_AnnAssign(self, s: ast.AnnAssign) -> ir.Stmt:
+        if not isinstance(s.target, ast.Name) or s.value is None:
+            raise self.error(s, "an annotated assignment must allocate a new local: `t: float = 0.0`")
+        self._check_user_name(s.target, s.target.id)
+        return ir.Alloc(s.target.id, self.alloc_init(s.value), self.loc(s))
+
+    def _swap(self, s: ast.Assign, tgt: ast.Tuple) -> ir.Stmt:
+        val = s.value
+        ok = (len(tgt.elts) == 2 and isinstance(val, ast.Tuple) and len(val.elts) == 2
+              and ast.dump(tgt.elts[0]) == ast.dump(val.elts[1])
+              and ast.dump(tgt.elts[1]) == ast.dump(val.elts[0]))
+        if not ok:
+            raise self.error(s, "the only tuple assignment is a swap of two targets: `a, b = b, a`")
+        return ir.Swap(self.target(tgt.elts[0]), self.target(tgt.elts[1]), self.loc(s))
+
+    def stmt_Delete(self, s: ast.Delete) -> ir.Stmt:
+        if len(s.targets) != 1 or not isinstance(s.targets[0], ast.Name):
+            raise self.error(s, "`del` takes one ancilla name per statement: `del t`")
+        return ir.Dealloc(s.targets[0].id, None, self.loc(s))
+
+    def stmt_Expr(self, s: ast.Expr) -> ir.Stmt:
+        v = s.value
+        if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "print" \
+                and v.func.id not in self.local_names:
+            return self._print(v)
+        if isinstance(v, ast.UnaryOp) and isinstance(v.op, ast.Invert):
+            inner = v.operand
+            if isinstance(inner, ast.Name) and (inner.id == ROUTINE or inner.id in self._routine_names):
+                return ir.Uncompute(None if inner.id == ROUTINE else inner.id, self.loc(s))
+            if isinstance(inner, ast.Call):
+                return self._call(inner, s, inverted=True)
+        if isinstance(v, ast.Call):
+            return self._call(v, s, inverted=False)
+        raise self.error(s, "this expression statement has no effect; a statement must update a "
+                            "variable (`y += e`), call a reversible function (`f(x, y)`) or "
+                            "undo a routine (`~routine`)")
+
+    _routine_names: set[str] = set()
+
+    def _call(self, c: ast.Call, s: ast.stmt, inverted: bool) -> ir.Stmt:
+        func = c.func
+        # (~f)(x) and f.inverse(x) are both calls of f's inverse
+        if isinstance(func, ast.UnaryOp) and isinstance(func.op, ast.Invert):
+            func, inverted = func.operand, not inverted
+        if isinstance(func, ast.Attribute) and func.attr == "inverse":
+            func, inverted = func.value, not inverted
+        name = _dotted(func)
+        if name is None:
+            raise self.error(c, "call a reversible function by name: `f(x, y)` or `~f(x, y)`")
+        if name.split(".")[0] in self.local_names:
+            raise self.error(c, f"`{name}` is a variable of this function, not a reversible function")
+        if c.keywords:
+            raise self.error(c, "reversible calls take positional arguments only")
+        if fn_rules.canonical(name.replace("numpy.", "np.")) or name in ("len",):
+            raise self.error(c, f"`{name}(...)` as a statement has no effect: a pure function's "
+                                "result must be added to a variable, e.g. `y += "
+                                f"{ast.unparse(c)}`")
+        args = []
+        for a in c.args:
+            if isinstance(a, ast.Starred):
+                raise self.error(a, "`*args` is not allowed in a reversible call")
+            if not isinstance(a, (ast.Name, ast.Subscript)) or (
+                    isinstance(a, ast.Name) and a.id not in self.local_names):
+                raise self.error(a, f"argument `{ast.unparse(a)}` of a reversible call must be a "
+                                    "variable or an element (`x`, `x[i]`), since the call updates it")
+            args.append(self.target(a))
+        return ir.Call(name, tuple(args), inverted, self.loc(s))
+
+    def _print(self, c: ast.Call) -> ir.Stmt:
+        if c.keywords:
+            raise self.error(c, "print() in reversible code takes positional arguments only")
+        args: list[ir.Expr | str] = []
+        for a in c.args:
+            if isinstance(a, ast.Constant) and isinstance(a.value, str):
+                args.append(a.value)
+            else:
+                args.append(self.expr(a))
+        return ir.Print(tuple(args), self.loc(c))
+
+    def stmt_Assert(self, s: ast.Assert) -> ir.Stmt:
+        msg = None
+        if s.msg is not None:
+            if not (isinstance(s.msg, ast.Constant) and isinstance(s.msg.value, str)):
+                raise self.error(s.msg, "an assert message must be a string literal")
+            msg = s.msg.value
+        return ir.Assert(self.expr(s.test), msg, self.loc(s))
+
+    def stmt_With(self, s: ast.With) -> ir.Stmt:
+        if len(s.items) != 1:
+            raise self.error(s, "write one `with routine:` or `with inverted:` per statement")
+        item = s.items[0]
+        ctx = item.context_expr
+        kind = ctx.id if isinstance(ctx, ast.Name) else None
+        if kind not in (ROUTINE, INVERTED):
+            raise self.error(s, "the only context managers are `with routine:` (compute, undone "
+                                "later by `~routine`) and `with inverted:` (run a block backwards)")
+        label = None
+        if item.optional_vars is not None:
+            if kind != ROUTINE or not isinstance(item.optional_vars, ast.Name):
+                raise self.error(s, "only a routine can be named: `with routine as r:`")
+            label = item.optional_vars.id
+            self._routine_names = self._routine_names | {label}
+        body = self.block(s.body)
+        if kind == INVERTED:
+            return ir.Inverted(body, "inverted", self.loc(s))
+        return ir.Block(body, "routine" if label is None else "routine:" + label, self.loc(s))
+
+    def stmt_If(self, s: ast.If) -> ir.Stmt:
+        pre, post = self._pre_post(s.test, "if")
+        return ir.If(pre, post, self.block(s.body), self.block(s.orelse), self.loc(s))
+
+    def _pre_post(self, test: ast.expr, what: str) -> tuple[ir.Expr, ir.Expr]:
+        if isinstance(test, ast.Tuple):
+            if len(test.elts) == 1:
+                c = self.expr(test.elts[0])
+                return c, c
+            if len(test.elts) != 2:
+                raise self.error(test, f"`{what} (condition, postcondition):` takes exactly two "
+                                       "conditions")
+            return self.expr(test.elts[0]), self.expr(test.elts[1])
+        c = self.expr(test)
+        return c, c
+
+    def stmt_While(self, s: ast.While) -> ir.Stmt:
+        if s.orelse:
+            raise self.error(s, "`while ... else` is not supported")
+        if not (isinstance(s.test, ast.Tuple) and len(s.test.elts) == 2):
+            raise self.error(s.test, "a reversible while loop needs a postcondition: write "
+                                     "`while (condition, postcondition):`, where the postcondition "
+                                     "is false on entry and true after every iteration "
+                                     "(for example a counter: `while (x < 10, k > 0):`)")
+        cond, post = self._pre_post(s.test, "while")
+        return ir.While(cond, post, self.block(s.body), self.loc(s))
+
+    def stmt_For(self, s: ast.For) -> ir.Stmt:
+        if s.orelse:
+            raise self.error(s, "`for ... else` is not supported")
+        if not isinstance(s.target, ast.Name):
+            raise self.error(s.target, "the loop variable must be a single name: `for i in range(n):`")
+        self._check_user_name(s.target, s.target.id)
+        it = s.iter
+        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
+                and 1 <= len(it.args) <= 3 and not it.keywords):
+            raise self.error(it, "a reversible for loop walks a range: `for i in range(a, b, s):`")
+        args = [self.expr(a) for a in it.args]
+        if len(args) == 1:
+            start, stop, step = ir.Const(0), args[0], ir.Const(1)
+        elif len(args) == 2:
+            start, stop, step = args[0], args[1], ir.Const(1)
+        else:
+            start, stop, step = args
+        if isinstance(step, ir.Const) and step.value == 0:
+            raise self.error(it, "range() step must not be zero")
+        return ir.For(s.target.id, start, stop, step, self.block(s.body), False, self.loc(s))
+
+    # -- targets and expressions -------------------------------------------
+    def target(self, t: ast.expr) -> ir.Target:
+        if isinstance(t, ast.Name):
+            if t.id not in self.local_names:
+                raise self.error(t, f"`{t.id}` is not an argument or ancilla of this function; "
+                                    "only local variables can be updated (allocate one with "
+                                    f"`{t.id} = 0.0`)")
+            return ir.Var(t.id, self.loc(t))
+        if isinstance(t, ast.Subscript):
+            e = self.expr(t)
+            if isinstance(e, ir.Elem):
+                return e
+        raise self.error(t, f"`{ast.unparse(t)}` cannot be updated: a target is a variable or an "
+                            "element `x[i]` / `A[i, j]`")
+
+    def alloc_init(self, v: ast.expr) -> ir.Expr:
+        """The initial value of an ancilla: an expression or an array allocation."""
+        if isinstance(v, ast.Call):
+            name = self._resolve_callable_name(v.func)
+            if name in ("np.zeros", "np.zeros_like", "np.copy", "np.empty", "np.ones", "np.array",
+                        "np.empty_like") or (isinstance(v.func, ast.Attribute)
+                                             and v.func.attr == "copy"):
+                return self._array_alloc(v, name)
+        return self.expr(v)
+
+    def _array_alloc(self, v: ast.Call, name: str | None) -> ir.ArrayAlloc:
+        dtype = None
+        for kw in v.keywords:
+            if kw.arg != "dtype":
+                raise self.error(kw, f"unsupported keyword `{kw.arg}` in an array allocation")
+            dtype = self._dtype(kw.value)
+        if name in ("np.empty", "np.empty_like"):
+            raise self.error(v, "an uninitialised array cannot be deallocated reliably; use "
+                                "np.zeros(...) or np.zeros_like(...)")
+        if name in ("np.ones", "np.array"):
+            raise self.error(v, "array ancillas are allocated with np.zeros(n), np.zeros((m, n)), "
+                                "np.zeros_like(x) or x.copy()")
+        if name == "np.zeros":
+            if len(v.args) != 1:
+                raise self.error(v, "np.zeros takes one shape argument: np.zeros(n) or np.zeros((m, n))")
+            shp = v.args[0]
+            dims = shp.elts if isinstance(shp, ast.Tuple) else [shp]
+            if not 1 <= len(dims) <= 8:
+                raise self.error(v, "np.zeros needs a shape of 1 to 8 dimensions")
+            return ir.ArrayAlloc("zeros", tuple(self.expr(d) for d in dims), None, dtype, self.loc(v))
+        if name in ("np.zeros_like", "np.copy"):
+            src = v.args[0] if len(v.args) == 1 else None
+        else:  # x.copy()
+            if v.args or dtype:
+                raise self.error(v, "x.copy() takes no arguments")
+            src = v.func.value  # type: ignore[union-attr]
+        if not isinstance(src, ast.Name) or src.id not in self.local_names:
+            raise self.error(v, "the array copied or mimicked must be a variable of this function")
+        kind = "zeros_like" if name == "np.zeros_like" else "copy"
+        return ir.ArrayAlloc(kind, (), src.id, dtype, self.loc(v))
+
+    def _dtype(self, node: ast.expr) -> str:
+        text = ast.unparse(node).split(".")[-1].strip("'\"")
+        if text in _DTYPES:
+            return _DTYPES[text]
+        raise self.error(node, "dtype must be one of np.float64, np.int64, np.bool_, np.complex128")
+
+    def _resolve_callable_name(self, func: ast.expr) -> str | None:
+        """``np.sin`` / ``numpy.sin`` / ``math.sin`` / ``sin``, with the module aliases resolved."""
+        dotted = _dotted(func)
+        if dotted is None:
+            return None
+        head, _, rest = dotted.partition(".")
+        if head in self.local_names:
+            return dotted
+        if rest:
+            mod = self._lookup_global(head)
+            if mod is np:
+                return "np." + rest
+            if mod is math:
+                return "math." + rest
+            return dotted
+        obj = self._lookup_global(head)
+        if obj is not None and not isinstance(obj, type):
+            known = _known_function_objects().get(id(obj))
+            if known:
+                return known
+        return dotted
+
+    def _lookup_global(self, name: str) -> Any:
+        if name in self.namespace:
+            return self.namespace[name]
+        return getattr(builtins, name, None)
+
+    def expr(self, e: ast.expr) -> ir.Expr:
+        loc = self.loc(e)
+        if isinstance(e, ast.Constant):
+            v = e.value
+            if isinstance(v, (bool, int, float, complex)):
+                return ir.Const(v, loc)
+            raise self.error(e, f"constant {v!r} is not a number")
+        if isinstance(e, ast.Name):
+            if e.id in self.local_names:
+                return ir.Var(e.id, loc)
+            return self._frozen_constant(e, e.id)
+        if isinstance(e, ast.Attribute):
+            dotted = _dotted(e)
+            if dotted and dotted.split(".")[0] not in self.local_names:
+                return self._frozen_constant(e, dotted)
+            raise self.error(e, f"`{ast.unparse(e)}` is not supported in an expression; arrays "
+                                "offer len(x) and x.shape[k]")
+        if isinstance(e, ast.Subscript):
+            return self._subscript(e)
+        if isinstance(e, ast.BinOp):
+            op = _BIN_OPS.get(type(e.op))
+            if op is None:
+                raise self.error(e, f"operator in `{ast.unparse(e)}` is not supported; use "
+                                    "+ - * / ** // %")
+            return ir.BinOp(op, self.expr(e.left), self.expr(e.right), loc)
+        if isinstance(e, ast.UnaryOp):
+            if isinstance(e.op, ast.USub):
+                inner = self.expr(e.operand)
+                if isinstance(inner, ir.Const) and not isinstance(inner.value, bool):
+                    return ir.Const(-inner.value, loc)
+                return ir.UnaryOp("-", inner, loc)
+            if isinstance(e.op, ast.UAdd):
+                return self.expr(e.operand)
+            if isinstance(e.op, ast.Not):
+                return ir.UnaryOp("not", self.expr(e.operand), loc)
+            raise self.error(e, "`~` inside an expression is not supported; `~f(x)` is a statement")
+        if isinstance(e, ast.Call):
+            return self._pure_call(e)
+        if isinstance(e, ast.IfExp):
+            return ir.IfExp(self.expr(e.test), self.expr(e.body), self.expr(e.orelse), loc)
+        if isinstance(e, ast.Compare):
+            ops = []
+            for o in e.ops:
+                if type(o) not in _CMP_OPS:
+                    raise self.error(e, "only < <= > >= == != comparisons are supported")
+                ops.append(_CMP_OPS[type(o)])
+            return ir.Compare(tuple(ops), (self.expr(e.left), *[self.expr(c) for c in e.comparators]),
+                              loc)
+        if isinstance(e, ast.BoolOp):
+            return ir.BoolOp("and" if isinstance(e.op, ast.And) else "or",
+                             tuple(self.expr(v) for v in e.values), loc)
+        raise self.error(e, f"`{ast.unparse(e)}` is not a supported expression")
+
+    def _subscript(self, e: ast.Subscript) -> ir.Expr:
+        loc = self.loc(e)
+        base = e.value
+        if isinstance(base, ast.Attribute) and base.attr == "shape" and isinstance(base.value, ast.Name) \
+                and base.value.id in self.local_names:
+            k = e.slice
+            if isinstance(k, ast.Constant) and isinstance(k.value, int) and not isinstance(k.value, bool):
+                return ir.Shape(base.value.id, k.value, loc)
+            raise self.error(e, "x.shape[k] needs a constant axis k")
+        if not (isinstance(base, ast.Name) and base.id in self.local_names):
+            raise self.error(e, f"`{ast.unparse(e)}`: only local arrays can be indexed")
+        idx = e.slice
+        parts = idx.elts if isinstance(idx, ast.Tuple) else [idx]
+        for p in parts:
+            if isinstance(p, ast.Slice):
+                raise self.error(e, "slices are not supported; index single elements (`x[i]`) "
+                                    "or update the whole array (`y += a * x`)")
+        return ir.Elem(base.id, tuple(self.expr(p) for p in parts), loc)
+
+    def _pure_call(self, e: ast.Call) -> ir.Expr:
+        loc = self.loc(e)
+        if e.keywords:
+            raise self.error(e, "functions in expressions take positional arguments only")
+        name = self._resolve_callable_name(e.func)
+        if name == "len":
+            if len(e.args) == 1 and isinstance(e.args[0], ast.Name) and e.args[0].id in self.local_names:
+                return ir.Len(e.args[0].id, loc)
+            raise self.error(e, "len() takes one array variable")
+        canon = fn_rules.canonical(name) if name else None
+        if canon is None and name and name.startswith("math.") and name[5:] in ("fabs",):
+            canon = "abs"
+        if canon is None:
+            what = name or ast.unparse(e.func)
+            obj = self._lookup_global(what.split(".")[0]) if name else None
+            if obj is not None and type(obj).__name__ == "ReversibleFunction":
+                raise self.error(e, f"`{what}` is a reversible function: call it as a statement "
+                                    f"(`{what}(x, y)`), not inside an expression")
+            raise self.error(e, f"`{what}` is not a revbench function; built-ins are "
+                                f"{', '.join(sorted(fn_rules.BUILTIN_FUNCTIONS))}, and "
+                                "revbench.register(fn, partials=...) adds your own")
+        rule = fn_rules.lookup(canon)
+        if rule is not None and len(e.args) != rule.nargs:
+            raise self.error(e, f"{canon}() takes {rule.nargs} argument(s), got {len(e.args)}")
+        return ir.Func(canon, tuple(self.expr(a) for a in e.args), loc)
+
+    def _frozen_constant(self, node: ast.expr, dotted: str) -> ir.Expr:
+        head, *rest = dotted.split(".")
+        obj: Any = self.namespace[head] if head in self.namespace else getattr(builtins, head, _MISSING)
+        for attr in rest:
+            obj = getattr(obj, attr, _MISSING) if obj is not _MISSING else _MISSING
+        if obj is _MISSING:
+            raise self.error(node, f"`{dotted}` is not defined: it is not an argument, ancilla or "
+                                   "loop variable here, nor a module-level constant")
+        if isinstance(obj, (bool, np.bool_)):
+            return ir.Const(bool(obj), self.loc(node))
+        if isinstance(obj, numbers.Number) and not isinstance(obj, np.ndarray):
+            v = obj.item() if isinstance(obj, np.generic) else obj
+            if isinstance(v, (int, float, complex)):
+                return ir.Const(v, self.loc(node))
+        raise self.error(node, f"`{dotted}` is a {type(obj).__name__}, not a number: a reversible "
+                               "function can read only its arguments, its ancillas and numeric "
+                               "module-level constants (pass arrays as arguments)")
+
+
+_MISSING = object()
+
+_REFUSED_STATEMENTS = {
+    "Return": "`return` is not used in reversible functions: every argument is in-out, and "
+              "calling the function returns all of them",
+    "Global": "`global` is not allowed: a reversible function changes only its arguments",
+    "Nonlocal": "`nonlocal` is not allowed: a reversible function changes only its arguments",
+    "Import": "imports belong at module level, outside the reversible function",
+    "ImportFrom": "imports belong at module level, outside the reversible function",
+    "Try": "`try` is not reversible: an exception jumps out of a block half-done",
+    "Raise": "`raise` is not allowed; use `assert` to check a condition",
+    "FunctionDef": "nested function definitions are not allowed; define reversible functions at "
+                   "module level and call them",
+    "ClassDef": "class definitions are not allowed inside a reversible function",
+    "Break": "`break` is not reversible: the inverse could not know where the loop stopped; "
+             "use `while (condition, postcondition):`",
+    "Continue": "`continue` is not supported; use an if statement in the loop body",
+    "Match": "`match` is not supported; use if/elif/else",
+}
+
+
+def _dotted(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return None if base is None else base + "." + node.attr
+    return None
+
+
+def _bound_names(body: list[ast.stmt]) -> set[str]:
+    """Names a function body binds: ancillas and loop variables (Python's scoping rule)."""
+    out: set[str] = set()
+    for node in ast.walk(ast.Module(body=body, type_ignores=[])):
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    out.add(t.id)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            out.add(node.target.id)
+        elif isinstance(node, ast.For) and isinstance(node.target, ast.Name):
+            out.add(node.target.id)
+    return out
+
+
+_KNOWN_OBJECTS: dict[int, str] = {}
+
+
+def _known_function_objects() -> dict[int, str]:
+    """Map ids of numpy/math function objects to canonical names (``from math import sin``)."""
+    if not _KNOWN_OBJECTS:
+        for spelling, canon in fn_rules.SPELLINGS.items():
+            mod_name, _, attr = spelling.rpartition(".")
+            mod = {"np": np, "numpy": np, "math": math}.get(mod_name)
+            obj = getattr(mod, attr, None) if mod is not None else None
+            if obj is not None:
+                _KNOWN_OBJECTS[id(obj)] = canon
+        _KNOWN_OBJECTS[id(builtins.abs)] = "abs"
+        _KNOWN_OBJECTS[id(builtins.min)] = "min"
+        _KNOWN_OBJECTS[id(builtins.max)] = "max"
+    return _KNOWN_OBJECTS
+
+
+def source_of(pyfunc) -> tuple[ast.FunctionDef, SourceInfo]:
+    """Find and parse the source of a Python function, keeping file positions."""
+    try:
+        lines, start = inspect.getsourcelines(pyfunc)
+    except (OSError, TypeError) as exc:
+        raise ReversibilitySyntaxError(
+            f"cannot read the source of {getattr(pyfunc, '__name__', pyfunc)!r} ({exc}); "
+            "reversible functions must be defined in a file, a notebook cell, or through "
+            "revbench.define(source)", stage="parse") from None
+    filename = inspect.getsourcefile(pyfunc) or getattr(pyfunc.__code__, "co_filename", "<unknown>")
+    indent = len(lines[0]) - len(lines[0].lstrip())
+    dedented = [ln[indent:] if ln[:indent].strip() == "" else ln.lstrip() for ln in lines]
+    tree = ast.parse("".join(dedented))
+    node = tree.body[0]
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        raise ReversibilitySyntaxError("@reversible decorates a function definition", stage="parse")
+    return node, SourceInfo(filename, lines, max(start, 1) - 1, indent)
+
+
+def parse_function(pyfunc, namespace: Mapping[str, Any] | None = None) -> ir.Function:
+    """Parse a Python function object into IR (stage ``parse``)."""
+    node, info = source_of(pyfunc)
+    ns = dict(getattr(pyfunc, "__globals__", {}))
+    closure = getattr(pyfunc, "__closure__", None) or ()
+    for name, cell in zip(pyfunc.__code__.co_freevars, closure):
+        try:
+            ns[name] = cell.cell_contents
+        except ValueError:  # cell not yet filled
+            pass
+    if namespace:
+        ns.update(namespace)
+    return Parser(info, ns).function(node)
+
+
+def parse_definition(node: ast.FunctionDef, info: SourceInfo, namespace: Mapping[str, Any]) -> ir.Function:
+    """Parse an already-parsed ``def`` (used for source strings and notebook cells)."""
+    return Parser(info, namespace).function(node)

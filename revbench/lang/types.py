@@ -1,0 +1,402 @@
+"""Stage 3, *types*: specialise a checked program to its arguments' types.
+
+A reversible function is compiled once per *signature*: the kind (scalar or
+array), dtype and number of dimensions of each argument.  This stage infers
+the type of every ancilla and expression for one signature and refuses, with
+a :class:`ReversibilityTypeError` on the user's line, code that cannot be
+reversible for those types:
+
+* ``^=`` on a float, ``+=`` on a bool;
+* an update that would change a variable's type (an integer ancilla that
+  would become a float silently loses the exactness of its inverse);
+* element access with the wrong number of indices, whole-array statements
+  mixing arrays of different dimensions, arrays used where a scalar is needed.
+
+The dtypes are ordered ``bool < int < float < complex``, as NumPy promotes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from revbench.lang import ir
+from revbench.lang.errors import ReversibilityTypeError
+from revbench.rules import functions as fn_rules
+from revbench.rules.instructions import UPDATES
+
+DTYPES = ("bool", "int", "float", "complex")
+_RANK = {d: i for i, d in enumerate(DTYPES)}
+NUMPY_DTYPES = {"bool": np.bool_, "int": np.int64, "float": np.float64, "complex": np.complex128}
+NUMPY_NAMES = {"bool": "bool_", "int": "int64", "float": "float64", "complex": "complex128"}
+
+
+@dataclass(frozen=True)
+class VarType:
+    """The type of a variable: a dtype and a number of dimensions (0 = scalar)."""
+
+    dtype: str
+    ndim: int = 0
+
+    @property
+    def is_array(self) -> bool:
+        return self.ndim > 0
+
+    def scalar(self) -> VarType:
+        return VarType(self.dtype, 0)
+
+    def __str__(self) -> str:
+        name = NUMPY_NAMES[self.dtype]
+        return f"{name}[{', '.join([':'] * self.ndim)}]" if self.ndim else name
+
+
+def promote(*dtypes: str) -> str:
+    return max(dtypes, key=_RANK.__getitem__)
+
+
+def type_of_value(value: Any) -> VarType | None:
+    """The revbench type of a Python/NumPy value, or ``None`` if unsupported."""
+    if isinstance(value, np.ndarray):
+        kind = {"b": "bool", "i": "int", "f": "float", "c": "complex"}.get(value.dtype.kind)
+        if kind is None or value.dtype != NUMPY_DTYPES[kind] or value.ndim == 0:
+            return None
+        return VarType(kind, value.ndim)
+    if isinstance(value, (bool, np.bool_)):
+        return VarType("bool")
+    if isinstance(value, (int, np.integer)):
+        return VarType("int")
+    if isinstance(value, (float, np.floating)):
+        return VarType("float")
+    if isinstance(value, (complex, np.complexfloating)):
+        return VarType("complex")
+    return None
+
+
+@dataclass
+class TypedFunction:
+    """A function specialised to one signature."""
+
+    func: ir.Function
+    params: tuple[VarType, ...]
+    env: dict[str, VarType]  # every variable: arguments, ancillas, loop variables
+    calls: dict[int, tuple[VarType, ...]]  # id(Call node) -> argument types at the call
+
+
+class TypeInference:
+    def __init__(self, func: ir.Function, params: tuple[VarType, ...],
+                 callee_signature: Callable[[ir.Call, tuple[VarType, ...]], None] | None = None):
+        self.func = func
+        self.env: dict[str, VarType] = dict(zip(func.params, params))
+        self.params = params
+        self.calls: dict[int, tuple[VarType, ...]] = {}
+        self.callee_signature = callee_signature
+
+    def error(self, loc: ir.Loc, message: str) -> ReversibilityTypeError:
+        text = self.func.line_text(loc.line).strip()
+        where = f"{self.func.filename}, line {loc.line}"
+        return ReversibilityTypeError(
+            f"{message} (in reversible function {self.func.name}, {where}: `{text}`)",
+            function=self.func.name, filename=self.func.filename, lineno=loc.line, stage="types")
+
+    def run(self) -> TypedFunction:
+        self.block(self.func.body)
+        return TypedFunction(self.func, self.params, self.env, self.calls)
+
+    # -- statements -----------------------------------------------------------
+    def block(self, body) -> None:
+        for s in body:
+            self.stmt(s)
+
+    def stmt(self, s: ir.Stmt) -> None:
+        if isinstance(s, ir.Update):
+            self.update(s)
+        elif isinstance(s, ir.Swap):
+            ta, tb = self.target(s.a), self.target(s.b)
+            if ta != tb:
+                raise self.error(s.loc, f"a swap needs two targets of one type, got "
+                                        f"{_name(s.a)}: {ta} and {_name(s.b)}: {tb}")
+        elif isinstance(s, ir.Alloc):
+            t = self.alloc_type(s)
+            old = self.env.get(s.name)
+            if old is not None and old != t:
+                raise self.error(s.loc, f"ancilla `{s.name}` is allocated as {t} here but as {old} "
+                                        "elsewhere; use another name")
+            self.env[s.name] = t
+        elif isinstance(s, ir.Dealloc):
+            if s.name not in self.env:  # inverse programs deallocate before they allocate
+                self.env[s.name] = self.alloc_type(ir.Alloc(s.name, s.init, s.loc))
+        elif isinstance(s, ir.Call):
+            types = tuple(self.target(a) for a in s.args)
+            self.calls[id(s)] = types
+            if self.callee_signature is not None:
+                self.callee_signature(s, types)
+        elif isinstance(s, (ir.Block, ir.Inverted)):
+            self.block(s.body)
+        elif isinstance(s, ir.If):
+            self.condition(s.pre)
+            self.condition(s.post)
+            self.block(s.then)
+            self.block(s.orelse)
+        elif isinstance(s, ir.While):
+            self.condition(s.cond)
+            self.condition(s.post)
+            self.block(s.body)
+        elif isinstance(s, ir.For):
+            for e, what in ((s.start, "start"), (s.stop, "stop"), (s.step, "step")):
+                t = self.expr(e)
+                if t.is_array or t.dtype not in ("int", "bool"):
+                    raise self.error(e.loc, f"range() {what} must be an integer, got {t}")
+            self.env[s.var] = VarType("int")
+            self.block(s.body)
+        elif isinstance(s, ir.Print):
+            for a in s.args:
+                if not isinstance(a, str):
+                    self.expr(a)
+        elif isinstance(s, ir.Assert):
+            self.condition(s.cond)
+
+    def update(self, s: ir.Update) -> None:
+        rule = UPDATES[s.op]
+        tt = self.target(s.target)
+        vt = self.expr(s.value, elementwise=tt.is_array)
+        name = _name(s.target)
+        if tt.dtype not in rule.dtypes:
+            if s.op == "^=":
+                raise self.error(s.loc, f"`^=` needs an integer or bool target, but `{name}` is "
+                                        f"{tt}; use += / -= for numbers")
+            raise self.error(s.loc, f"`{s.op}` is not defined for `{name}` of type {tt}"
+                                    + ("; use `^=` for bools" if tt.dtype == "bool" else ""))
+        if s.op == "^=" and vt.dtype not in ("int", "bool"):
+            raise self.error(s.loc, f"`^=` needs an integer or bool right-hand side, got {vt.scalar()}")
+        if s.op == "^=" and tt.dtype == "bool" and vt.dtype != "bool":
+            raise self.error(s.loc, f"`{name}` is a bool: xor it with a bool, got {vt.scalar()}")
+        if _RANK[vt.dtype] > _RANK[tt.dtype] or (s.op == "/=" and tt.dtype == "int"
+                                                 and vt.dtype not in ("int", "bool")):
+            raise self.error(s.loc, f"`{name}` is {tt.dtype} but the right-hand side is "
+                                    f"{vt.dtype}: the update would change its type and its inverse "
+                                    f"would not be exact. Make `{name}` {vt.dtype} (e.g. allocate "
+                                    "it as 0.0)")
+        if vt.is_array and not tt.is_array:
+            raise self.error(s.loc, f"the right-hand side is an array ({vt}) but `{name}` is a "
+                                    "scalar; index the array or update a whole array")
+
+    def target(self, t: ir.Target) -> VarType:
+        return self.expr(t, elementwise=True)  # a whole array is a valid target
+
+    def alloc_type(self, s: ir.Alloc) -> VarType:
+        init = s.init
+        if isinstance(init, ir.ArrayAlloc):
+            if init.kind == "zeros":
+                for d in init.shape:
+                    dt = self.expr(d)
+                    if dt.is_array or dt.dtype not in ("int", "bool"):
+                        raise self.error(d.loc, f"an array size must be an integer, got {dt}")
+                return VarType(init.dtype or "float", len(init.shape))
+            src = self.env.get(init.source)
+            if src is None or not src.is_array:
+                raise self.error(s.loc, f"`{init.source}` is not an array here ({src})")
+            if init.kind == "copy":
+                return src
+            return VarType(init.dtype or src.dtype, src.ndim)
+        t = self.expr(init)
+        if t.is_array:
+            raise self.error(s.loc, f"`{s.name} = {ir_text(init)}` would make `{s.name}` share "
+                                    f"the array; allocate a copy with `{s.name} = "
+                                    f"{ir_text(init)}.copy()`")
+        return t
+
+    def condition(self, e: ir.Expr) -> None:
+        t = self.expr(e)
+        if t.is_array:
+            raise self.error(e.loc, f"a condition must be a scalar, got an array ({t})")
+        if t.dtype == "complex":
+            raise self.error(e.loc, "a condition cannot be complex")
+
+    # -- expressions ----------------------------------------------------------
+    def expr(self, e: ir.Expr, elementwise: bool = False) -> VarType:
+        """The type of ``e``.  Whole arrays are allowed only ``elementwise``."""
+        t = self._expr(e, elementwise)
+        return t
+
+    def _var(self, name: str, loc: ir.Loc) -> VarType:
+        t = self.env.get(name)
+        if t is None:
+            raise self.error(loc, f"`{name}` has no type here")
+        return t
+
+    def _expr(self, e: ir.Expr, ew: bool) -> VarType:
+        if isinstance(e, ir.Const):
+            v = e.value
+            if isinstance(v, bool):
+                return VarType("bool")
+            if isinstance(v, int):
+                if not -(2**63) <= v < 2**63:
+                    raise self.error(e.loc, f"integer constant {v} does not fit in int64")
+                return VarType("int")
+            return VarType("float" if isinstance(v, float) else "complex")
+        if isinstance(e, ir.Var):
+            t = self._var(e.name, e.loc)
+            if t.is_array and not ew:
+                raise self.error(e.loc, f"`{e.name}` is an array ({t}) but a scalar is needed "
+                                        "here; index it (`{0}[i]`)".format(e.name))
+            return t
+        if isinstance(e, ir.Elem):
+            t = self._var(e.name, e.loc)
+            if not t.is_array:
+                raise self.error(e.loc, f"`{e.name}` is a scalar ({t}) and cannot be indexed")
+            if len(e.indices) != t.ndim:
+                raise self.error(e.loc, f"`{e.name}` has {t.ndim} dimension(s) but is indexed with "
+                                        f"{len(e.indices)} index(es)")
+            for i in e.indices:
+                it = self._expr(i, False)
+                if it.dtype not in ("int", "bool"):
+                    raise self.error(i.loc, f"an index must be an integer, got {it}")
+            return t.scalar()
+        if isinstance(e, ir.BinOp):
+            a, b = self._expr(e.left, ew), self._expr(e.right, ew)
+            nd = _common_ndim(a, b, lambda: self.error(e.loc, "arrays of different dimensions "
+                                                              f"in one expression: {a} and {b}"))
+            if e.op == "/":
+                d = promote(a.dtype, b.dtype, "float")
+            elif e.op in ("//", "%"):
+                if "complex" in (a.dtype, b.dtype):
+                    raise self.error(e.loc, f"`{e.op}` is not defined for complex numbers")
+                d = promote(a.dtype, b.dtype, "int")
+            elif e.op == "**":
+                d = promote(a.dtype, b.dtype, "int")
+                if d == "int" and not (isinstance(e.right, ir.Const) and e.right.value >= 0):
+                    d = "float"  # an integer power with a variable exponent may be fractional
+            else:
+                d = promote(a.dtype, b.dtype, "int")
+            return VarType(d, nd)
+        if isinstance(e, ir.UnaryOp):
+            t = self._expr(e.operand, ew)
+            if e.op == "not":
+                return VarType("bool", t.ndim)
+            return VarType(promote(t.dtype, "int"), t.ndim)
+        if isinstance(e, ir.Func):
+            rule = fn_rules.lookup(e.name)
+            if rule is None:
+                raise self.error(e.loc, f"`{e.name}` is no longer a registered function")
+            ts = [self._expr(a, ew) for a in e.args]
+            nd = 0
+            for t in ts:
+                nd = _common_ndim(VarType("int", nd), t, lambda: self.error(
+                    e.loc, "arrays of different dimensions in one expression"))
+            dts = [t.dtype for t in ts]
+            if "complex" in dts and not rule.complex_ok:
+                raise self.error(e.loc, f"{e.name}() is not defined for complex numbers")
+            if rule.result == "same":
+                d = "float" if dts[0] == "complex" else promote(dts[0], "int")
+            elif rule.result == "promote":
+                d = promote(*dts, "int")
+            else:
+                d = promote(*dts, "float")
+            return VarType(d, nd)
+        if isinstance(e, (ir.Len, ir.Shape)):
+            t = self._var(e.name, e.loc)
+            axis = e.axis if isinstance(e, ir.Shape) else 0
+            if not t.is_array:
+                raise self.error(e.loc, f"`{e.name}` is a scalar ({t}); len() and .shape need an array")
+            if axis >= t.ndim or axis < -t.ndim:
+                raise self.error(e.loc, f"`{e.name}` has {t.ndim} dimension(s); axis {axis} "
+                                        "does not exist")
+            return VarType("int")
+        if isinstance(e, ir.IfExp):
+            self.condition(e.cond)
+            a, b = self._expr(e.then, ew), self._expr(e.orelse, ew)
+            nd = _common_ndim(a, b, lambda: self.error(e.loc, "branches of different dimensions"))
+            return VarType(promote(a.dtype, b.dtype), nd)
+        if isinstance(e, ir.Compare):
+            ts = [self._expr(o, ew) for o in e.operands]
+            if any(t.dtype == "complex" for t in ts) and any(o not in ("==", "!=") for o in e.ops):
+                raise self.error(e.loc, "complex numbers cannot be ordered")
+            if any(t.is_array for t in ts):
+                raise self.error(e.loc, "comparisons take scalars; index the array")
+            return VarType("bool")
+        if isinstance(e, ir.BoolOp):
+            for v in e.values:
+                self.condition(v)
+            return VarType("bool")
+        if isinstance(e, ir.ArrayAlloc):
+            raise self.error(e.loc, "array allocations can only initialise an ancilla: `t = np.zeros(n)`")
+        raise self.error(getattr(e, "loc", ir.NO_LOC), f"cannot type {type(e).__name__}")
+
+
+def _common_ndim(a: VarType, b: VarType, err) -> int:
+    if a.is_array and b.is_array and a.ndim != b.ndim:
+        raise err()
+    return max(a.ndim, b.ndim)
+
+
+def _name(t: ir.Target) -> str:
+    return ir_text(t)
+
+
+def ir_text(e) -> str:
+    from revbench.backends.codegen import expr_text
+
+    return expr_text(e)
+
+
+def infer(func: ir.Function, params: tuple[VarType, ...], callee_signature=None) -> TypedFunction:
+    """Specialise ``func`` to argument types ``params`` (stage ``types``)."""
+    return TypeInference(func, params, callee_signature).run()
+
+
+def guess_signature(func: ir.Function) -> tuple[VarType, ...]:
+    """A plausible signature from how the body uses each argument.
+
+    Used only to show generated source before a function was ever called:
+    indexed arguments are float arrays of that many dimensions, arguments used
+    as sizes, indices or loop bounds are ints, ``^=`` targets are ints, the
+    rest float scalars.
+    """
+    ndim: dict[str, int] = {}
+    ints: set[str] = set()
+
+    def see(e) -> None:
+        for n in ir.walk_expr(e):
+            if isinstance(n, ir.Elem):
+                ndim[n.name] = max(ndim.get(n.name, 0), len(n.indices))
+                for i in n.indices:
+                    ints.update(x.name for x in ir.walk_expr(i) if isinstance(x, ir.Var))
+            elif isinstance(n, ir.Shape):
+                ndim[n.name] = max(ndim.get(n.name, 0), n.axis + 1)
+            elif isinstance(n, ir.Len):
+                ndim[n.name] = max(ndim.get(n.name, 0), 1)
+            elif isinstance(n, ir.ArrayAlloc):
+                if n.source:
+                    ndim.setdefault(n.source, 1)
+                for d in n.shape:
+                    ints.update(x.name for x in ir.walk_expr(d) if isinstance(x, ir.Var))
+
+    for s in ir.walk_stmts(func.body):
+        if isinstance(s, ir.Update):
+            see(s.target)
+            see(s.value)
+            if s.op == "^=" and isinstance(s.target, ir.Var):
+                ints.add(s.target.name)
+        elif isinstance(s, ir.Swap):
+            see(s.a)
+            see(s.b)
+        elif isinstance(s, (ir.Alloc, ir.Dealloc)) and s.init is not None:
+            see(s.init)
+        elif isinstance(s, ir.For):
+            for e in (s.start, s.stop, s.step):
+                see(e)
+                ints.update(x.name for x in ir.walk_expr(e) if isinstance(x, ir.Var))
+        elif isinstance(s, ir.If):
+            see(s.pre)
+            see(s.post)
+        elif isinstance(s, ir.While):
+            see(s.cond)
+            see(s.post)
+        elif isinstance(s, ir.Call):
+            for a in s.args:
+                see(a)
+    return tuple(VarType("float", ndim[p]) if p in ndim else
+                 VarType("int" if p in ints else "float") for p in func.params)

@@ -1,0 +1,198 @@
+"""The pure-function rule table.
+
+Each entry says, once, how a function is spelled by users (``sin``,
+``math.sin``, ``np.sin``), what the generated code calls, which argument types
+it takes, what it returns, and its partial derivatives as IR expressions
+(used by the adjoint transform).  Users add entries with :func:`register`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from revbench.lang.ir import BinOp, Compare, Const, Expr, Func, IfExp, UnaryOp
+
+Partial = Callable[..., Expr]
+
+
+@dataclass(frozen=True)
+class FunctionRule:
+    """One pure function.
+
+    ``impl`` is the expression prefix used by generated code (``_rb_np.sin``);
+    the same code runs under Numba and plain Python.  ``result`` is one of
+    ``'float'`` (ints are promoted; complex stays complex), ``'real'``
+    (always a real float, e.g. ``abs`` of a complex), ``'promote'``
+    (the common type of the arguments, e.g. ``min``), ``'same'``
+    (``abs`` of an int is an int).
+    """
+
+    name: str
+    impl: str
+    nargs: int
+    spellings: tuple[str, ...]
+    result: str = "float"
+    complex_ok: bool = True
+    partials: tuple[Partial, ...] = ()
+    user_function: Callable | None = field(default=None, compare=False)
+    user_partials: tuple[Callable, ...] = field(default=(), compare=False)
+    fingerprint: str = ""
+
+
+# -- tiny IR builders for derivative formulas --------------------------------
+def _c(v: float) -> Const:
+    return Const(v)
+
+
+def _add(a: Expr, b: Expr) -> Expr:
+    return BinOp("+", a, b)
+
+
+def _sub(a: Expr, b: Expr) -> Expr:
+    return BinOp("-", a, b)
+
+
+def _mul(a: Expr, b: Expr) -> Expr:
+    return BinOp("*", a, b)
+
+
+def _div(a: Expr, b: Expr) -> Expr:
+    return BinOp("/", a, b)
+
+
+def _sq(a: Expr) -> Expr:
+    return BinOp("*", a, a)
+
+
+def _f(name: str, *args: Expr) -> Expr:
+    return Func(name, tuple(args))
+
+
+def _neg(a: Expr) -> Expr:
+    return UnaryOp("-", a)
+
+
+def _pick(cond: Expr) -> tuple[Expr, Expr]:
+    return IfExp(cond, _c(1.0), _c(0.0)), IfExp(cond, _c(0.0), _c(1.0))
+
+
+_BUILTIN: list[FunctionRule] = [
+    FunctionRule("sin", "_rb_np.sin", 1, ("sin",), partials=(lambda x: _f("cos", x),)),
+    FunctionRule("cos", "_rb_np.cos", 1, ("cos",), partials=(lambda x: _neg(_f("sin", x)),)),
+    FunctionRule("tan", "_rb_np.tan", 1, ("tan",),
+                 partials=(lambda x: _add(_c(1.0), _sq(_f("tan", x))),)),
+    FunctionRule("exp", "_rb_np.exp", 1, ("exp",), partials=(lambda x: _f("exp", x),)),
+    FunctionRule("log", "_rb_np.log", 1, ("log",), partials=(lambda x: _div(_c(1.0), x),)),
+    FunctionRule("log2", "_rb_np.log2", 1, ("log2",),
+                 partials=(lambda x: _div(_c(1.0), _mul(x, _c(math.log(2.0)))),)),
+    FunctionRule("log10", "_rb_np.log10", 1, ("log10",),
+                 partials=(lambda x: _div(_c(1.0), _mul(x, _c(math.log(10.0)))),)),
+    FunctionRule("log1p", "_rb_np.log1p", 1, ("log1p",), complex_ok=False,
+                 partials=(lambda x: _div(_c(1.0), _add(_c(1.0), x)),)),
+    FunctionRule("expm1", "_rb_np.expm1", 1, ("expm1",), complex_ok=False,
+                 partials=(lambda x: _f("exp", x),)),
+    FunctionRule("sqrt", "_rb_np.sqrt", 1, ("sqrt",),
+                 partials=(lambda x: _div(_c(0.5), _f("sqrt", x)),)),
+    FunctionRule("tanh", "_rb_np.tanh", 1, ("tanh",),
+                 partials=(lambda x: _sub(_c(1.0), _sq(_f("tanh", x))),)),
+    FunctionRule("sinh", "_rb_np.sinh", 1, ("sinh",), partials=(lambda x: _f("cosh", x),)),
+    FunctionRule("cosh", "_rb_np.cosh", 1, ("cosh",), partials=(lambda x: _f("sinh", x),)),
+    FunctionRule("asin", "_rb_np.arcsin", 1, ("asin", "arcsin"), complex_ok=False,
+                 partials=(lambda x: _div(_c(1.0), _f("sqrt", _sub(_c(1.0), _sq(x)))),)),
+    FunctionRule("acos", "_rb_np.arccos", 1, ("acos", "arccos"), complex_ok=False,
+                 partials=(lambda x: _neg(_div(_c(1.0), _f("sqrt", _sub(_c(1.0), _sq(x))))),)),
+    FunctionRule("atan", "_rb_np.arctan", 1, ("atan", "arctan"), complex_ok=False,
+                 partials=(lambda x: _div(_c(1.0), _add(_c(1.0), _sq(x))),)),
+    FunctionRule("asinh", "_rb_np.arcsinh", 1, ("asinh", "arcsinh"), complex_ok=False,
+                 partials=(lambda x: _div(_c(1.0), _f("sqrt", _add(_sq(x), _c(1.0)))),)),
+    FunctionRule("acosh", "_rb_np.arccosh", 1, ("acosh", "arccosh"), complex_ok=False,
+                 partials=(lambda x: _div(_c(1.0), _f("sqrt", _sub(_sq(x), _c(1.0)))),)),
+    FunctionRule("atanh", "_rb_np.arctanh", 1, ("atanh", "arctanh"), complex_ok=False,
+                 partials=(lambda x: _div(_c(1.0), _sub(_c(1.0), _sq(x))),)),
+    FunctionRule("atan2", "_rb_math.atan2", 2, ("atan2", "arctan2"), complex_ok=False,
+                 partials=(lambda y, x: _div(x, _add(_sq(x), _sq(y))),
+                           lambda y, x: _neg(_div(y, _add(_sq(x), _sq(y)))))),
+    FunctionRule("hypot", "_rb_math.hypot", 2, ("hypot",), complex_ok=False,
+                 partials=(lambda x, y: _div(x, _f("hypot", x, y)),
+                           lambda x, y: _div(y, _f("hypot", x, y)))),
+    FunctionRule("abs", "abs", 1, ("abs", "absolute", "fabs"), result="same",
+                 partials=(lambda x: IfExp(Compare((">=",), (x, _c(0))), _c(1.0), _c(-1.0)),)),
+    FunctionRule("min", "min", 2, ("min", "minimum", "fmin"), result="promote", complex_ok=False,
+                 partials=tuple(lambda a, b, k=k: _pick(Compare(("<=",), (a, b)))[k]
+                                for k in (0, 1))),
+    FunctionRule("max", "max", 2, ("max", "maximum", "fmax"), result="promote", complex_ok=False,
+                 partials=tuple(lambda a, b, k=k: _pick(Compare((">=",), (a, b)))[k]
+                                for k in (0, 1))),
+]
+
+BUILTIN_FUNCTIONS: dict[str, FunctionRule] = {r.name: r for r in _BUILTIN}
+
+#: user spelling (bare name, ``math.x``, ``np.x``, ``numpy.x``) -> canonical name
+SPELLINGS: dict[str, str] = {}
+for _r in _BUILTIN:
+    for _s in _r.spellings:
+        SPELLINGS[_s] = _r.name
+        SPELLINGS["np." + _s] = _r.name
+        SPELLINGS["numpy." + _s] = _r.name
+        SPELLINGS["math." + _s] = _r.name
+for _builtin_only in ("min", "max", "abs"):  # min/max/abs are not in math
+    SPELLINGS.pop("math." + _builtin_only, None)
+
+#: functions added by users with :func:`register`, by name
+USER_FUNCTIONS: dict[str, FunctionRule] = {}
+
+
+def _fingerprint(fn: Callable, partials: Sequence[Callable]) -> str:
+    """A stable digest of a user function and its partials, for compile caches."""
+    h = hashlib.sha256()
+    for f in (fn, *partials):
+        try:
+            h.update(inspect.getsource(f).encode())
+        except (OSError, TypeError):
+            code = getattr(f, "__code__", None)
+            h.update(repr((code.co_code, code.co_consts) if code else f).encode())
+    return h.hexdigest()[:16]
+
+
+def register(fn: Callable, partials: Sequence[Callable] = ()) -> Callable:
+    """Make a user's pure function usable in reversible expressions.
+
+    ``fn`` must be a plain Python function Numba can compile (it is
+    ``njit``-ed for the Numba backend); ``partials`` are its partial
+    derivatives, one per argument, each taking the same arguments.
+    Registering a name again replaces the old entry (notebooks re-run cells).
+    Returns ``fn`` so it can be used as a decorator.
+    """
+    name = getattr(fn, "__name__", None)
+    if not callable(fn) or not name or not name.isidentifier() or name == "<lambda>":
+        raise TypeError("revbench.register needs a named function (def), got %r" % (fn,))
+    if name in BUILTIN_FUNCTIONS or name in SPELLINGS:
+        raise ValueError(f"{name!r} is a built-in revbench function and cannot be replaced")
+    nargs = len(inspect.signature(fn).parameters)
+    partials = tuple(partials)
+    if partials and len(partials) != nargs:
+        raise ValueError(
+            f"{name} takes {nargs} argument(s) but {len(partials)} partial derivative(s) "
+            "were given; give one per argument")
+    USER_FUNCTIONS[name] = FunctionRule(
+        name, f"_rb_user_{name}", nargs, (name,), result="float", complex_ok=True,
+        user_function=fn, user_partials=partials, fingerprint=_fingerprint(fn, partials))
+    return fn
+
+
+def lookup(name: str) -> FunctionRule | None:
+    """The rule of a canonical or user function name, or ``None``."""
+    return BUILTIN_FUNCTIONS.get(name) or USER_FUNCTIONS.get(name)
+
+
+def canonical(spelling: str) -> str | None:
+    """The canonical name of a user spelling (``np.arctan`` -> ``atan``)."""
+    if spelling in SPELLINGS:
+        return SPELLINGS[spelling]
+    if spelling in USER_FUNCTIONS:
+        return spelling
+    return None

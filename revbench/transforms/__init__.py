@@ -1,0 +1,1 @@
+"""IR -> IR transforms: each takes a program and returns a new one."""
