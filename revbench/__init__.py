@@ -4,6 +4,7 @@ The public API only; see ``docs/language.md`` for the language.
 """
 
 from revbench._version import __version__
+from revbench.ad import check_grad, grad, jacobian, value_and_grad
 from revbench.config import set_tolerance
 from revbench.function import ReversibleFunction, define, reversible
 from revbench.lang.errors import ReversibilityError, ReversibilitySyntaxError, ReversibilityTypeError
@@ -11,6 +12,18 @@ from revbench.rules.functions import register
 from revbench.testing import check_inverse
 
 __all__ = [
-    "__version__", "reversible", "ReversibleFunction", "define", "register", "set_tolerance",
-    "check_inverse", "ReversibilityError", "ReversibilitySyntaxError", "ReversibilityTypeError",
+    "ReversibilityError",
+    "ReversibilitySyntaxError",
+    "ReversibilityTypeError",
+    "ReversibleFunction",
+    "__version__",
+    "check_grad",
+    "check_inverse",
+    "define",
+    "grad",
+    "jacobian",
+    "register",
+    "reversible",
+    "set_tolerance",
+    "value_and_grad",
 ]

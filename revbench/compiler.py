@@ -24,7 +24,10 @@ from revbench.rules import functions as fn_rules
 from revbench.transforms.invert import invert
 
 BACKENDS = ("numba", "python")
-DIRECTIONS = ("forward", "inverse")
+#: forward and inverse run the program; backward runs the reverse sweep of AD
+#: (restoring the inputs from the outputs while carrying adjoints) of the
+#: forward program, backward-inverse that of the inverse program.
+DIRECTIONS = ("forward", "inverse", "backward", "backward-inverse")
 STAGES = ("parse", "check", "types", "codegen", "compile")
 
 
@@ -89,6 +92,8 @@ class Program:
         direction = obj._direction
         if call.inverted:
             direction = "inverse" if direction == "forward" else "forward"
+        if call.backward:
+            direction = "backward" if direction == "forward" else "backward-inverse"
         return obj._program, direction
 
     # -- compiling ---------------------------------------------------------------
@@ -115,8 +120,7 @@ class Program:
     def generate(self, direction: str, backend: str, check: bool,
                  signature: tuple[VarType, ...], compile_callees: bool = True):
         """Stages types + codegen: the generated module and the globals it needs."""
-        func = self.ir_for(direction)
-        typed = infer(func, signature)
+        typed = self.typed(direction, signature)
         injected: dict[str, object] = {}
 
         def callee_symbol(call: ir.Call, types: tuple[VarType, ...]) -> str:
@@ -136,9 +140,19 @@ class Program:
             injected[symbol] = _user_impl(rule, backend)
         return gen, injected
 
+    def typed(self, direction: str, signature: tuple[VarType, ...]):
+        """Stage types (and, for the backward directions, the adjoint transform)."""
+        if direction in ("backward", "backward-inverse"):
+            from revbench.transforms.adjoint import adjoint
+
+            base = "forward" if direction == "backward" else "inverse"
+            func, full = adjoint(infer(self.ir_for(base), signature))
+            return infer(func, full)
+        return infer(self.ir_for(direction), signature)
+
     def _compile(self, direction, backend, check, signature) -> Compiled:
         gen, injected = self.generate(direction, backend, check, signature)
-        func = self.ir_for(direction)
+        func = self.ir_for("forward" if direction.startswith("backward") else direction)
         table = CheckTable(func.name, func.filename, direction, gen.checks, gen.linemap,
                            {ln: func.line_text(ln) for ln in set(gen.linemap.values())})
         TABLES[gen.module_key] = table

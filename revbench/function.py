@@ -24,7 +24,7 @@ from revbench.backends.runtime import TABLES, CheckFailed, to_user_error
 from revbench.compiler import BACKENDS, Program
 from revbench.config import get_tolerance
 from revbench.lang.check import check_function
-from revbench.lang.errors import ReversibilityError, ReversibilityTypeError
+from revbench.lang.errors import ReversibilityError, ReversibilitySyntaxError, ReversibilityTypeError
 from revbench.lang.parse import SourceInfo, parse_definition, parse_function
 from revbench.lang.types import VarType, guess_signature, type_of_value
 
@@ -116,14 +116,24 @@ class ReversibleFunction:
         return p.compile(self._direction, p.backend, p.check, signature)
 
     def __call__(self, *args: Any) -> tuple:
+        try:
+            sig = self.signature_of(args)
+            compiled = self.compiled(sig)
+        except (ReversibilityError, TypeError) as exc:
+            # A user's mistake: show where they called, not the compiler's insides.
+            raise exc.with_traceback(None) from None
+        out = self._execute(compiled, args)
+        return tuple(orig if isinstance(orig, np.ndarray) else _python_scalar(v)
+                     for orig, v in zip(args, out))
+
+    def _execute(self, compiled, args: tuple) -> tuple:
+        """Run compiled code on ``args``; with checks on, arrays are restored if it fails."""
         p = self._program
-        sig = self.signature_of(args)
-        compiled = self.compiled(sig)
         atol, rtol = get_tolerance()
         call_args = [a.item() if isinstance(a, np.generic) else a for a in args]
         snapshots = [(a, a.copy()) for a in args if isinstance(a, np.ndarray)] if p.check else []
         try:
-            out = compiled.run(*call_args, atol, rtol)
+            return compiled.run(*call_args, atol, rtol)
         except CheckFailed as exc:
             _restore(snapshots)
             raise to_user_error(exc) from None
@@ -136,8 +146,6 @@ class ReversibleFunction:
                     raise translate_numba_error(exc, self.__name__) from None
             _add_user_line_note(exc)
             raise
-        return tuple(orig if isinstance(orig, np.ndarray) else _python_scalar(v)
-                     for orig, v in zip(args, out))
 
     # -- introspection -----------------------------------------------------------------
     def source(self, kind: str = "forward", *example_args: Any) -> str:
@@ -151,11 +159,10 @@ class ReversibleFunction:
             raise ValueError(f"kind must be one of {SOURCE_KINDS}, got {kind!r}")
         p = self._program
         if kind == "adjoint":
-            from revbench.ad import adjoint_source  # noqa: PLC0415 (AD is optional here)
-
-            return adjoint_source(self, *example_args)
-        direction = self._direction if kind == "forward" else (
-            "inverse" if self._direction == "forward" else "forward")
+            direction = "backward" if self._direction == "forward" else "backward-inverse"
+        else:
+            direction = self._direction if kind == "forward" else (
+                "inverse" if self._direction == "forward" else "forward")
         if example_args:
             sig = self.signature_of(example_args)
         else:
@@ -247,9 +254,13 @@ def reversible(fn: Callable | None = None, *, check: bool = True, backend: str =
             closure[name] = cell.cell_contents
         except ValueError:
             pass
-    ir_func = parse_function(fn)
-    view = _make(ir_func, check=check, backend=backend, atol=atol, rtol=rtol,
-                 namespace=fn.__globals__, closure=closure)
+    try:
+        ir_func = parse_function(fn)
+        view = _make(ir_func, check=check, backend=backend, atol=atol, rtol=rtol,
+                     namespace=fn.__globals__, closure=closure)
+    except ReversibilitySyntaxError as exc:
+        # The error already points at the user's line; the compiler's frames are noise.
+        raise exc.with_traceback(None) from None
     view.__doc__ = fn.__doc__
     view.__module__ = fn.__module__
     view.__wrapped__ = fn
@@ -281,8 +292,6 @@ def define(source: str, namespace: dict[str, Any] | None = None, *, filename: st
     try:
         tree = ast.parse(source, filename)
     except SyntaxError as exc:
-        from revbench.lang.errors import ReversibilitySyntaxError
-
         raise ReversibilitySyntaxError(exc.msg, filename, exc.lineno,
                                        None if exc.offset is None else exc.offset - 1,
                                        exc.text, stage="parse") from None
@@ -297,7 +306,10 @@ def define(source: str, namespace: dict[str, Any] | None = None, *, filename: st
                 for kw in dec.keywords:
                     opts[kw.arg] = ast.literal_eval(kw.value)
         _validate_options(**opts)
-        view = _make(parse_definition(node, info, ns), namespace=ns, closure={}, **opts)
+        try:
+            view = _make(parse_definition(node, info, ns), namespace=ns, closure={}, **opts)
+        except ReversibilitySyntaxError as exc:
+            raise exc.with_traceback(None) from None
         ns[node.name] = view
         out[node.name] = view
     return out

@@ -203,8 +203,9 @@ class Emitter:
         self.emit(f"def {name}({params}):")
         self.level = 1
         if self.opt.check:
-            self.emit(f"_rb_atol = {self.opt.atol!r}" if self.opt.atol is not None else "_rb_atol = _rb_gatol")
-            self.emit(f"_rb_rtol = {self.opt.rtol!r}" if self.opt.rtol is not None else "_rb_rtol = _rb_grtol")
+            # a function's own tolerance, else the global one passed in at call time
+            for name, own in (("atol", self.opt.atol), ("rtol", self.opt.rtol)):
+                self.emit(f"_rb_{name} = {own!r}" if own is not None else f"_rb_{name} = _rb_g{name}")
         self.body(self.f.body)
         ret = ", ".join(self.f.params)
         self.emit(f"return ({ret}{',' if len(self.f.params) == 1 else ''})")
@@ -308,6 +309,9 @@ class Emitter:
         self.emit(f"{s.name} = {self.alloc_expr(s.name, s.init)}", s.loc)
 
     def s_Dealloc(self, s: ir.Dealloc) -> None:
+        if s.discard:
+            self.emit(f"# {s.name} is no longer needed", s.loc)
+            return
         if not self.opt.check:
             self.emit(f"# del {s.name}", s.loc)
             return
@@ -348,7 +352,8 @@ class Emitter:
             for a, b in s.alias_checks:
                 self.alias_check(a, b, "call-alias", s.loc)
         names, writeback = [], []
-        for a in s.args:
+        args = list(s.args) + ([a for a in s.adj_args if a is not None] if s.backward else [])
+        for a in args:
             if isinstance(a, ir.Var):
                 names.append(a.name)
                 continue
@@ -471,7 +476,7 @@ def generate(typed: TypedFunction, direction: str, options: Options,
              callee_symbol: Callable[[ir.Call, tuple[VarType, ...]], str]) -> Generated:
     """Generate the module source for one specialised function and direction."""
     em = Emitter(typed, direction, options, callee_symbol)
-    fname = f"{typed.func.name}__{direction}"
+    fname = f"{typed.func.name}__{direction.replace('-', '_')}"
     em.function(fname)
     sig = ", ".join(f"{p}: {t}" for p, t in zip(typed.func.params, typed.params))
     user_fps = sorted(f"{r.name}={r.fingerprint}" for r in em.user_functions.values())

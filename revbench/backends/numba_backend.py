@@ -62,9 +62,13 @@ def translate_numba_error(exc: BaseException, function: str) -> ReversibilityTyp
         table = TABLES.get(key)
         if table and int(m.group(3)) in table.linemap:
             where = (table, table.linemap[int(m.group(3))])
-    first = next((ln.strip() for ln in msg.splitlines()
-                  if ln.strip() and not ln.startswith("During:")), type(exc).__name__)
-    first = re.sub(r"\x1b\[[0-9;]*m", "", first)
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", ln).strip() for ln in msg.splitlines()]
+    step = next((ln for ln in lines if ln.startswith("Failed in")), "")
+    detail = [ln for ln in lines if ln and not ln.startswith(("Failed in", "During:", "File ", "^"))
+              and not ln.startswith("- ") and "rbgen_" not in ln]
+    first = detail[0] if detail else (step or type(exc).__name__)
+    if step and detail:
+        first += f" [{step}]"
     if where:
         table, line = where
         text = table.source_lines.get(line, "").strip()

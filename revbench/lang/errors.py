@@ -83,4 +83,4 @@ class ReversibilityTypeError(ReversibilityError, TypeError):
     """
 
 
-__all__ = ["ReversibilitySyntaxError", "ReversibilityError", "ReversibilityTypeError"]
+__all__ = ["ReversibilityError", "ReversibilitySyntaxError", "ReversibilityTypeError"]

@@ -175,12 +175,14 @@ class Dealloc:
     """``del name``: deallocate an ancilla, which must equal ``init`` evaluated now.
 
     ``init`` is ``None`` straight out of the parser; the checker fills it in
-    from the matching :class:`Alloc`.
+    from the matching :class:`Alloc`.  The adjoint transform uses ``init=None``
+    with ``discard=True`` to drop an adjoint variable whose value is no longer needed.
     """
 
     name: str
     init: Expr | None
     loc: Loc = field(default=NO_LOC, compare=False)
+    discard: bool = False
 
 
 @dataclass(frozen=True)
@@ -192,6 +194,10 @@ class Call:
     inverted: bool = False
     loc: Loc = field(default=NO_LOC, compare=False)
     alias_checks: tuple[tuple[Elem, Elem], ...] = ()
+    #: set by the adjoint transform: run the callee's reverse sweep, carrying the
+    #: adjoints ``adj_args`` (None for an argument that has no gradient)
+    backward: bool = False
+    adj_args: tuple[Target | None, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -367,10 +373,43 @@ def names_written(body: tuple[Stmt, ...]) -> set[str]:
     return out
 
 
-__all__ = ["names_written",
-    "Loc", "NO_LOC", "Const", "Var", "Elem", "BinOp", "UnaryOp", "Func", "Len", "Shape",
-    "IfExp", "Compare", "BoolOp", "ArrayAlloc", "Expr", "Target", "Update", "Swap", "Alloc",
-    "Dealloc", "Call", "Block", "Inverted", "Uncompute", "If", "While", "For", "Print",
-    "Assert", "Stmt", "Function", "sub_expressions", "walk_expr", "names_read",
-    "child_blocks", "walk_stmts", "replace",
+__all__ = [
+    "NO_LOC",
+    "Alloc",
+    "ArrayAlloc",
+    "Assert",
+    "BinOp",
+    "Block",
+    "BoolOp",
+    "Call",
+    "Compare",
+    "Const",
+    "Dealloc",
+    "Elem",
+    "Expr",
+    "For",
+    "Func",
+    "Function",
+    "If",
+    "IfExp",
+    "Inverted",
+    "Len",
+    "Loc",
+    "Print",
+    "Shape",
+    "Stmt",
+    "Swap",
+    "Target",
+    "UnaryOp",
+    "Uncompute",
+    "Update",
+    "Var",
+    "While",
+    "child_blocks",
+    "names_read",
+    "names_written",
+    "replace",
+    "sub_expressions",
+    "walk_expr",
+    "walk_stmts",
 ]

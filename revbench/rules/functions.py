@@ -38,6 +38,10 @@ class FunctionRule:
     result: str = "float"
     complex_ok: bool = True
     partials: tuple[Partial, ...] = ()
+    #: for complex arguments of non-holomorphic functions (abs, conj): the
+    #: contribution to each argument's adjoint, given the result's adjoint ``seed``
+    complex_vjp: tuple[Callable[..., Expr], ...] = ()
+    hidden: bool = False  # generated helpers (a user function's partials) users don't spell
     user_function: Callable | None = field(default=None, compare=False)
     user_partials: tuple[Callable, ...] = field(default=(), compare=False)
     fingerprint: str = ""
@@ -120,7 +124,10 @@ _BUILTIN: list[FunctionRule] = [
                  partials=(lambda x, y: _div(x, _f("hypot", x, y)),
                            lambda x, y: _div(y, _f("hypot", x, y)))),
     FunctionRule("abs", "abs", 1, ("abs", "absolute", "fabs"), result="same",
-                 partials=(lambda x: IfExp(Compare((">=",), (x, _c(0))), _c(1.0), _c(-1.0)),)),
+                 partials=(lambda x: IfExp(Compare((">=",), (x, _c(0))), _c(1.0), _c(-1.0)),),
+                 complex_vjp=(lambda seed, z: _mul(seed, _div(z, _f("abs", z))),)),
+    FunctionRule("conj", "_rb_np.conj", 1, ("conj", "conjugate"), result="same",
+                 partials=(lambda x: _c(1.0),), complex_vjp=(lambda seed, z: _f("conj", seed),)),
     FunctionRule("min", "min", 2, ("min", "minimum", "fmin"), result="promote", complex_ok=False,
                  partials=tuple(lambda a, b, k=k: _pick(Compare(("<=",), (a, b)))[k]
                                 for k in (0, 1))),
@@ -169,7 +176,7 @@ def register(fn: Callable, partials: Sequence[Callable] = ()) -> Callable:
     """
     name = getattr(fn, "__name__", None)
     if not callable(fn) or not name or not name.isidentifier() or name == "<lambda>":
-        raise TypeError("revbench.register needs a named function (def), got %r" % (fn,))
+        raise TypeError(f"revbench.register needs a named function (def), got {fn!r}")
     if name in BUILTIN_FUNCTIONS or name in SPELLINGS:
         raise ValueError(f"{name!r} is a built-in revbench function and cannot be replaced")
     nargs = len(inspect.signature(fn).parameters)
@@ -178,9 +185,22 @@ def register(fn: Callable, partials: Sequence[Callable] = ()) -> Callable:
         raise ValueError(
             f"{name} takes {nargs} argument(s) but {len(partials)} partial derivative(s) "
             "were given; give one per argument")
+    for k, p in enumerate(partials):
+        if not callable(p):
+            raise TypeError(f"partial derivative {k} of {name} is not callable: {p!r}")
+    fp = _fingerprint(fn, partials)
+    # Each partial becomes a hidden function of its own, so the adjoint can call it.
+    dnames = []
+    for k, p in enumerate(partials):
+        dname = f"{name}__d{k}"
+        USER_FUNCTIONS[dname] = FunctionRule(
+            dname, f"_rb_user_{dname}", nargs, (), result="float", hidden=True,
+            user_function=p, fingerprint=_fingerprint(p, ()))
+        dnames.append(dname)
     USER_FUNCTIONS[name] = FunctionRule(
         name, f"_rb_user_{name}", nargs, (name,), result="float", complex_ok=True,
-        user_function=fn, user_partials=partials, fingerprint=_fingerprint(fn, partials))
+        partials=tuple(lambda *args, d=d: Func(d, tuple(args)) for d in dnames),
+        user_function=fn, user_partials=partials, fingerprint=fp)
     return fn
 
 
@@ -193,6 +213,6 @@ def canonical(spelling: str) -> str | None:
     """The canonical name of a user spelling (``np.arctan`` -> ``atan``)."""
     if spelling in SPELLINGS:
         return SPELLINGS[spelling]
-    if spelling in USER_FUNCTIONS:
+    if spelling in USER_FUNCTIONS and not USER_FUNCTIONS[spelling].hidden:
         return spelling
     return None

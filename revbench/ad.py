@@ -1,0 +1,249 @@
+"""Automatic differentiation by reverse computing: ``grad``, ``value_and_grad``, ``jacobian``.
+
+``grad(f, loss="y")`` runs ``f`` forward, seeds the adjoint of the loss with
+1, then runs ``f``'s *reverse sweep* (the ``backward`` program built by
+:mod:`revbench.transforms.adjoint`): the inverse of ``f``, which recovers
+every intermediate value by uncomputation, carrying adjoints along.  No tape
+is recorded, so the memory a gradient needs beyond the program's own is the
+adjoint variables -- it does not grow with the number of steps executed.
+
+The user's arguments are never modified: the work happens on copies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from revbench.function import ReversibleFunction, _python_scalar
+from revbench.lang.errors import ReversibilityTypeError
+from revbench.lang.types import VarType
+from revbench.transforms.adjoint import DIFFERENTIABLE
+
+Loss = str | int | tuple
+
+
+def _copy(a: Any) -> Any:
+    return a.copy() if isinstance(a, np.ndarray) else a
+
+
+@dataclass(frozen=True)
+class _Seed:
+    param: int
+    index: tuple[int, ...] | None  # element of an array loss, or None for a scalar
+
+
+def _param_index(f: ReversibleFunction, which: Any, what: str) -> int:
+    params = f.params
+    if isinstance(which, str):
+        if which not in params:
+            raise ValueError(f"{what} {which!r} is not an argument of {f.__name__}{params}")
+        return params.index(which)
+    if isinstance(which, (int, np.integer)) and not isinstance(which, bool):
+        if not -len(params) <= which < len(params):
+            raise ValueError(f"{what} position {which} is out of range for {f.__name__}{params}")
+        return int(which) % len(params)
+    raise TypeError(f"{what} must be an argument name or position, got {which!r}")
+
+
+def _resolve_loss(f: ReversibleFunction, loss: Loss, sig: tuple[VarType, ...], args) -> _Seed:
+    index = None
+    which = loss
+    if isinstance(loss, tuple):
+        if len(loss) != 2:
+            raise ValueError("loss=(name, index) picks one element of an array argument")
+        which, index = loss
+        index = tuple(int(i) for i in np.atleast_1d(index))
+    k = _param_index(f, which, "loss")
+    t = sig[k]
+    name = f.params[k]
+    if t.dtype != "float":
+        raise ReversibilityTypeError(
+            f"the loss `{name}` of {f.__name__} must be a real float (got {t}); differentiate a "
+            "float scalar, or one element of a float array with loss=(name, index)",
+            variable=name, function=f.name, stage="ad")
+    if t.is_array and index is None:
+        raise ReversibilityTypeError(
+            f"the loss `{name}` of {f.__name__} is an array ({t}); pick one element with "
+            f"loss=({name!r}, index), or use jacobian()", variable=name, function=f.name, stage="ad")
+    if not t.is_array and index is not None:
+        raise ValueError(f"the loss `{name}` is a scalar; it takes no index")
+    if index is not None:
+        shape = args[k].shape
+        if len(index) != len(shape) or not all(-n <= i < n for i, n in zip(index, shape)):
+            raise IndexError(f"loss index {index} is out of bounds for `{name}` of shape {shape}")
+    return _Seed(k, index)
+
+
+class _Backward:
+    """Runs f forward, then its reverse sweep, on copies of the arguments."""
+
+    def __init__(self, f: ReversibleFunction):
+        if not isinstance(f, ReversibleFunction):
+            raise TypeError(f"AD needs a reversible function (decorated with @reversible), got {f!r}")
+        self.f = f
+        self.direction = "backward" if not f.is_inverse else "backward-inverse"
+
+    def prepare(self, args: tuple):
+        f = self.f
+        sig = f.signature_of(args)
+        p = f._program
+        backward = p.compile(self.direction, p.backend, p.check, sig)
+        return sig, backward
+
+    def forward(self, args: tuple) -> tuple:
+        work = tuple(_copy(a) for a in args)
+        return self.f(*work)
+
+    def zero_adjoints(self, sig: tuple[VarType, ...], state: tuple) -> list:
+        adjs = []
+        for t, v in zip(sig, state):
+            if t.dtype not in DIFFERENTIABLE:
+                continue
+            if t.is_array:
+                adjs.append(np.zeros_like(v))
+            else:
+                adjs.append(0j if t.dtype == "complex" else 0.0)
+        return adjs
+
+    def adjoint_slot(self, sig, k: int) -> int:
+        """Position of parameter k's adjoint among the adjoint arguments."""
+        return sum(1 for t in sig[:k] if t.dtype in DIFFERENTIABLE)
+
+    def run(self, backward, state: tuple, adjs: list) -> tuple:
+        out = self.f._execute(backward, (*state, *adjs))
+        n = len(state)
+        return out[:n], out[n:]
+
+    def gradients(self, sig, adj_out) -> tuple:
+        grads, j = [], 0
+        for t in sig:
+            if t.dtype in DIFFERENTIABLE:
+                g = adj_out[j]
+                grads.append(g if t.is_array else _python_scalar(g))
+                j += 1
+            else:
+                grads.append(None)
+        return tuple(grads)
+
+
+def value_and_grad(f: ReversibleFunction, loss: Loss) -> Callable[..., tuple[tuple, tuple]]:
+    """``value_and_grad(f, loss)(*args) -> (outputs, gradients)``.
+
+    ``outputs`` is what ``f(*args)`` returns; ``gradients`` is aligned with the
+    arguments: the derivative of the loss's final value with respect to each
+    argument's value at entry (float for a float, array for a float or complex
+    array, complex ``dL/dRe + i dL/dIm`` for a complex, ``None`` for ints and bools).
+    """
+    b = _Backward(f)
+
+    def run(*args):
+        sig, backward = b.prepare(args)
+        seed = _resolve_loss(f, loss, sig, args)
+        outs = b.forward(args)
+        values = tuple(_copy(o) for o in outs)
+        adjs = b.zero_adjoints(sig, outs)
+        slot = b.adjoint_slot(sig, seed.param)
+        if seed.index is None:
+            adjs[slot] = 1.0
+        else:
+            adjs[slot][seed.index] = 1.0
+        _, adj_out = b.run(backward, outs, adjs)
+        return values, b.gradients(sig, adj_out)
+
+    run.__name__ = f"value_and_grad({f.__name__})"
+    return run
+
+
+def grad(f: ReversibleFunction, loss: Loss) -> Callable[..., tuple]:
+    """``grad(f, loss)(*args)``: the gradients of ``value_and_grad`` alone."""
+    vg = value_and_grad(f, loss)
+
+    def run(*args):
+        return vg(*args)[1]
+
+    run.__name__ = f"grad({f.__name__})"
+    return run
+
+
+def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any) -> Callable[..., np.ndarray]:
+    """``jacobian(f, outputs="r", wrt="x")(*args)``: the dense Jacobian d r_out / d x_in.
+
+    Shape ``(r.size, x.size)``, both flattened in C order.  One reverse sweep per
+    output element, each from the same forward state.
+    """
+    b = _Backward(f)
+
+    def run(*args):
+        sig, backward = b.prepare(args)
+        ko = _param_index(f, outputs, "outputs")
+        kw = _param_index(f, wrt, "wrt")
+        for k, what in ((ko, "outputs"), (kw, "wrt")):
+            if sig[k].dtype != "float":
+                raise ReversibilityTypeError(
+                    f"{what} `{f.params[k]}` of {f.__name__} must be float (got {sig[k]})",
+                    variable=f.params[k], function=f.name, stage="ad")
+        outs = b.forward(args)
+        saved = tuple(_copy(o) for o in outs)
+        m = outs[ko].size if sig[ko].is_array else 1
+        n = outs[kw].size if sig[kw].is_array else 1
+        J = np.zeros((m, n))
+        so, sw = b.adjoint_slot(sig, ko), b.adjoint_slot(sig, kw)
+        for row in range(m):
+            state = tuple(_copy(o) for o in saved)
+            adjs = b.zero_adjoints(sig, state)
+            if sig[ko].is_array:
+                adjs[so].reshape(-1)[row] = 1.0
+            else:
+                adjs[so] = 1.0
+            _, adj_out = b.run(backward, state, adjs)
+            g = adj_out[sw]
+            J[row] = np.asarray(g, dtype=float).reshape(-1)
+        return J
+
+    run.__name__ = f"jacobian({f.__name__})"
+    return run
+
+
+def check_grad(f: ReversibleFunction, *args: Any, loss: Loss, eps: float = 1e-6,
+               rtol: float = 1e-5, atol: float = 1e-7) -> tuple:
+    """Compare ``grad(f, loss)`` with central finite differences; raise if they differ.
+
+    Every float scalar, every element of a float array, and the real and
+    imaginary parts of complex arguments are perturbed by ``eps``.  Returns the
+    AD gradients.
+    """
+    g = grad(f, loss)(*args)
+    sig = f.signature_of(args)
+    seed = _resolve_loss(f, loss, sig, args)
+
+    def loss_of(a) -> float:
+        out = f(*(_copy(x) for x in a))[seed.param]
+        return float(out if seed.index is None else out[seed.index])
+
+    for k, (t, a) in enumerate(zip(sig, args)):
+        if t.dtype not in DIFFERENTIABLE:
+            continue
+        parts = [1.0] + ([1j] if t.dtype == "complex" else [])
+        for idx in (np.ndindex(a.shape) if t.is_array else [None]):
+            fd = 0.0
+            for unit in parts:
+                def shifted(h, idx=idx, unit=unit, k=k):
+                    new = list(_copy(x) for x in args)
+                    if idx is None:
+                        new[k] = new[k] + h * unit
+                    else:
+                        new[k][idx] += h * unit
+                    return new
+                d = (loss_of(shifted(eps)) - loss_of(shifted(-eps))) / (2 * eps)
+                fd = fd + d * unit
+            ad = g[k] if idx is None else g[k][idx]
+            if not abs(ad - fd) <= atol + rtol * abs(fd):
+                where = f.params[k] + ("" if idx is None else str(list(idx)))
+                raise AssertionError(
+                    f"check_grad({f.__name__}): d loss / d {where}: AD gives {ad!r}, central "
+                    f"differences give {fd!r}")
+    return g

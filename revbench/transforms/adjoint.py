@@ -1,0 +1,297 @@
+"""The ``adjoint`` transform: a typed program -> its reverse sweep with adjoints.
+
+This is automatic differentiation by reverse computing (NiLang's method).
+The reverse sweep walks the program backwards like :mod:`invert` does, and
+beside every inverted statement it updates *adjoint variables* ``_rb_adj_x``
+(one per differentiable variable: float and complex scalars and arrays):
+
+* an update ``y op= e`` runs its inverse, which restores the old ``y`` -- no
+  tape -- and then adds ``y_bar * de/dx`` into the adjoint of every variable
+  ``x`` that ``e`` reads (the rule is in the instruction table,
+  :mod:`revbench.rules.instructions`; the partial derivatives of each pure
+  function are in :mod:`revbench.rules.functions`);
+* ``t = e`` (an ancilla from an expression) passes ``t_bar`` back to what
+  ``e`` read, then frees ``t`` and its adjoint;
+* control flow is inverted as usual, calls run the callee's own reverse sweep.
+
+The result is ordinary IR, with the adjoints as extra parameters, so the same
+type inference and code generation compile it to a Numba function.  Memory
+beyond the program's own is the adjoint variables only: nothing grows with
+the number of steps executed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from itertools import count
+
+from revbench.lang import ir
+from revbench.lang.types import TypedFunction, TypeInference, VarType
+from revbench.rules import functions as fn_rules
+from revbench.rules.instructions import UPDATES
+from revbench.transforms.invert import invert_body
+
+DIFFERENTIABLE = ("float", "complex")
+
+
+def adj_name(name: str) -> str:
+    return f"_rb_adj_{name}"
+
+
+@dataclass
+class AdjointContext:
+    """What the rule tables need to state an adjoint: adjoint variables, partials."""
+
+    typed: TypedFunction
+
+    def __post_init__(self) -> None:
+        self._types = TypeInference(self.typed.func, self.typed.params)
+        self._types.env = self.typed.env
+        self._loops = count()
+
+    # -- variables -------------------------------------------------------------
+    def differentiable(self, name: str) -> bool:
+        t = self.typed.env.get(name)
+        return t is not None and t.dtype in DIFFERENTIABLE
+
+    def adj(self, t: ir.Target) -> ir.Target | None:
+        """The adjoint of a variable or element (None if it carries no gradient)."""
+        if not self.differentiable(t.name):
+            return None
+        if isinstance(t, ir.Var):
+            return ir.Var(adj_name(t.name), t.loc)
+        return ir.Elem(adj_name(t.name), t.indices, t.loc)
+
+    def is_complex(self, e: ir.Expr) -> bool:
+        return self._types.expr(e, elementwise=True).dtype == "complex"
+
+    # -- expression algebra (with the simplifications that keep code readable) ------
+    def conj(self, e: ir.Expr) -> ir.Expr:
+        return ir.Func("conj", (e,)) if self.is_complex(e) else e
+
+    @staticmethod
+    def mul(a: ir.Expr, b: ir.Expr) -> ir.Expr:
+        if _is_const(a, 1):
+            return b
+        if _is_const(b, 1):
+            return a
+        if _is_const(a, -1):
+            return neg(b)
+        if _is_const(b, -1):
+            return neg(a)
+        return ir.BinOp("*", a, b)
+
+    # -- reverse-mode differentiation of one expression -----------------------------
+    def contributions(self, e: ir.Expr, seed: ir.Expr) -> list[tuple[ir.Target, ir.Expr]]:
+        """``[(x, conj(de/dx) * seed)]`` for every differentiable variable read by ``e``."""
+        out: list[tuple[ir.Target, ir.Expr]] = []
+        self._walk(e, seed, out)
+        return out
+
+    def _walk(self, e: ir.Expr, seed: ir.Expr, out: list) -> None:
+        if isinstance(e, (ir.Var, ir.Elem)):
+            if self.differentiable(e.name):
+                out.append((e, seed))
+            return
+        if isinstance(e, ir.BinOp):
+            a, b = e.left, e.right
+            if e.op == "+":
+                self._walk(a, seed, out)
+                self._walk(b, seed, out)
+            elif e.op == "-":
+                self._walk(a, seed, out)
+                self._walk(b, neg(seed), out)
+            elif e.op == "*":
+                self._walk(a, self.mul(seed, self.conj(b)), out)
+                self._walk(b, self.mul(seed, self.conj(a)), out)
+            elif e.op == "/":
+                self._walk(a, self._div(seed, self.conj(b)), out)
+                self._walk(b, neg(self.mul(seed, self.conj(ir.BinOp("/", a, ir.BinOp("*", b, b))))),
+                           out)
+            elif e.op == "**":
+                if not isinstance(a, ir.Const):
+                    d = ir.BinOp("*", b, ir.BinOp("**", a, ir.BinOp("-", b, ir.Const(1))))
+                    self._walk(a, self.mul(seed, self.conj(d)), out)
+                if not isinstance(b, ir.Const):
+                    d = ir.BinOp("*", ir.Func("log", (a,)), e)
+                    self._walk(b, self.mul(seed, self.conj(d)), out)
+            elif e.op == "%":
+                self._walk(a, seed, out)
+                self._walk(b, neg(self.mul(seed, ir.BinOp("//", a, b))), out)
+            # '//' is piecewise constant: no gradient
+            return
+        if isinstance(e, ir.UnaryOp):
+            if e.op == "-":
+                self._walk(e.operand, neg(seed), out)
+            return
+        if isinstance(e, ir.Func):
+            rule = fn_rules.lookup(e.name)
+            for k, arg in enumerate(e.args):
+                if rule.complex_vjp and self.is_complex(arg):
+                    self._walk(arg, rule.complex_vjp[k](seed, *e.args), out)
+                    continue
+                if k >= len(rule.partials):
+                    raise NotImplementedError(f"{e.name}() has no partial derivative for argument "
+                                              f"{k + 1}; register it with partials=...")
+                self._walk(arg, self.mul(seed, self.conj(rule.partials[k](*e.args))), out)
+            return
+        if isinstance(e, ir.IfExp):
+            self._walk(e.then, ir.IfExp(e.cond, seed, ir.Const(0.0)), out)
+            self._walk(e.orelse, ir.IfExp(e.cond, ir.Const(0.0), seed), out)
+            return
+        # constants, len, shape, comparisons, bool ops: no gradient
+
+    def _div(self, a: ir.Expr, b: ir.Expr) -> ir.Expr:
+        return a if _is_const(b, 1) else ir.BinOp("/", a, b)
+
+    def accumulate(self, e: ir.Expr, seed: ir.Expr, op: str) -> list[ir.Stmt]:
+        """Statements ``x_bar op seed * conj(de/dx)`` for every x read by ``e``."""
+        return [ir.Update(self.adj(x), op, c, getattr(e, "loc", ir.NO_LOC))
+                for x, c in self.contributions(e, seed)]
+
+    def fresh_loop_var(self) -> str:
+        return f"_rb_w{next(self._loops)}"
+
+
+def _is_const(e: ir.Expr, v) -> bool:
+    return isinstance(e, ir.Const) and not isinstance(e.value, bool) and e.value == v
+
+
+def neg(e: ir.Expr) -> ir.Expr:
+    if isinstance(e, ir.UnaryOp) and e.op == "-":
+        return e.operand
+    if isinstance(e, ir.Const) and not isinstance(e.value, bool):
+        return ir.Const(-e.value, e.loc)
+    return ir.UnaryOp("-", e)
+
+
+class Adjoint:
+    """Builds the reverse sweep of one typed function."""
+
+    def __init__(self, typed: TypedFunction):
+        self.ctx = AdjointContext(typed)
+        self.env = typed.env
+
+    def body(self, stmts) -> tuple[ir.Stmt, ...]:
+        out: list[ir.Stmt] = []
+        for s in reversed(stmts):
+            out.extend(self.stmt(s))
+        return tuple(out)
+
+    def stmt(self, s: ir.Stmt) -> list[ir.Stmt]:
+        ctx = self.ctx
+        if isinstance(s, ir.Update):
+            t = self.env[s.target.name]
+            if isinstance(s.target, ir.Var) and t.is_array:
+                return self.elementwise(s, t.ndim)
+            return UPDATES[s.op].adjoint(ctx, s)
+        if isinstance(s, ir.Swap):
+            out: list[ir.Stmt] = [s]
+            a, b = ctx.adj(s.a), ctx.adj(s.b)
+            if a is not None and b is not None:
+                out.append(ir.Swap(a, b, s.loc))
+            return out
+        if isinstance(s, ir.Alloc):
+            # reverse of allocating t = e: pass t_bar back to what e read, free both
+            out = []
+            tbar = ctx.adj(ir.Var(s.name))
+            if tbar is not None:
+                init = s.init
+                if isinstance(init, ir.ArrayAlloc):
+                    if init.kind == "copy" and ctx.differentiable(init.source):
+                        out.append(ir.Update(ir.Var(adj_name(init.source)), "+=", tbar, s.loc))
+                else:
+                    out += ctx.accumulate(init, tbar, "+=")
+            out.append(ir.Dealloc(s.name, s.init, s.loc))
+            if tbar is not None:
+                out.append(ir.Dealloc(tbar.name, None, s.loc, discard=True))
+            return out
+        if isinstance(s, ir.Dealloc):
+            # reverse of `del t`: t comes back from its allocation expression, with a
+            # zero adjoint (its value after `del` influenced nothing)
+            out = [ir.Alloc(s.name, s.init, s.loc)]
+            if ctx.differentiable(s.name):
+                out.append(ir.Alloc(adj_name(s.name), self.zero_like(s.name), s.loc))
+            return out
+        if isinstance(s, ir.Call):
+            adj_args = tuple(ctx.adj(a) for a in s.args)
+            return [replace(s, backward=True, adj_args=adj_args)]
+        if isinstance(s, ir.Block):
+            return [ir.Block(self.body(s.body), s.label, s.loc)]
+        if isinstance(s, ir.Inverted):
+            return [ir.Block(self.body(invert_body(s.body)), s.label, s.loc)]
+        if isinstance(s, ir.If):
+            return [ir.If(s.post, s.pre, self.body(s.then), self.body(s.orelse), s.loc)]
+        if isinstance(s, ir.While):
+            return [ir.While(s.post, s.cond, self.body(s.body), s.loc)]
+        if isinstance(s, ir.For):
+            return [replace(s, body=self.body(s.body), reverse=not s.reverse)]
+        if isinstance(s, (ir.Print, ir.Assert)):
+            return [s]
+        raise TypeError(f"no adjoint for {type(s).__name__}")
+
+    def zero_like(self, name: str) -> ir.Expr:
+        t = self.env[name]
+        if t.is_array:
+            return ir.ArrayAlloc("zeros_like", (), name, t.dtype)
+        return ir.Const(0j if t.dtype == "complex" else 0.0)
+
+    def elementwise(self, s: ir.Update, ndim: int) -> list[ir.Stmt]:
+        """A whole-array update, as explicit loops over its elements (so scalar
+        operands can gather their adjoint over all elements)."""
+        idx = tuple(self.ctx.fresh_loop_var() for _ in range(ndim))
+        name = s.target.name
+
+        def index(e: ir.Expr) -> ir.Expr:
+            return _map_vars(e, lambda v: ir.Elem(v.name, tuple(ir.Var(i) for i in idx), v.loc)
+                             if self.env[v.name].is_array else v)
+
+        scalar = ir.Update(index(s.target), s.op, index(s.value), s.loc)
+        for i in idx:
+            self.env[i] = VarType("int")
+        inner: tuple[ir.Stmt, ...] = tuple(UPDATES[s.op].adjoint(self.ctx, scalar))
+        for ax in reversed(range(ndim)):
+            inner = (ir.For(idx[ax], ir.Const(0), ir.Shape(name, ax), ir.Const(1), inner,
+                            False, s.loc),)
+        return list(inner)
+
+
+def _map_vars(e: ir.Expr, f) -> ir.Expr:
+    """Rebuild ``e`` with every :class:`ir.Var` replaced by ``f(var)``."""
+    if isinstance(e, ir.Var):
+        return f(e)
+    if isinstance(e, ir.Elem):
+        return replace(e, indices=tuple(_map_vars(i, f) for i in e.indices))
+    if isinstance(e, ir.BinOp):
+        return replace(e, left=_map_vars(e.left, f), right=_map_vars(e.right, f))
+    if isinstance(e, ir.UnaryOp):
+        return replace(e, operand=_map_vars(e.operand, f))
+    if isinstance(e, ir.Func):
+        return replace(e, args=tuple(_map_vars(a, f) for a in e.args))
+    if isinstance(e, ir.IfExp):
+        return replace(e, cond=_map_vars(e.cond, f), then=_map_vars(e.then, f),
+                       orelse=_map_vars(e.orelse, f))
+    if isinstance(e, ir.Compare):
+        return replace(e, operands=tuple(_map_vars(o, f) for o in e.operands))
+    if isinstance(e, ir.BoolOp):
+        return replace(e, values=tuple(_map_vars(v, f) for v in e.values))
+    return e
+
+
+def adjoint_params(typed: TypedFunction) -> tuple[tuple[str, VarType], ...]:
+    """The adjoint parameters of a function: one per differentiable argument."""
+    return tuple((adj_name(p), t) for p, t in zip(typed.func.params, typed.params)
+                 if t.dtype in DIFFERENTIABLE)
+
+
+def adjoint(typed: TypedFunction) -> tuple[ir.Function, tuple[VarType, ...]]:
+    """The reverse sweep of ``typed``: parameters ``(*params, *adjoints)``.
+
+    Run on the state *after* the function, it restores the state before it and
+    turns the adjoints of the outputs into the adjoints of the inputs.
+    Returns the IR function and its full signature.
+    """
+    body = Adjoint(typed).body(typed.func.body)
+    extra = adjoint_params(typed)
+    func = replace(typed.func, params=typed.func.params + tuple(n for n, _ in extra), body=body)
+    return func, typed.params + tuple(t for _, t in extra)
