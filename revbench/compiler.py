@@ -99,7 +99,9 @@ class Program:
     # -- compiling ---------------------------------------------------------------
     def compile(self, direction: str, backend: str, check: bool,
                 signature: tuple[VarType, ...]) -> Compiled:
-        key = (direction, backend, check, signature)
+        # The registry version is part of the key: re-registering a user function
+        # (a notebook re-running a cell) must reach code compiled before.
+        key = (direction, backend, check, signature, fn_rules.REGISTRY_VERSION[0])
         hit = self._cache.get(key)
         if hit is not None:
             return hit

@@ -14,7 +14,7 @@ import ast
 import functools
 import linecache
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from itertools import combinations
 from typing import Any, overload
 
@@ -302,9 +302,7 @@ def define(source: str, namespace: dict[str, Any] | None = None, *, filename: st
             continue
         opts = dict(check=check, backend=backend, atol=atol, rtol=rtol)
         for dec in node.decorator_list:
-            if isinstance(dec, ast.Call):
-                for kw in dec.keywords:
-                    opts[kw.arg] = ast.literal_eval(kw.value)
+            opts.update(_decorator_options(dec, filename, first_line, lines, opts))
         _validate_options(**opts)
         try:
             view = _make(parse_definition(node, info, ns), namespace=ns, closure={}, **opts)
@@ -315,5 +313,25 @@ def define(source: str, namespace: dict[str, Any] | None = None, *, filename: st
     return out
 
 
-def as_mapping(ns: Mapping[str, Any]) -> dict[str, Any]:
-    return dict(ns)
+def _decorator_options(dec: ast.expr, filename: str, first_line: int, lines: list[str],
+                       defaults: dict[str, Any]) -> dict[str, Any]:
+    """The options of a ``@reversible(...)`` decorator in source text; anything else is refused."""
+    line = dec.lineno + first_line - 1
+    text = lines[dec.lineno - 1] if dec.lineno <= len(lines) else None
+
+    def error(msg: str) -> ReversibilitySyntaxError:
+        return ReversibilitySyntaxError(msg, filename, line, dec.col_offset, text, stage="parse")
+
+    target = dec.func if isinstance(dec, ast.Call) else dec
+    if ast.unparse(target).rsplit(".", 1)[-1] != "reversible":
+        raise error(f"only @reversible can decorate a reversible function, not @{ast.unparse(dec)}")
+    opts: dict[str, Any] = {}
+    for kw in dec.keywords if isinstance(dec, ast.Call) else ():
+        if kw.arg not in defaults:
+            raise error(f"unknown @reversible option {kw.arg!r}; the options are "
+                        f"{', '.join(defaults)}")
+        try:
+            opts[kw.arg] = ast.literal_eval(kw.value)
+        except ValueError:
+            raise error(f"@reversible option {kw.arg}= must be a literal value") from None
+    return opts

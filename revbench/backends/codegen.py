@@ -332,7 +332,7 @@ class Emitter:
         ks = self.check("ancilla-shape", s.name, s.loc, "")
         for ax, n in enumerate(shapes):
             self.emit(f"if {s.name}.shape[{ax}] != {n}:", s.loc)
-            self.emit("    " + self.fail(ks, n, f"{s.name}.shape[{ax}]"), s.loc)
+            self.emit("    " + self.fail(ks, n, f"{s.name}.shape[{ax}]", str(ax)), s.loc)
         idx = tuple(self.tmp("i") for _ in range(t.ndim))
         for ax, i in enumerate(idx):
             self.emit(f"for {i} in range({s.name}.shape[{ax}]):", s.loc)

@@ -43,7 +43,8 @@ TABLES: dict[int, CheckTable] = {}
 
 MESSAGES = {
     "ancilla": "ancilla `{var}` is not back at its allocated value when deallocated",
-    "ancilla-shape": "ancilla `{var}` no longer has its allocated shape (axis {detail})",
+    "ancilla-shape": "ancilla `{var}` does not have the shape its allocation expression gives now "
+                     "(axis {axis})",
     "if-post": "postcondition `{var}` of the if statement does not agree with its condition "
                "`{detail}` (it must hold after the branch exactly when the condition held before)",
     "while-entry": "postcondition `{var}` of the while loop must be false when the loop starts",
@@ -78,7 +79,8 @@ def to_user_error(exc: CheckFailed) -> ReversibilityError:
     var = info.variable
     if index and info.kind == "ancilla":
         var = f"{var}[{', '.join(str(int(i)) for i in index)}]"
-    what = MESSAGES[info.kind].format(var=var, detail=info.detail)
+    what = MESSAGES[info.kind].format(var=var, detail=info.detail,
+                                      axis=int(index[0]) if index else 0)
     if info.kind == "zero":
         values = f"got {_fmt(actual)}"
     elif info.kind in ("alias", "call-alias"):

@@ -145,8 +145,10 @@ class Checker:
             raise self.error(s.loc, f"`{name}` is the loop variable, which is read-only")
         if name in scope.ancillas:
             line = scope.ancillas[name].alloc.loc.line
-            raise self.error(s.loc, assign.format(name, f"is already allocated (line {line}); "
-                                                        f"`del {name}` it first to reuse the name"))
+            raise self.error(s.loc, f"plain assignment `{name} = ...` is not reversible: ancilla "
+                                    f"`{name}` is already allocated (line {line}). Update it with "
+                                    f"`{name} += ...` or `{name} -= ...`, or `del {name}` first to "
+                                    "reuse the name")
         self.reads(s.init, scope)
         scope.ancillas[name] = _Ancilla(s, bid)
         return s
@@ -233,11 +235,11 @@ class Checker:
         for t in s.args:
             self.writable(t, scope, "pass")
         pairs = []
-        whole = {t.name for t in s.args if isinstance(t, ir.Var)}
+        passed = {t.name for t in s.args}  # everything the call may update
         for i, a in enumerate(s.args):
             if isinstance(a, ir.Elem):
                 for idx in a.indices:
-                    hit = ir.names_read(idx) & whole
+                    hit = ir.names_read(idx) & passed
                     if hit:
                         raise self.error(a.loc, f"the index of argument `{_text(a)}` reads `{hit.pop()}`, "
                                                 "which the same call may change")

@@ -165,8 +165,8 @@ class Parser:
     def _swap(self, s: ast.Assign, tgt: ast.Tuple) -> ir.Stmt:
         val = s.value
         ok = (len(tgt.elts) == 2 and isinstance(val, ast.Tuple) and len(val.elts) == 2
-              and ast.dump(tgt.elts[0]) == ast.dump(val.elts[1])
-              and ast.dump(tgt.elts[1]) == ast.dump(val.elts[0]))
+              and ast.unparse(tgt.elts[0]) == ast.unparse(val.elts[1])
+              and ast.unparse(tgt.elts[1]) == ast.unparse(val.elts[0]))
         if not ok:
             raise self.error(s, "the only tuple assignment is a swap of two targets: `a, b = b, a`")
         return ir.Swap(self.target(tgt.elts[0]), self.target(tgt.elts[1]), self.loc(s))

@@ -178,7 +178,7 @@ class TypeInference:
             raise self.error(s.loc, f"`{name}` is {tt.dtype} but the right-hand side is "
                                     f"{vt.dtype}: the update would change its type and its inverse "
                                     f"would not be exact. Make `{name}` {vt.dtype} (e.g. allocate "
-                                    "it as 0.0)")
+                                    f"it as {_ZERO_LITERAL[vt.dtype]})")
         if vt.is_array and not tt.is_array:
             raise self.error(s.loc, f"the right-hand side is an array ({vt}) but `{name}` is a "
                                     "scalar; index the array or update a whole array")
@@ -289,7 +289,9 @@ class TypeInference:
             dts = [t.dtype for t in ts]
             if "complex" in dts and not rule.complex_ok:
                 raise self.error(e.loc, f"{e.name}() is not defined for complex numbers")
-            if rule.result == "same":
+            if rule.result == "keep":
+                d = dts[0]
+            elif rule.result == "same":
                 d = "float" if dts[0] == "complex" else promote(dts[0], "int")
             elif rule.result == "promote":
                 d = promote(*dts, "int")
@@ -324,6 +326,9 @@ class TypeInference:
         if isinstance(e, ir.ArrayAlloc):
             raise self.error(e.loc, "array allocations can only initialise an ancilla: `t = np.zeros(n)`")
         raise self.error(getattr(e, "loc", ir.NO_LOC), f"cannot type {type(e).__name__}")
+
+
+_ZERO_LITERAL = {"bool": "False", "int": "0", "float": "0.0", "complex": "0j"}
 
 
 def _common_ndim(a: VarType, b: VarType, err) -> int:

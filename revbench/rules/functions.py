@@ -126,7 +126,7 @@ _BUILTIN: list[FunctionRule] = [
     FunctionRule("abs", "abs", 1, ("abs", "absolute", "fabs"), result="same",
                  partials=(lambda x: IfExp(Compare((">=",), (x, _c(0))), _c(1.0), _c(-1.0)),),
                  complex_vjp=(lambda seed, z: _mul(seed, _div(z, _f("abs", z))),)),
-    FunctionRule("conj", "_rb_np.conj", 1, ("conj", "conjugate"), result="same",
+    FunctionRule("conj", "_rb_np.conj", 1, ("conj", "conjugate"), result="keep",
                  partials=(lambda x: _c(1.0),), complex_vjp=(lambda seed, z: _f("conj", seed),)),
     FunctionRule("min", "min", 2, ("min", "minimum", "fmin"), result="promote", complex_ok=False,
                  partials=tuple(lambda a, b, k=k: _pick(Compare(("<=",), (a, b)))[k]
@@ -151,6 +151,8 @@ for _builtin_only in ("min", "max", "abs"):  # min/max/abs are not in math
 
 #: functions added by users with :func:`register`, by name
 USER_FUNCTIONS: dict[str, FunctionRule] = {}
+#: bumped by every :func:`register`; compiled code remembers the version it saw
+REGISTRY_VERSION = [0]
 
 
 def _fingerprint(fn: Callable, partials: Sequence[Callable]) -> str:
@@ -201,6 +203,7 @@ def register(fn: Callable, partials: Sequence[Callable] = ()) -> Callable:
         name, f"_rb_user_{name}", nargs, (name,), result="float", complex_ok=True,
         partials=tuple(lambda *args, d=d: Func(d, tuple(args)) for d in dnames),
         user_function=fn, user_partials=partials, fingerprint=fp)
+    REGISTRY_VERSION[0] += 1
     return fn
 
 
