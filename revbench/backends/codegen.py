@@ -346,7 +346,10 @@ class Emitter:
         self.level -= t.ndim
 
     def s_Call(self, s: ir.Call) -> None:
-        types = self.t.calls[id(s)]
+        # argument types follow from the variables' types (fixed per function), so
+        # calls in inverted copies of a block need no bookkeeping of their own
+        types = tuple(self.type_of(a.name) if isinstance(a, ir.Var) else self.type_of(a.name).scalar()
+                      for a in s.args)
         symbol = self.callee_symbol(s, types)
         if self.opt.check:
             for a, b in s.alias_checks:
@@ -487,8 +490,9 @@ def generate(typed: TypedFunction, direction: str, options: Options,
     ]
     if user_fps:
         header.append(f"# user functions: {', '.join(user_fps)}")
-    header += ["import math as _rb_math", "import numpy as _rb_np",
-               "from revbench.backends.runtime import CheckFailed as _RbCheckFailed"]
+    header += ["import math as _rb_math", "import numpy as _rb_np"]
+    if options.check:
+        header.append("from revbench.backends.runtime import CheckFailed as _RbCheckFailed")
     body_text = "\n".join(header + em.lines) + "\n"
     key = hashlib.sha256(body_text.encode()).hexdigest()[:32]
     module_key = int(key[:15], 16)

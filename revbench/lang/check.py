@@ -164,9 +164,10 @@ class Checker:
         if anc is None:
             raise self.error(s.loc, f"`del {name}`: `{name}` is not an allocated ancilla here")
         if anc.block != bid:
-            raise self.error(s.loc, f"`{name}` was allocated in an enclosing block (line "
-                                    f"{anc.alloc.loc.line}); deallocate it in the block that "
-                                    "allocated it")
+            raise self.error(anc.alloc.loc, f"ancilla `{name}` is allocated here but deallocated "
+                                            f"inside a nested block (line {s.loc.line}), so not "
+                                            "on every path: deallocate it in the block that "
+                                            "allocated it")
         del scope.ancillas[name]
         return replace(s, init=anc.alloc.init)
 
@@ -185,9 +186,9 @@ class Checker:
                                     f"`{name or 'routine'}`, line {blk.loc.line}); routines are "
                                     "undone last opened, first undone")
         routines.pop()
-        # The uncompute runs the routine's inverse in this same block: replay it on
-        # the scope, so ancillas the routine allocated are freed here.
-        self.block(invert_body(blk.body), scope, new_block=False, block_id=bid)
+        # The uncompute runs the routine's inverse in this same block: apply its
+        # effect on the scope, so ancillas the routine allocated are freed here.
+        _scope_effect(invert_body(blk.body), scope, bid)
         return ir.Inverted(blk.body, "~" + blk.label, s.loc)
 
     # -- updates -------------------------------------------------------------
@@ -260,6 +261,23 @@ class Checker:
             if name is not None and not scope.defined(name):
                 raise self.error(n.loc, f"`{name}` is not defined here (not an argument, a live "
                                         "ancilla or a loop variable of this block)")
+
+
+def _scope_effect(body, scope: _Scope, bid: int) -> None:
+    """Apply what an already-checked statement list allocates and frees to ``scope``.
+
+    Routine bodies and their uncomputes share their block's scope, so they are
+    entered; every other nested block is balanced on its own and has no effect.
+    """
+    for s in body:
+        if isinstance(s, ir.Alloc):
+            scope.ancillas[s.name] = _Ancilla(s, bid)
+        elif isinstance(s, ir.Dealloc):
+            scope.ancillas.pop(s.name, None)
+        elif isinstance(s, ir.Block) and s.label != "inverted":
+            _scope_effect(s.body, scope, bid)
+        elif isinstance(s, ir.Inverted) and s.label != "inverted":
+            _scope_effect(invert_body(s.body), scope, bid)
 
 
 def _text(t: ir.Target) -> str:

@@ -209,7 +209,8 @@ class Parser:
             raise self.error(c, f"`{name}` is a variable of this function, not a reversible function")
         if c.keywords:
             raise self.error(c, "reversible calls take positional arguments only")
-        if fn_rules.canonical(name.replace("numpy.", "np.")) or name in ("len",):
+        if not self._is_reversible_object(name) and (
+                fn_rules.canonical(self._resolve_callable_name(func) or name) or name == "len"):
             raise self.error(c, f"`{name}(...)` as a statement has no effect: a pure function's "
                                 "result must be added to a variable, e.g. `y += "
                                 f"{ast.unparse(c)}`")
@@ -394,6 +395,17 @@ class Parser:
             if known:
                 return known
         return dotted
+
+    def _is_reversible_object(self, dotted: str) -> bool:
+        """Does ``dotted`` name a reversible function in the namespace (it wins over
+        a registered pure function of the same name)?"""
+        head, *rest = dotted.split(".")
+        obj = self._lookup_global(head)
+        for a in rest:
+            if a == "inverse":
+                break
+            obj = getattr(obj, a, None)
+        return type(obj).__name__ == "ReversibleFunction"
 
     def _lookup_global(self, name: str) -> Any:
         if name in self.namespace:

@@ -179,6 +179,9 @@ class TypeInference:
                                     f"{vt.dtype}: the update would change its type and its inverse "
                                     f"would not be exact. Make `{name}` {vt.dtype} (e.g. allocate "
                                     f"it as {_ZERO_LITERAL[vt.dtype]})")
+        if vt.is_array and tt.is_array and vt.ndim != tt.ndim:
+            raise self.error(s.loc, f"a whole-array statement needs arrays of one shape: `{name}` is "
+                                    f"{tt} but the right-hand side is {vt}")
         if vt.is_array and not tt.is_array:
             raise self.error(s.loc, f"the right-hand side is an array ({vt}) but `{name}` is a "
                                     "scalar; index the array or update a whole array")
