@@ -52,8 +52,15 @@ class Program:
     namespace: Mapping[str, Any] = field(default_factory=dict)
     closure: Mapping[str, Any] = field(default_factory=dict)
     _inverse_ir: ir.Function | None = None
+    _written: frozenset[str] | None = None
     _cache: dict = field(default_factory=dict)
     views: dict = field(default_factory=dict)  # direction -> ReversibleFunction
+
+    def written_params(self) -> frozenset[str]:
+        """The parameters this function (its calls included) may change."""
+        if self._written is None:
+            self._written = frozenset(ir.names_written(self.ir.body)) & frozenset(self.ir.params)
+        return self._written
 
     def ir_for(self, direction: str) -> ir.Function:
         if direction == "forward":

@@ -29,6 +29,8 @@ from revbench.lang.parse import SourceInfo, parse_definition, parse_function
 from revbench.lang.types import VarType, guess_signature, type_of_value
 
 SOURCE_KINDS = ("forward", "inverse", "adjoint")
+#: argument (type, dtype, ndim, writeable) key -> signature; skips re-deriving it per call
+_FAST_SIGNATURES: dict[tuple, tuple[VarType, ...]] = {}
 
 
 class ReversibleFunction:
@@ -88,6 +90,24 @@ class ReversibleFunction:
         if len(args) != len(params):
             raise TypeError(f"{self.__name__}() takes {len(params)} argument(s) "
                             f"({', '.join(params)}) but {len(args)} were given")
+        key = tuple((type(a), a.dtype.num, a.ndim, a.flags.writeable) if isinstance(a, np.ndarray)
+                    else type(a) for a in args)
+        sig = _FAST_SIGNATURES.get(key)
+        if sig is None:
+            sig = self._slow_signature(args)
+            _FAST_SIGNATURES[key] = sig
+        arrays = [(n, a) for n, a in zip(params, args) if isinstance(a, np.ndarray)]
+        if len(arrays) > 1:
+            for (n1, a1), (n2, a2) in combinations(arrays, 2):
+                if np.may_share_memory(a1, a2):
+                    raise ReversibilityError(
+                        f"arguments `{n1}` and `{n2}` of {self.__name__} share memory: updating "
+                        "one would change the other, which is not reversible (pass a copy)",
+                        variable=n2, function=self.name, stage="call")
+        return sig
+
+    def _slow_signature(self, args: tuple) -> tuple[VarType, ...]:
+        params = self._program.ir.params
         sig = []
         for name, a in zip(params, args):
             t = type_of_value(a)
@@ -102,13 +122,6 @@ class ReversibleFunction:
                     "functions update their arguments in place (pass a copy)",
                     variable=name, function=self.name, stage="call")
             sig.append(t)
-        arrays = [(n, a) for n, a in zip(params, args) if isinstance(a, np.ndarray)]
-        for (n1, a1), (n2, a2) in combinations(arrays, 2):
-            if np.may_share_memory(a1, a2):
-                raise ReversibilityError(
-                    f"arguments `{n1}` and `{n2}` of {self.__name__} share memory: updating one "
-                    "would change the other, which is not reversible (pass a copy)",
-                    variable=n2, function=self.name, stage="call")
         return tuple(sig)
 
     def compiled(self, signature: tuple[VarType, ...]):
@@ -131,7 +144,11 @@ class ReversibleFunction:
         p = self._program
         atol, rtol = get_tolerance()
         call_args = [a.item() if isinstance(a, np.generic) else a for a in args]
-        snapshots = [(a, a.copy()) for a in args if isinstance(a, np.ndarray)] if p.check else []
+        snapshots = []
+        if p.check:  # so a failed check loses nothing: keep what the code may overwrite
+            written = p.written_params()
+            snapshots = [(a, a.copy()) for name, a in zip(p.ir.params, args)
+                         if isinstance(a, np.ndarray) and name in written]
         try:
             return compiled.run(*call_args, atol, rtol)
         except CheckFailed as exc:

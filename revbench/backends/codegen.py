@@ -275,9 +275,11 @@ class Emitter:
         k = self.check(kind, expr_text(a), loc, expr_text(b))
         conds, ia = [], []
         for ax, (i, j) in enumerate(zip(a.indices, b.indices)):
+            # compare indices after wrapping negatives (x[-1] is x[n-1]); cheaper than %
             n = f"{a.name}.shape[{ax}]"
-            ia.append(f"({self.x(i)}) % {n}")
-            conds.append(f"({self.x(i)}) % {n} == ({self.x(j)}) % {n}")
+            wi, wj = (f"({self.x(e)} if {self.x(e)} >= 0 else {self.x(e)} + {n})" for e in (i, j))
+            ia.append(wi)
+            conds.append(f"{wi} == {wj}")
         first = ia[0] if len(ia) == 1 else "(" + ", ".join(ia) + ")"
         self.emit(f"if {' and '.join(conds)}:", loc)
         self.emit("    " + self.fail(k, first, first), loc)
