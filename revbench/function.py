@@ -164,6 +164,32 @@ class ReversibleFunction:
             _add_user_line_note(exc)
             raise
 
+    def kernel(self, kind: str = "forward", *example_args: Any):
+        """The compiled code itself, for calling from your own ``@numba.njit`` loops.
+
+        ``kind`` is ``"forward"``, ``"inverse"`` or ``"backward"`` (the reverse
+        sweep of AD), relative to this view.  The kernel takes the arguments (for
+        ``"backward"``: the arguments *after* the forward run, then one adjoint per
+        float or complex argument, in order), then ``atol, rtol``, and returns all
+        of them as a tuple.  Arrays are updated in place.  No argument checks, no
+        data restoring on failure: that is the caller's job here.  Its runtime
+        checks raise ``revbench.backends.runtime.CheckFailed``.
+        """
+        kinds = ("forward", "inverse", "backward")
+        if kind not in kinds:
+            raise ValueError(f"kind must be one of {kinds}, got {kind!r}")
+        if not example_args:
+            raise TypeError("kernel() needs example arguments to fix the argument types")
+        sig = self.signature_of(example_args)
+        p = self._program
+        if kind == "backward":
+            direction = "backward" if self._direction == "forward" else "backward-inverse"
+        elif kind == "forward":
+            direction = self._direction
+        else:
+            direction = "inverse" if self._direction == "forward" else "forward"
+        return p.compile(direction, p.backend, p.check, sig).run
+
     # -- introspection -----------------------------------------------------------------
     def source(self, kind: str = "forward", *example_args: Any) -> str:
         """The generated Python source of this function's forward, inverse or adjoint.
