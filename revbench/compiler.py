@@ -143,8 +143,13 @@ class Program:
                 symbol = f"_rb_call_{prog.ir.name}_{cdir}"
             return symbol
 
+        def callee_writes(call: ir.Call) -> tuple[bool, ...]:
+            prog, _ = self.callee(call)
+            written = prog.written_params()
+            return tuple(p in written for p in prog.ir.params)
+
         opts = codegen.Options(check=check, atol=self.atol, rtol=self.rtol)
-        gen = codegen.generate(typed, direction, opts, callee_symbol)
+        gen = codegen.generate(typed, direction, opts, callee_symbol, callee_writes)
         for symbol, rule in gen.globals_needed.items():
             injected[symbol] = _user_impl(rule, backend)
         return gen, injected

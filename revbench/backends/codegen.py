@@ -104,13 +104,15 @@ class Options:
 
 class Emitter:
     def __init__(self, typed: TypedFunction, direction: str, options: Options,
-                 callee_symbol: Callable[[ir.Call, tuple[VarType, ...]], str]):
+                 callee_symbol: Callable[[ir.Call, tuple[VarType, ...]], str],
+                 callee_writes: Callable[[ir.Call], tuple[bool, ...]] | None = None):
         self.t = typed
         self.f = typed.func
         self.env = typed.env
         self.direction = direction
         self.opt = options
         self.callee_symbol = callee_symbol
+        self.callee_writes = callee_writes or (lambda call: (True,) * len(call.args))
         self.lines: list[str] = []
         self.linemap: dict[int, int] = {}
         self.checks: list[CheckInfo] = []
@@ -358,7 +360,8 @@ class Emitter:
                 self.alias_check(a, b, "call-alias", s.loc)
         names, writeback = [], []
         args = list(s.args) + ([a for a in s.adj_args if a is not None] if s.backward else [])
-        for a in args:
+        changes = self.callee_writes(s) + (True,) * (len(args) - len(s.args))
+        for a, changed in zip(args, changes):
             if isinstance(a, ir.Var):
                 names.append(a.name)
                 continue
@@ -371,7 +374,8 @@ class Emitter:
             v = self.tmp("a")
             self.emit(f"{v} = {el}", s.loc)
             names.append(v)
-            writeback.append(f"{el} = {v}")
+            if changed:  # the callee never writes it: no store back
+                writeback.append(f"{el} = {v}")
         lhs = ", ".join(names) + ("," if len(names) == 1 else "")
         self.emit(f"{lhs} = {symbol}({', '.join(names)}, _rb_gatol, _rb_grtol)", s.loc)
         for w in writeback:
@@ -478,9 +482,10 @@ def _reads_values(e) -> set[str]:
 
 
 def generate(typed: TypedFunction, direction: str, options: Options,
-             callee_symbol: Callable[[ir.Call, tuple[VarType, ...]], str]) -> Generated:
+             callee_symbol: Callable[[ir.Call, tuple[VarType, ...]], str],
+             callee_writes: Callable[[ir.Call], tuple[bool, ...]] | None = None) -> Generated:
     """Generate the module source for one specialised function and direction."""
-    em = Emitter(typed, direction, options, callee_symbol)
+    em = Emitter(typed, direction, options, callee_symbol, callee_writes)
     fname = f"{typed.func.name}__{direction.replace('-', '_')}"
     em.function(fname)
     sig = ", ".join(f"{p}: {t}" for p, t in zip(typed.func.params, typed.params))

@@ -220,7 +220,8 @@ class Checker:
                     raise self.error(e.loc, f"`{_text(t)}` is read on its own right-hand side "
                                             f"(`{text}`): the update could not be undone. Compute "
                                             "the right-hand side into an ancilla first")
-                checks.append(e)
+                if not _provably_distinct(t, e):
+                    checks.append(e)
         return replace(s, alias_checks=tuple(checks))
 
     def swap(self, s: ir.Swap, scope: _Scope) -> ir.Stmt:
@@ -248,7 +249,8 @@ class Checker:
                 if a.name != b.name:
                     continue
                 if isinstance(a, ir.Elem) and isinstance(b, ir.Elem) and a.indices != b.indices:
-                    pairs.append((a, b))
+                    if not _provably_distinct(a, b):
+                        pairs.append((a, b))
                     continue
                 raise self.error(b.loc, f"`{_text(b)}` is passed twice to `{s.func}` (as "
                                         f"`{_text(a)}` too): arguments of one call must not alias")
@@ -261,6 +263,18 @@ class Checker:
             if name is not None and not scope.defined(name):
                 raise self.error(n.loc, f"`{name}` is not defined here (not an argument, a live "
                                         "ancilla or a loop variable of this block)")
+
+
+def _provably_distinct(a: ir.Target, b: ir.Expr) -> bool:
+    """Two elements of one array that can never be the same: some axis indexes both
+    with different non-negative constants (``A[i, 0]`` and ``A[i, 1]``)."""
+    if not (isinstance(a, ir.Elem) and isinstance(b, ir.Elem)):
+        return False
+    for i, j in zip(a.indices, b.indices):
+        if isinstance(i, ir.Const) and isinstance(j, ir.Const) and not isinstance(i.value, bool) \
+                and i.value >= 0 and j.value >= 0 and i.value != j.value:
+            return True
+    return False
 
 
 def _scope_effect(body, scope: _Scope, bid: int) -> None:

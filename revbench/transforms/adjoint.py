@@ -136,8 +136,15 @@ class AdjointContext:
                 self._walk(arg, self.mul(seed, self.conj(rule.partials[k](*e.args))), out)
             return
         if isinstance(e, ir.IfExp):
-            self._walk(e.then, ir.IfExp(e.cond, seed, ir.Const(0.0)), out)
-            self._walk(e.orelse, ir.IfExp(e.cond, ir.Const(0.0), seed), out)
+            # Guard each whole contribution, not just the seed: the branch not taken
+            # may not even be defined here (sin(x)/x at x == 0).
+            zero = ir.Const(0j if self.is_complex(e) else 0.0)
+            then: list = []
+            self._walk(e.then, seed, then)
+            out.extend((x, ir.IfExp(e.cond, c, zero)) for x, c in then)
+            orelse: list = []
+            self._walk(e.orelse, seed, orelse)
+            out.extend((x, ir.IfExp(e.cond, zero, c)) for x, c in orelse)
             return
         # constants, len, shape, comparisons, bool ops: no gradient
 
