@@ -169,16 +169,22 @@ def grad(f: ReversibleFunction, loss: Loss) -> Callable[..., tuple]:
     return run
 
 
+#: how many Jacobian rows one reverse sweep computes (adjoint lanes); more lanes share
+#: more uncomputation but compile a longer function
+JACOBIAN_LANES = 8
+
+
 def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any) -> Callable[..., np.ndarray]:
     """``jacobian(f, outputs="r", wrt="x")(*args)``: the dense Jacobian d r_out / d x_in.
 
-    Shape ``(r.size, x.size)``, both flattened in C order.  One reverse sweep per
-    output element, each from the same forward state.
+    Shape ``(r.size, x.size)``, both flattened in C order.  The forward run
+    happens once; each reverse sweep then carries up to :data:`JACOBIAN_LANES`
+    seeds at once (one per output element), sharing the uncomputation.
     """
     b = _Backward(f)
 
     def run(*args):
-        sig, backward = b.prepare(args)
+        sig = f.signature_of(args)
         ko = _param_index(f, outputs, "outputs")
         kw = _param_index(f, wrt, "wrt")
         for k, what in ((ko, "outputs"), (kw, "wrt")):
@@ -190,18 +196,28 @@ def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any) -> Callable[..., np.
         saved = tuple(_copy(o) for o in outs)
         m = outs[ko].size if sig[ko].is_array else 1
         n = outs[kw].size if sig[kw].is_array else 1
-        J = np.zeros((m, n))
+        lanes = min(m, JACOBIAN_LANES)
+        p = f._program
+        backward = p.compile(b.direction, p.backend, p.check, sig, lanes)
+        per_lane = len(b.zero_adjoints(sig, saved))
         so, sw = b.adjoint_slot(sig, ko), b.adjoint_slot(sig, kw)
-        for row in range(m):
+        J = np.zeros((m, n))
+        for start in range(0, m, lanes):
             state = tuple(_copy(o) for o in saved)
-            adjs = b.zero_adjoints(sig, state)
-            if sig[ko].is_array:
-                adjs[so].reshape(-1)[row] = 1.0
-            else:
-                adjs[so] = 1.0
+            adjs = []
+            for lane in range(lanes):
+                lane_adjs = b.zero_adjoints(sig, state)
+                row = start + lane
+                if row < m:  # the last sweep may have idle lanes (zero seeds)
+                    if sig[ko].is_array:
+                        lane_adjs[so].reshape(-1)[row] = 1.0
+                    else:
+                        lane_adjs[so] = 1.0
+                adjs += lane_adjs
             _, adj_out = b.run(backward, state, adjs)
-            g = adj_out[sw]
-            J[row] = np.asarray(g, dtype=float).reshape(-1)
+            for lane in range(min(lanes, m - start)):
+                g = adj_out[lane * per_lane + sw]
+                J[start + lane] = np.asarray(g, dtype=float).reshape(-1)
         return J
 
     run.__name__ = f"jacobian({f.__name__})"

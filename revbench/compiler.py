@@ -105,10 +105,10 @@ class Program:
 
     # -- compiling ---------------------------------------------------------------
     def compile(self, direction: str, backend: str, check: bool,
-                signature: tuple[VarType, ...]) -> Compiled:
+                signature: tuple[VarType, ...], lanes: int = 1) -> Compiled:
         # The registry version is part of the key: re-registering a user function
         # (a notebook re-running a cell) must reach code compiled before.
-        key = (direction, backend, check, signature, fn_rules.REGISTRY_VERSION[0])
+        key = (direction, backend, check, signature, fn_rules.REGISTRY_VERSION[0], lanes)
         hit = self._cache.get(key)
         if hit is not None:
             return hit
@@ -120,23 +120,23 @@ class Program:
                 "reversible functions are not supported", function=self.ir.name, stage="types")
         guard.add(token)
         try:
-            compiled = self._compile(direction, backend, check, signature)
+            compiled = self._compile(direction, backend, check, signature, lanes)
         finally:
             guard.discard(token)
         self._cache[key] = compiled
         return compiled
 
     def generate(self, direction: str, backend: str, check: bool,
-                 signature: tuple[VarType, ...], compile_callees: bool = True):
+                 signature: tuple[VarType, ...], compile_callees: bool = True, lanes: int = 1):
         """Stages types + codegen: the generated module and the globals it needs."""
-        typed = self.typed(direction, signature)
+        typed = self.typed(direction, signature, lanes)
         injected: dict[str, object] = {}
 
         def callee_symbol(call: ir.Call, types: tuple[VarType, ...]) -> str:
             prog, cdir = self.callee(call)
             eff_check = check and prog.check
             if compile_callees:
-                sub = prog.compile(cdir, backend, eff_check, types)
+                sub = prog.compile(cdir, backend, eff_check, types, call.lanes)
                 symbol = f"_rb_call_{prog.ir.name}_{sub.generated.key[:12]}"
                 injected[symbol] = sub.run
             else:
@@ -154,18 +154,18 @@ class Program:
             injected[symbol] = _user_impl(rule, backend)
         return gen, injected
 
-    def typed(self, direction: str, signature: tuple[VarType, ...]):
+    def typed(self, direction: str, signature: tuple[VarType, ...], lanes: int = 1):
         """Stage types (and, for the backward directions, the adjoint transform)."""
         if direction in ("backward", "backward-inverse"):
             from revbench.transforms.adjoint import adjoint
 
             base = "forward" if direction == "backward" else "inverse"
-            func, full = adjoint(infer(self.ir_for(base), signature))
+            func, full = adjoint(infer(self.ir_for(base), signature), lanes)
             return infer(func, full)
         return infer(self.ir_for(direction), signature)
 
-    def _compile(self, direction, backend, check, signature) -> Compiled:
-        gen, injected = self.generate(direction, backend, check, signature)
+    def _compile(self, direction, backend, check, signature, lanes=1) -> Compiled:
+        gen, injected = self.generate(direction, backend, check, signature, lanes=lanes)
         func = self.ir_for("forward" if direction.startswith("backward") else direction)
         table = CheckTable(func.name, func.filename, direction, gen.checks, gen.linemap,
                            {ln: func.line_text(ln) for ln in set(gen.linemap.values())})

@@ -164,14 +164,16 @@ class ReversibleFunction:
             _add_user_line_note(exc)
             raise
 
-    def kernel(self, kind: str = "forward", *example_args: Any):
+    def kernel(self, kind: str = "forward", *example_args: Any, lanes: int = 1):
         """The compiled code itself, for calling from your own ``@numba.njit`` loops.
 
         ``kind`` is ``"forward"``, ``"inverse"`` or ``"backward"`` (the reverse
         sweep of AD), relative to this view.  The kernel takes the arguments (for
         ``"backward"``: the arguments *after* the forward run, then one adjoint per
         float or complex argument, in order), then ``atol, rtol``, and returns all
-        of them as a tuple.  Arrays are updated in place.  No argument checks, no
+        of them as a tuple.  ``lanes=L`` (backward only) carries L adjoint seeds at
+        once: the adjoints come lane by lane (all of lane 0, then lane 1, ...).
+        Arrays are updated in place.  No argument checks, no
         data restoring on failure: that is the caller's job here.  Its runtime
         checks raise ``revbench.backends.runtime.CheckFailed``.
         """
@@ -188,7 +190,9 @@ class ReversibleFunction:
             direction = self._direction
         else:
             direction = "inverse" if self._direction == "forward" else "forward"
-        return p.compile(direction, p.backend, p.check, sig).run
+        if not (isinstance(lanes, int) and lanes >= 1) or (lanes > 1 and kind != "backward"):
+            raise ValueError("lanes must be a positive int, and only the backward kernel has lanes")
+        return p.compile(direction, p.backend, p.check, sig, lanes).run
 
     # -- introspection -----------------------------------------------------------------
     def source(self, kind: str = "forward", *example_args: Any) -> str:

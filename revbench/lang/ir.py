@@ -198,6 +198,7 @@ class Call:
     #: adjoints ``adj_args`` (None for an argument that has no gradient)
     backward: bool = False
     adj_args: tuple[Target | None, ...] = ()
+    lanes: int = 1  # adjoint seeds carried at once (adj_args holds lanes x len(args))
 
 
 @dataclass(frozen=True)

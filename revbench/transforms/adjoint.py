@@ -285,20 +285,91 @@ def _map_vars(e: ir.Expr, f) -> ir.Expr:
     return e
 
 
-def adjoint_params(typed: TypedFunction) -> tuple[tuple[str, VarType], ...]:
-    """The adjoint parameters of a function: one per differentiable argument."""
-    return tuple((adj_name(p), t) for p, t in zip(typed.func.params, typed.params)
-                 if t.dtype in DIFFERENTIABLE)
+def adjoint_params(typed: TypedFunction, lanes: int = 1) -> tuple[tuple[str, VarType], ...]:
+    """The adjoint parameters of a function: one per differentiable argument and lane."""
+    one = tuple((adj_name(p), t) for p, t in zip(typed.func.params, typed.params)
+                if t.dtype in DIFFERENTIABLE)
+    if lanes == 1:
+        return one
+    return tuple((lane_name(n, k), t) for k in range(lanes) for n, t in one)
 
 
-def adjoint(typed: TypedFunction) -> tuple[ir.Function, tuple[VarType, ...]]:
+def adjoint(typed: TypedFunction, lanes: int = 1) -> tuple[ir.Function, tuple[VarType, ...]]:
     """The reverse sweep of ``typed``: parameters ``(*params, *adjoints)``.
 
     Run on the state *after* the function, it restores the state before it and
-    turns the adjoints of the outputs into the adjoints of the inputs.
+    turns the adjoints of the outputs into the adjoints of the inputs.  With
+    ``lanes > 1`` it carries that many independent adjoints (seeds) at once --
+    lane k's adjoint of x is ``_rb_adj{k}_x`` -- sharing one uncomputation: a
+    Jacobian's rows for the price of one reverse sweep plus the adjoint updates.
     Returns the IR function and its full signature.
     """
     body = Adjoint(typed).body(typed.func.body)
-    extra = adjoint_params(typed)
+    if lanes > 1:
+        body = replicate_lanes(body, lanes)
+    extra = adjoint_params(typed, lanes)
     func = replace(typed.func, params=typed.func.params + tuple(n for n, _ in extra), body=body)
     return func, typed.params + tuple(t for _, t in extra)
+
+
+# --------------------------------------------------------------------------- #
+# Several adjoint lanes: every statement on adjoints is repeated once per lane
+# --------------------------------------------------------------------------- #
+_ADJ = "_rb_adj_"
+
+
+def lane_name(name: str, k: int) -> str:
+    """``_rb_adj_x`` -> ``_rb_adj{k}_x``."""
+    return f"_rb_adj{k}_{name[len(_ADJ):]}" if name.startswith(_ADJ) else name
+
+
+def _is_adjoint(name: str) -> bool:
+    return name.startswith(_ADJ)
+
+
+def _lane(e, k: int):
+    """``e`` with every adjoint variable renamed to lane ``k``."""
+    if e is None:
+        return None
+    if isinstance(e, ir.Var):
+        return replace(e, name=lane_name(e.name, k))
+    if isinstance(e, ir.Elem):
+        return replace(e, name=lane_name(e.name, k), indices=tuple(_lane(i, k) for i in e.indices))
+    if isinstance(e, ir.ArrayAlloc):
+        return e
+    if isinstance(e, ir.BinOp):
+        return replace(e, left=_lane(e.left, k), right=_lane(e.right, k))
+    if isinstance(e, ir.UnaryOp):
+        return replace(e, operand=_lane(e.operand, k))
+    if isinstance(e, ir.Func):
+        return replace(e, args=tuple(_lane(a, k) for a in e.args))
+    if isinstance(e, ir.IfExp):
+        return replace(e, cond=_lane(e.cond, k), then=_lane(e.then, k), orelse=_lane(e.orelse, k))
+    if isinstance(e, ir.Compare):
+        return replace(e, operands=tuple(_lane(o, k) for o in e.operands))
+    if isinstance(e, ir.BoolOp):
+        return replace(e, values=tuple(_lane(v, k) for v in e.values))
+    return e
+
+
+def replicate_lanes(body: tuple[ir.Stmt, ...], lanes: int) -> tuple[ir.Stmt, ...]:
+    """Repeat each adjoint statement once per lane; primal statements stay single."""
+    out: list[ir.Stmt] = []
+    for s in body:
+        if isinstance(s, ir.Update) and _is_adjoint(s.target.name):
+            out += [replace(s, target=_lane(s.target, k), value=_lane(s.value, k)) for k in range(lanes)]
+        elif isinstance(s, ir.Swap) and _is_adjoint(s.a.name):
+            out += [ir.Swap(_lane(s.a, k), _lane(s.b, k), s.loc) for k in range(lanes)]
+        elif isinstance(s, (ir.Alloc, ir.Dealloc)) and _is_adjoint(s.name):
+            out += [replace(s, name=lane_name(s.name, k)) for k in range(lanes)]
+        elif isinstance(s, ir.Call) and s.backward:
+            adj = tuple(_lane(a, k) for k in range(lanes) for a in s.adj_args)
+            out.append(replace(s, adj_args=adj, lanes=lanes))
+        elif isinstance(s, ir.If):
+            out.append(replace(s, then=replicate_lanes(s.then, lanes),
+                               orelse=replicate_lanes(s.orelse, lanes)))
+        elif isinstance(s, (ir.While, ir.For, ir.Block, ir.Inverted)):
+            out.append(replace(s, body=replicate_lanes(s.body, lanes)))
+        else:
+            out.append(s)
+    return tuple(out)
