@@ -8,6 +8,7 @@ from revbench.ad import check_grad, grad, jacobian, value_and_grad
 from revbench.config import set_tolerance
 from revbench.function import ReversibleFunction, define, reversible
 from revbench.lang.errors import ReversibilityError, ReversibilitySyntaxError, ReversibilityTypeError
+from revbench.lang.markers import inverted, routine
 from revbench.rules.functions import register
 from revbench.testing import check_inverse
 
@@ -21,9 +22,11 @@ __all__ = [
     "check_inverse",
     "define",
     "grad",
+    "inverted",
     "jacobian",
     "register",
     "reversible",
+    "routine",
     "set_tolerance",
     "value_and_grad",
 ]

@@ -95,8 +95,15 @@ class _Backward:
         return sig, backward
 
     def forward(self, args: tuple) -> tuple:
-        work = tuple(_copy(a) for a in args)
+        """f(*args) on copies of the arrays f can change (the caller's stay untouched)."""
+        written = self.f._program.written_params()
+        work = tuple(_copy(a) if name in written else a for name, a in zip(self.f.params, args))
         return self.f(*work)
+
+    def snapshot(self, state: tuple) -> tuple:
+        """Copies of the arrays in ``state`` that a reverse sweep will change."""
+        written = self.f._program.written_params()
+        return tuple(_copy(a) if name in written else a for name, a in zip(self.f.params, state))
 
     def zero_adjoints(self, sig: tuple[VarType, ...], state: tuple) -> list:
         adjs = []
@@ -130,7 +137,8 @@ class _Backward:
         return tuple(grads)
 
 
-def value_and_grad(f: ReversibleFunction, loss: Loss) -> Callable[..., tuple[tuple, tuple]]:
+def value_and_grad(f: ReversibleFunction, loss: Loss,
+                   _keep_values: bool = True) -> Callable[..., tuple[tuple, tuple]]:
     """``value_and_grad(f, loss)(*args) -> (outputs, gradients)``.
 
     ``outputs`` is what ``f(*args)`` returns; ``gradients`` is aligned with the
@@ -144,7 +152,7 @@ def value_and_grad(f: ReversibleFunction, loss: Loss) -> Callable[..., tuple[tup
         sig, backward = b.prepare(args)
         seed = _resolve_loss(f, loss, sig, args)
         outs = b.forward(args)
-        values = tuple(_copy(o) for o in outs)
+        values = b.snapshot(outs) if _keep_values else None
         adjs = b.zero_adjoints(sig, outs)
         slot = b.adjoint_slot(sig, seed.param)
         if seed.index is None:
@@ -160,7 +168,7 @@ def value_and_grad(f: ReversibleFunction, loss: Loss) -> Callable[..., tuple[tup
 
 def grad(f: ReversibleFunction, loss: Loss) -> Callable[..., tuple]:
     """``grad(f, loss)(*args)``: the gradients of ``value_and_grad`` alone."""
-    vg = value_and_grad(f, loss)
+    vg = value_and_grad(f, loss, _keep_values=False)  # the outputs need no copy
 
     def run(*args):
         return vg(*args)[1]
@@ -193,7 +201,7 @@ def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any) -> Callable[..., np.
                     f"{what} `{f.params[k]}` of {f.__name__} must be float (got {sig[k]})",
                     variable=f.params[k], function=f.name, stage="ad")
         outs = b.forward(args)
-        saved = tuple(_copy(o) for o in outs)
+        saved = b.snapshot(outs)
         m = outs[ko].size if sig[ko].is_array else 1
         n = outs[kw].size if sig[kw].is_array else 1
         lanes = min(m, JACOBIAN_LANES)
@@ -203,7 +211,7 @@ def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any) -> Callable[..., np.
         so, sw = b.adjoint_slot(sig, ko), b.adjoint_slot(sig, kw)
         J = np.zeros((m, n))
         for start in range(0, m, lanes):
-            state = tuple(_copy(o) for o in saved)
+            state = b.snapshot(saved)
             adjs = []
             for lane in range(lanes):
                 lane_adjs = b.zero_adjoints(sig, state)

@@ -161,6 +161,9 @@ class ReversibleFunction:
 
                 if is_numba_error(exc):
                     raise translate_numba_error(exc, self.__name__) from None
+                if isinstance(exc, IndexError) and hasattr(exc, "add_note"):
+                    exc.add_note(f"in reversible function {self.__name__} (compiled code does not "
+                                 "know its lines: run it with backend='python' to see the line)")
             _add_user_line_note(exc)
             raise
 

@@ -46,3 +46,51 @@ def test_bench_core_quick_writes_json(tmp_path):
             assert c[key][field] > 0, (key, field)
     assert set(data["goals_met"]) == {"cached_load_with_numba_import",
                                       "cached_load_without_numba_import"}
+
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def test_bench_sparse_quick_writes_json(tmp_path):
+    out = tmp_path / "bench_sparse.json"
+    proc = subprocess.run([sys.executable, str(BENCHMARKS / "bench_sparse.py"), "--quick", "--out",
+                           str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    assert "ratio" in proc.stdout and "goal" in proc.stdout  # the table was printed
+
+    data = json.loads(out.read_text())
+    for key in ("benchmark", "timestamp", "quick", "machine", "settings", "nnz", "goals", "workloads"):
+        assert key in data, key
+    assert data["quick"] is True and data["settings"]["index_dtype"] == "int64"
+    assert set(data["workloads"]) == {"bilinear", "matvec"}
+    for name, w in data["workloads"].items():
+        assert w["verification"]["ok"] is True, name
+        assert w["ratios"]["scipy_forward"] == 1.0
+        for variant, t in w["timings"].items():
+            assert t["median_s"] > 0 and len(t["times_s"]) == data["settings"]["reps"], (name, variant)
+        grads = {v for v in w["timings"] if v.startswith("revbench_gradient")}
+        assert grads == {f"revbench_gradient_{m}_{c}" for m in ("grad", "kernels", "sweep")
+                         for c in ("checked", "unchecked")}
+        assert set(w["goals_met"]) == grads and w["best_gradient"] in grads
+
+
+def test_bench_memory_quick_writes_json(tmp_path):
+    out = tmp_path / "bench_memory.json"
+    proc = subprocess.run([sys.executable, str(BENCHMARKS / "bench_memory.py"), "--quick", "--out",
+                           str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    assert "revbench MB" in proc.stdout and "tape MB" in proc.stdout
+
+    data = json.loads(out.read_text())
+    assert data["quick"] is True and data["steps"] == [10**3, 10**4, 10**5]
+    assert data["verification"]["ok"] is True
+    assert [row["steps"] for row in data["table"]] == data["steps"]
+    for row in data["table"]:
+        for method in ("revbench", "tape"):
+            m = row[method]
+            assert m["steps"] == row["steps"] and m["time_s"] >= 0
+            assert isinstance(m["peak_extra_mb"], float)
+    for key in ("revbench_max_mb", "revbench_flat", "tape_max_mb"):
+        assert key in data["summary"], key
+    # the claim itself (memory, not time): no tape, so nothing grows with T
+    assert data["summary"]["revbench_flat"] is True, data["summary"]
