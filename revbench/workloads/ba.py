@@ -539,28 +539,27 @@ def objective(data: BAData, check: bool = True) -> tuple[np.ndarray, np.ndarray]
 
 _EXAMPLE_REPROJ = (0.0,) * 19
 _EXAMPLE_WEIGHT = (0.0, 1.0)
-# positions in the tuple the backward kernel of ba_reproj returns: its 19 arguments,
-# then their adjoints (e0, e1, the 11 camera parameters, the point, w, m0, m1)
-_ADJ_CAM = 19 + 2
+# positions in the tuple the two-lane backward kernel of ba_reproj returns: its 19
+# arguments, then lane 0's adjoints of them (e0, e1, the 11 camera parameters, the point,
+# w, m0, m1), then lane 1's
+_NARGS = 19
+_ADJ_CAM = 2  # offsets inside one lane's adjoints
 _ADJ_X = _ADJ_CAM + BA_NCAMPARAMS
 _ADJ_W = _ADJ_X + 3
 _DRIVERS: dict[bool, object] = {}
 
 
 def _make_driver(bwd, wbwd):
-    """The @njit loop over observations calling the compiled reverse sweeps.
+    """The @njit loop over observations calling the compiled reverse sweep.
 
     The reverse sweep of ``ba_reproj`` runs on the state *after* the forward run
     and restores the state before it.  Since the residuals enter ``e0``/``e1`` by
     addition, the adjoints do not depend on the values ``e0``/``e1`` hold, so the
     sweep can start from ``e0 = e1 = 0``: it then ends with ``e0 = -residual0``,
-    ``e1 = -residual1``.  No forward run is needed: two sweeps per observation
-    (adjoint seed 1 on ``e0``, then on ``e1``) give both residuals and the two
-    Jacobian rows.  ``ba_weight``'s sweep likewise gives ``-(1 - w^2)`` and ``-2w``.
-
-    Cost: each sweep recomputes the observation's intermediates (about one forward
-    run) and then propagates the adjoints, so two sweeps do the forward work twice.
-    A reverse sweep taking both seeds at once (vector adjoints) would share it.
+    ``e1 = -residual1``.  No forward run is needed.  The sweep carries two adjoint
+    lanes (seed 1 on ``e0`` in lane 0, on ``e1`` in lane 1), so one uncomputation of
+    the observation gives both Jacobian rows.  ``ba_weight``'s sweep likewise gives
+    ``-(1 - w^2)`` and ``-2w``.
     """
 
     @numba.njit(boundscheck=False)
@@ -578,21 +577,23 @@ def _make_driver(bwd, wbwd):
             f, px, py, k1, k2 = cams[c, 6], cams[c, 7], cams[c, 8], cams[c, 9], cams[c, 10]
             X0, X1, X2 = X[q, 0], X[q, 1], X[q, 2]
             wi, m0, m1 = w[i], feats[i, 0], feats[i, 1]
+            g = bwd(0.0, 0.0, rx, ry, rz, cx, cy, cz, f, px, py, k1, k2, X0, X1, X2, wi, m0, m1,
+                    1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
+                    0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
+                    0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
+                    0.0, 0.0, 0.0, 0.0, 0.0, 0.0, atol, rtol)
             for row in range(2):
-                s0 = 1.0 if row == 0 else 0.0
-                g = bwd(0.0, 0.0, rx, ry, rz, cx, cy, cz, f, px, py, k1, k2, X0, X1, X2, wi, m0, m1,
-                        s0, 1.0 - s0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
-                        0.0, 0.0, 0.0, 0.0, 0.0, 0.0, atol, rtol)
+                lane = _NARGS * (1 + row)
                 reproj_err[i, row] = -g[row]
                 k = BA_ROW_NNZ * (2 * i + row)
                 for j in range(BA_NCAMPARAMS):
                     cols[k + j] = BA_NCAMPARAMS * c + j
-                    vals[k + j] = g[_ADJ_CAM + j]
+                    vals[k + j] = g[lane + _ADJ_CAM + j]
                 for j in range(3):
                     cols[k + BA_NCAMPARAMS + j] = col_pt + 3 * q + j
-                    vals[k + BA_NCAMPARAMS + j] = g[_ADJ_X + j]
+                    vals[k + BA_NCAMPARAMS + j] = g[lane + _ADJ_X + j]
                 cols[k + BA_ROW_NNZ - 1] = col_w + i
-                vals[k + BA_ROW_NNZ - 1] = g[_ADJ_W]
+                vals[k + BA_ROW_NNZ - 1] = g[lane + _ADJ_W]
         base = 2 * BA_ROW_NNZ * p
         for i in range(p):
             h = wbwd(0.0, w[i], 1.0, 0.0, atol, rtol)
@@ -612,7 +613,7 @@ def jacobian_driver(check: bool = False):
     if driver is None:
         reproj = ba_reproj if check else ba_reproj_unchecked
         weight = ba_weight if check else ba_weight_unchecked
-        driver = _make_driver(reproj.kernel("backward", *_EXAMPLE_REPROJ),
+        driver = _make_driver(reproj.kernel("backward", *_EXAMPLE_REPROJ, lanes=2),
                               weight.kernel("backward", *_EXAMPLE_WEIGHT))
         _DRIVERS[check] = driver
     return driver
