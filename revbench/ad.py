@@ -81,18 +81,28 @@ def _resolve_loss(f: ReversibleFunction, loss: Loss, sig: tuple[VarType, ...], a
 class _Backward:
     """Runs f forward, then its reverse sweep, on copies of the arguments."""
 
-    def __init__(self, f: ReversibleFunction):
+    def __init__(self, f: ReversibleFunction, wrt: Any = None):
         if not isinstance(f, ReversibleFunction):
             raise TypeError(f"AD needs a reversible function (decorated with @reversible), got {f!r}")
         self.f = f
         self.direction = "backward" if not f.is_inverse else "backward-inverse"
+        self.inactive: frozenset[str] = frozenset()
+        if wrt is not None:
+            names = (wrt,) if isinstance(wrt, (str, int)) else tuple(wrt)
+            keep = {f.params[_param_index(f, w, "wrt")] for w in names}
+            # only read-only arguments can be left out: the gradient flows through the rest
+            written = f._program.written_params()
+            self.inactive = frozenset(p for p in f.params if p not in keep and p not in written)
 
-    def prepare(self, args: tuple):
+    def prepare(self, args: tuple, lanes: int = 1):
         f = self.f
         sig = f.signature_of(args)
         p = f._program
-        backward = p.compile(self.direction, p.backend, p.check, sig)
+        backward = p.compile(self.direction, p.backend, p.check, sig, lanes, self.inactive)
         return sig, backward
+
+    def has_adjoint(self, name: str, t: VarType) -> bool:
+        return t.dtype in DIFFERENTIABLE and name not in self.inactive
 
     def forward(self, args: tuple) -> tuple:
         """f(*args) on copies of the arrays f can change (the caller's stay untouched)."""
@@ -107,8 +117,8 @@ class _Backward:
 
     def zero_adjoints(self, sig: tuple[VarType, ...], state: tuple) -> list:
         adjs = []
-        for t, v in zip(sig, state):
-            if t.dtype not in DIFFERENTIABLE:
+        for name, t, v in zip(self.f.params, sig, state):
+            if not self.has_adjoint(name, t):
                 continue
             if t.is_array:
                 adjs.append(np.zeros_like(v))
@@ -118,7 +128,7 @@ class _Backward:
 
     def adjoint_slot(self, sig, k: int) -> int:
         """Position of parameter k's adjoint among the adjoint arguments."""
-        return sum(1 for t in sig[:k] if t.dtype in DIFFERENTIABLE)
+        return sum(1 for name, t in zip(self.f.params[:k], sig[:k]) if self.has_adjoint(name, t))
 
     def run(self, backward, state: tuple, adjs: list) -> tuple:
         out = self.f._execute(backward, (*state, *adjs))
@@ -127,8 +137,8 @@ class _Backward:
 
     def gradients(self, sig, adj_out) -> tuple:
         grads, j = [], 0
-        for t in sig:
-            if t.dtype in DIFFERENTIABLE:
+        for name, t in zip(self.f.params, sig):
+            if self.has_adjoint(name, t):
                 g = adj_out[j]
                 grads.append(g if t.is_array else _python_scalar(g))
                 j += 1
@@ -137,7 +147,7 @@ class _Backward:
         return tuple(grads)
 
 
-def value_and_grad(f: ReversibleFunction, loss: Loss,
+def value_and_grad(f: ReversibleFunction, loss: Loss, wrt: Any = None,
                    _keep_values: bool = True) -> Callable[..., tuple[tuple, tuple]]:
     """``value_and_grad(f, loss)(*args) -> (outputs, gradients)``.
 
@@ -145,8 +155,13 @@ def value_and_grad(f: ReversibleFunction, loss: Loss,
     arguments: the derivative of the loss's final value with respect to each
     argument's value at entry (float for a float, array for a float or complex
     array, complex ``dL/dRe + i dL/dIm`` for a complex, ``None`` for ints and bools).
+
+    ``wrt`` (names or positions) limits the work to the gradients you need: a
+    read-only argument outside ``wrt`` gets no adjoint code at all (its gradient
+    is ``None``) -- data arrays then cost nothing in the reverse sweep.
+    Arguments the program changes always carry their gradient.
     """
-    b = _Backward(f)
+    b = _Backward(f, wrt)
 
     def run(*args):
         sig, backward = b.prepare(args)
@@ -166,9 +181,9 @@ def value_and_grad(f: ReversibleFunction, loss: Loss,
     return run
 
 
-def grad(f: ReversibleFunction, loss: Loss) -> Callable[..., tuple]:
+def grad(f: ReversibleFunction, loss: Loss, wrt: Any = None) -> Callable[..., tuple]:
     """``grad(f, loss)(*args)``: the gradients of ``value_and_grad`` alone."""
-    vg = value_and_grad(f, loss, _keep_values=False)  # the outputs need no copy
+    vg = value_and_grad(f, loss, wrt, _keep_values=False)  # the outputs need no copy
 
     def run(*args):
         return vg(*args)[1]
@@ -189,7 +204,7 @@ def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any) -> Callable[..., np.
     happens once; each reverse sweep then carries up to :data:`JACOBIAN_LANES`
     seeds at once (one per output element), sharing the uncomputation.
     """
-    b = _Backward(f)
+    b = _Backward(f, wrt)  # other read-only arguments need no adjoint
 
     def run(*args):
         sig = f.signature_of(args)
@@ -205,8 +220,7 @@ def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any) -> Callable[..., np.
         m = outs[ko].size if sig[ko].is_array else 1
         n = outs[kw].size if sig[kw].is_array else 1
         lanes = min(m, JACOBIAN_LANES)
-        p = f._program
-        backward = p.compile(b.direction, p.backend, p.check, sig, lanes)
+        _, backward = b.prepare(args, lanes)
         per_lane = len(b.zero_adjoints(sig, saved))
         so, sw = b.adjoint_slot(sig, ko), b.adjoint_slot(sig, kw)
         J = np.zeros((m, n))

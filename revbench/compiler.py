@@ -57,9 +57,29 @@ class Program:
     views: dict = field(default_factory=dict)  # direction -> ReversibleFunction
 
     def written_params(self) -> frozenset[str]:
-        """The parameters this function (its calls included) may change."""
+        """The parameters this function may change, through its calls too.
+
+        A call argument counts as changed only if the callee changes that
+        parameter (so data passed down read-only stays read-only); a callee
+        that cannot be resolved yet, or a recursive one, counts as changing all.
+        """
         if self._written is None:
-            self._written = frozenset(ir.names_written(self.ir.body)) & frozenset(self.ir.params)
+            self._written = frozenset(self.ir.params)  # conservative while computing (recursion)
+            written: set[str] = set()
+            for st in ir.walk_stmts(self.ir.body):
+                if isinstance(st, ir.Call):
+                    try:
+                        callee, _ = self.callee(st)
+                        changed = callee.written_params()
+                        written.update(a.name for a, p in zip(st.args, callee.ir.params)
+                                       if p in changed)
+                    except ReversibilityTypeError:
+                        written.update(a.name for a in st.args)
+                elif isinstance(st, ir.Update):
+                    written.add(st.target.name)
+                elif isinstance(st, ir.Swap):
+                    written.update((st.a.name, st.b.name))
+            self._written = frozenset(written) & frozenset(self.ir.params)
         return self._written
 
     def ir_for(self, direction: str) -> ir.Function:
@@ -105,10 +125,12 @@ class Program:
 
     # -- compiling ---------------------------------------------------------------
     def compile(self, direction: str, backend: str, check: bool,
-                signature: tuple[VarType, ...], lanes: int = 1) -> Compiled:
+                signature: tuple[VarType, ...], lanes: int = 1,
+                inactive: frozenset[str] = frozenset()) -> Compiled:
         # The registry version is part of the key: re-registering a user function
         # (a notebook re-running a cell) must reach code compiled before.
-        key = (direction, backend, check, signature, fn_rules.REGISTRY_VERSION[0], lanes)
+        inactive = frozenset(inactive)
+        key = (direction, backend, check, signature, fn_rules.REGISTRY_VERSION[0], lanes, inactive)
         hit = self._cache.get(key)
         if hit is not None:
             return hit
@@ -120,23 +142,29 @@ class Program:
                 "reversible functions are not supported", function=self.ir.name, stage="types")
         guard.add(token)
         try:
-            compiled = self._compile(direction, backend, check, signature, lanes)
+            compiled = self._compile(direction, backend, check, signature, lanes, inactive)
         finally:
             guard.discard(token)
         self._cache[key] = compiled
         return compiled
 
     def generate(self, direction: str, backend: str, check: bool,
-                 signature: tuple[VarType, ...], compile_callees: bool = True, lanes: int = 1):
+                 signature: tuple[VarType, ...], compile_callees: bool = True, lanes: int = 1,
+                 inactive: frozenset[str] = frozenset()):
         """Stages types + codegen: the generated module and the globals it needs."""
-        typed = self.typed(direction, signature, lanes)
+        typed = self.typed(direction, signature, lanes, inactive)
         injected: dict[str, object] = {}
 
         def callee_symbol(call: ir.Call, types: tuple[VarType, ...]) -> str:
             prog, cdir = self.callee(call)
             eff_check = check and prog.check
             if compile_callees:
-                sub = prog.compile(cdir, backend, eff_check, types, call.lanes)
+                # a callee argument the caller keeps no adjoint for, and that the callee
+                # only reads, needs no adjoint code in the callee either
+                written = prog.written_params()
+                off = frozenset(p for p, off in zip(prog.ir.params, call.inactive)
+                                if off and p not in written) if call.backward else frozenset()
+                sub = prog.compile(cdir, backend, eff_check, types, call.lanes, off)
                 symbol = f"_rb_call_{prog.ir.name}_{sub.generated.key[:12]}"
                 injected[symbol] = sub.run
             else:
@@ -154,18 +182,26 @@ class Program:
             injected[symbol] = _user_impl(rule, backend)
         return gen, injected
 
-    def typed(self, direction: str, signature: tuple[VarType, ...], lanes: int = 1):
+    def typed(self, direction: str, signature: tuple[VarType, ...], lanes: int = 1,
+              inactive: frozenset[str] = frozenset()):
         """Stage types (and, for the backward directions, the adjoint transform)."""
         if direction in ("backward", "backward-inverse"):
             from revbench.transforms.adjoint import adjoint
 
             base = "forward" if direction == "backward" else "inverse"
-            func, full = adjoint(infer(self.ir_for(base), signature), lanes)
+            bad = sorted(inactive & self.written_params())
+            if bad:
+                raise ValueError(f"{', '.join(bad)} change(s) inside {self.ir.name}, so the "
+                                 "gradient flows through it: only read-only arguments can be "
+                                 "left without an adjoint")
+            func, full = adjoint(infer(self.ir_for(base), signature), lanes, inactive)
             return infer(func, full)
         return infer(self.ir_for(direction), signature)
 
-    def _compile(self, direction, backend, check, signature, lanes=1) -> Compiled:
-        gen, injected = self.generate(direction, backend, check, signature, lanes=lanes)
+    def _compile(self, direction, backend, check, signature, lanes=1,
+                 inactive=frozenset()) -> Compiled:
+        gen, injected = self.generate(direction, backend, check, signature, lanes=lanes,
+                                      inactive=inactive)
         func = self.ir_for("forward" if direction.startswith("backward") else direction)
         table = CheckTable(func.name, func.filename, direction, gen.checks, gen.linemap,
                            {ln: func.line_text(ln) for ln in set(gen.linemap.values())})

@@ -153,7 +153,7 @@ class ReversibleFunction:
             return compiled.run(*call_args, atol, rtol)
         except CheckFailed as exc:
             _restore(snapshots)
-            raise to_user_error(exc) from None
+            error = to_user_error(exc)
         except Exception as exc:
             _restore(snapshots)
             if p.backend == "numba":
@@ -166,8 +166,12 @@ class ReversibleFunction:
                                  "know its lines: run it with backend='python' to see the line)")
             _add_user_line_note(exc)
             raise
+        # raised outside the handler, so the generated code's CheckFailed is not its
+        # __context__ (tools such as hypothesis tell failures apart by their context)
+        raise error
 
-    def kernel(self, kind: str = "forward", *example_args: Any, lanes: int = 1):
+    def kernel(self, kind: str = "forward", *example_args: Any, lanes: int = 1,
+               wrt: tuple[str, ...] | None = None):
         """The compiled code itself, for calling from your own ``@numba.njit`` loops.
 
         ``kind`` is ``"forward"``, ``"inverse"`` or ``"backward"`` (the reverse
@@ -176,6 +180,8 @@ class ReversibleFunction:
         float or complex argument, in order), then ``atol, rtol``, and returns all
         of them as a tuple.  ``lanes=L`` (backward only) carries L adjoint seeds at
         once: the adjoints come lane by lane (all of lane 0, then lane 1, ...).
+        ``wrt`` (backward only) names the arguments to differentiate with respect
+        to: read-only float arguments outside it get no adjoint (and no adjoint code).
         Arrays are updated in place.  No argument checks, no
         data restoring on failure: that is the caller's job here.  Its runtime
         checks raise ``revbench.backends.runtime.CheckFailed``.
@@ -195,7 +201,16 @@ class ReversibleFunction:
             direction = "inverse" if self._direction == "forward" else "forward"
         if not (isinstance(lanes, int) and lanes >= 1) or (lanes > 1 and kind != "backward"):
             raise ValueError("lanes must be a positive int, and only the backward kernel has lanes")
-        return p.compile(direction, p.backend, p.check, sig, lanes).run
+        inactive: frozenset[str] = frozenset()
+        if wrt is not None:
+            if kind != "backward":
+                raise ValueError("only the backward kernel takes wrt")
+            unknown = set(wrt) - set(self.params)
+            if unknown:
+                raise ValueError(f"wrt names unknown arguments: {sorted(unknown)}")
+            inactive = frozenset(n for n in self.params
+                                 if n not in wrt and n not in p.written_params())
+        return p.compile(direction, p.backend, p.check, sig, lanes, inactive).run
 
     # -- introspection -----------------------------------------------------------------
     def source(self, kind: str = "forward", *example_args: Any) -> str:

@@ -307,3 +307,41 @@ def test_backward_kernel_with_lanes_through_calls(make):
     lane0, lane1 = res[4:8], res[8:12]
     assert lane0 == pytest.approx(grad(f, loss="r0")(*args))
     assert lane1 == pytest.approx(grad(f, loss="r1")(*args))
+
+
+def test_wrt_drops_adjoint_code_of_read_only_data(make):
+    fns = make("""
+        def inner(s, w, z):
+            for g in range(len(z)):
+                s += w[g] * z[g]
+
+        def f(s, w, z, c):
+            inner(s, w, z)
+            s *= c
+    """, all=True)
+    f = fns["f"]
+    w, z = np.array([0.5, -1.0, 2.0]), np.array([3.0, 4.0, 5.0])
+    full = grad(f, loss="s")(0.0, w, z, 2.0)
+    only_w = grad(f, loss="s", wrt=("w",))(0.0, w, z, 2.0)
+    assert only_w[2] is None and only_w[3] is None  # z and c left out
+    np.testing.assert_allclose(only_w[1], full[1])
+    assert only_w[0] == full[0]
+    with_c = grad(f, loss=0, wrt=["w", 3])(0.0, w, z, 2.0)
+    assert with_c[3] == pytest.approx(full[3]) and with_c[2] is None
+    src = f.kernel("backward", 0.0, w, z, 2.0, wrt=("w",))
+    assert src is not None
+    bwd_src = f._program.generate("backward", f.backend, f.check, f.signature_of((0.0, w, z, 2.0)),
+                                  compile_callees=False, inactive=frozenset({"z", "c"}))[0].source
+    assert "_rb_adj_z" not in bwd_src and "_rb_adj_c" not in bwd_src
+    J = jacobian(f, outputs="s", wrt="w")(0.0, w, z, 2.0)
+    np.testing.assert_allclose(J[0], full[1])
+
+
+def test_wrt_cannot_leave_out_an_argument_the_program_changes(make):
+    f = make("""
+        def f(s, t, x):
+            t += x
+            s += t * t
+    """)
+    g = grad(f, loss="s", wrt=("x",))(0.0, 1.0, 2.0)
+    assert g[1] == pytest.approx(6.0) and g[2] == pytest.approx(6.0)  # t changes: kept

@@ -199,6 +199,8 @@ class Call:
     backward: bool = False
     adj_args: tuple[Target | None, ...] = ()
     lanes: int = 1  # adjoint seeds carried at once (adj_args holds lanes x len(args))
+    #: per argument: the caller keeps no adjoint for it (the callee need not compute one)
+    inactive: tuple[bool, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -40,9 +40,15 @@ def adj_name(name: str) -> str:
 
 @dataclass
 class AdjointContext:
-    """What the rule tables need to state an adjoint: adjoint variables, partials."""
+    """What the rule tables need to state an adjoint: adjoint variables, partials.
+
+    ``inactive`` names arguments that carry no gradient although they are floats:
+    read-only data the caller does not differentiate with respect to (``wrt=``).
+    Nothing is accumulated into them, so their adjoint code disappears.
+    """
 
     typed: TypedFunction
+    inactive: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         self._types = TypeInference(self.typed.func, self.typed.params)
@@ -51,6 +57,8 @@ class AdjointContext:
 
     # -- variables -------------------------------------------------------------
     def differentiable(self, name: str) -> bool:
+        if name in self.inactive:
+            return False
         t = self.typed.env.get(name)
         return t is not None and t.dtype in DIFFERENTIABLE
 
@@ -175,8 +183,8 @@ def neg(e: ir.Expr) -> ir.Expr:
 class Adjoint:
     """Builds the reverse sweep of one typed function."""
 
-    def __init__(self, typed: TypedFunction):
-        self.ctx = AdjointContext(typed)
+    def __init__(self, typed: TypedFunction, inactive: frozenset[str] = frozenset()):
+        self.ctx = AdjointContext(typed, inactive)
         self.env = typed.env
 
     def body(self, stmts) -> tuple[ir.Stmt, ...]:
@@ -222,7 +230,8 @@ class Adjoint:
             return out
         if isinstance(s, ir.Call):
             adj_args = tuple(ctx.adj(a) for a in s.args)
-            return [replace(s, backward=True, adj_args=adj_args)]
+            return [replace(s, backward=True, adj_args=adj_args,
+                            inactive=tuple(a is None for a in adj_args))]
         if isinstance(s, ir.Block):
             return [ir.Block(self.body(s.body), s.label, s.loc)]
         if isinstance(s, ir.Inverted):
@@ -285,16 +294,18 @@ def _map_vars(e: ir.Expr, f) -> ir.Expr:
     return e
 
 
-def adjoint_params(typed: TypedFunction, lanes: int = 1) -> tuple[tuple[str, VarType], ...]:
+def adjoint_params(typed: TypedFunction, lanes: int = 1,
+                   inactive: frozenset[str] = frozenset()) -> tuple[tuple[str, VarType], ...]:
     """The adjoint parameters of a function: one per differentiable argument and lane."""
     one = tuple((adj_name(p), t) for p, t in zip(typed.func.params, typed.params)
-                if t.dtype in DIFFERENTIABLE)
+                if t.dtype in DIFFERENTIABLE and p not in inactive)
     if lanes == 1:
         return one
     return tuple((lane_name(n, k), t) for k in range(lanes) for n, t in one)
 
 
-def adjoint(typed: TypedFunction, lanes: int = 1) -> tuple[ir.Function, tuple[VarType, ...]]:
+def adjoint(typed: TypedFunction, lanes: int = 1,
+            inactive: frozenset[str] = frozenset()) -> tuple[ir.Function, tuple[VarType, ...]]:
     """The reverse sweep of ``typed``: parameters ``(*params, *adjoints)``.
 
     Run on the state *after* the function, it restores the state before it and
@@ -302,12 +313,14 @@ def adjoint(typed: TypedFunction, lanes: int = 1) -> tuple[ir.Function, tuple[Va
     ``lanes > 1`` it carries that many independent adjoints (seeds) at once --
     lane k's adjoint of x is ``_rb_adj{k}_x`` -- sharing one uncomputation: a
     Jacobian's rows for the price of one reverse sweep plus the adjoint updates.
+    ``inactive`` read-only arguments get no adjoint (see :class:`AdjointContext`); the
+    caller guarantees they are read-only (:meth:`Program.written_params`).
     Returns the IR function and its full signature.
     """
-    body = Adjoint(typed).body(typed.func.body)
+    body = Adjoint(typed, frozenset(inactive)).body(typed.func.body)
     if lanes > 1:
         body = replicate_lanes(body, lanes)
-    extra = adjoint_params(typed, lanes)
+    extra = adjoint_params(typed, lanes, frozenset(inactive))
     func = replace(typed.func, params=typed.func.params + tuple(n for n, _ in extra), body=body)
     return func, typed.params + tuple(t for _, t in extra)
 
