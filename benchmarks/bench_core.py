@@ -31,7 +31,6 @@ os.environ["NUMBA_NUM_THREADS"] = "1"
 import argparse
 import datetime
 import json
-import platform
 import statistics
 import subprocess
 import sys
@@ -42,16 +41,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import _common  # noqa: E402
+
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 if str(REPO) not in sys.path:
     sys.path.insert(1, str(REPO))
 
 import core_workloads as W  # noqa: E402
-import numba  # noqa: E402
 import numpy as np  # noqa: E402
-
-import revbench  # noqa: E402
 
 GOALS = {"unchecked_ratio_max": 1.2, "checked_ratio_max": 2.0, "cached_load_max_s": 0.5}
 
@@ -401,49 +400,11 @@ def compile_times(probes: int, with_reference: bool, warm_bytecode: bool = True)
 # Reporting
 # --------------------------------------------------------------------------- #
 def machine_info() -> dict:
-    cpu = platform.processor() or ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = os.cpu_count()
-    info = {
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
-        "numba": numba.__version__,
-        "numpy": np.__version__,
-        "llvmlite": __import__("llvmlite").__version__,
-        "revbench": revbench.__version__,
-        "platform": platform.platform(),
-        "cpu": cpu,
-        "cpu_count": os.cpu_count(),
-        "cpus_usable": usable,
-        "numba_num_threads": numba.config.NUMBA_NUM_THREADS,
-    }
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
-                              text=True, timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "revbench"], cwd=REPO,
-                               capture_output=True, text=True, timeout=10)
-        if head.returncode == 0:
-            info["git_commit"] = head.stdout.strip()
-            info["git_revbench_dirty"] = bool(dirty.stdout.strip())
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return info
+    return _common.machine_info('llvmlite')
 
 
 def _loadavg() -> list[float] | None:
-    try:
-        return list(os.getloadavg())
-    except (AttributeError, OSError):
-        return None
+    return _common.loadavg()
 
 
 def print_table(results: dict) -> None:

@@ -45,7 +45,6 @@ import argparse  # noqa: E402
 import datetime  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
-import platform  # noqa: E402
 import resource  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -53,6 +52,9 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import _common  # noqa: E402
+
 REPO = HERE.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
@@ -217,25 +219,7 @@ def verify(steps: int = 1000) -> dict:
 # Reporting
 # --------------------------------------------------------------------------- #
 def machine_info() -> dict:
-    cpu = platform.processor() or ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    info = {"python": platform.python_version(), "numba": numba.__version__,
-            "numpy": np.__version__, "revbench": revbench.__version__,
-            "platform": platform.platform(), "cpu": cpu, "cpu_count": os.cpu_count()}
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
-                              text=True, timeout=10)
-        if head.returncode == 0:
-            info["git_commit"] = head.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return info
+    return _common.machine_info()
 
 
 def print_table(results: dict) -> None:

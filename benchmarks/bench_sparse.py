@@ -35,23 +35,22 @@ for _var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MK
 import argparse  # noqa: E402
 import datetime  # noqa: E402
 import json  # noqa: E402
-import platform  # noqa: E402
 import statistics  # noqa: E402
-import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import _common  # noqa: E402
+
 REPO = HERE.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 import numba  # noqa: E402
 import numpy as np  # noqa: E402
-import scipy  # noqa: E402
 
-import revbench  # noqa: E402
 from revbench.workloads import sparse as S  # noqa: E402
 
 GOAL_RATIO = 2.5
@@ -182,37 +181,11 @@ def time_variants(vs: dict, reps: int) -> dict:
 # Reporting
 # --------------------------------------------------------------------------- #
 def machine_info() -> dict:
-    cpu = platform.processor() or ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = os.cpu_count()
-    info = {"python": platform.python_version(), "numba": numba.__version__,
-            "numpy": np.__version__, "scipy": scipy.__version__, "revbench": revbench.__version__,
-            "platform": platform.platform(), "cpu": cpu, "cpu_count": os.cpu_count(),
-            "cpus_usable": usable, "numba_num_threads": numba.config.NUMBA_NUM_THREADS}
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
-                              text=True, timeout=10)
-        if head.returncode == 0:
-            info["git_commit"] = head.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return info
+    return _common.machine_info('scipy')
 
 
 def _loadavg() -> list[float] | None:
-    try:
-        return list(os.getloadavg())
-    except (AttributeError, OSError):
-        return None
+    return _common.loadavg()
 
 
 def print_table(results: dict) -> None:

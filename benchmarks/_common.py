@@ -1,0 +1,59 @@
+"""What every benchmark records about the machine and the code it measured."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def machine_info(*modules: str) -> dict:
+    """Python, CPU, thread settings, git commit, and the versions of ``modules``."""
+    cpu = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = os.cpu_count()
+    import numba
+
+    info = {
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "cpu": cpu,
+        "cpu_count": os.cpu_count(),
+        "cpus_usable": usable,
+        "numba_num_threads": numba.config.NUMBA_NUM_THREADS,
+    }
+    for name in ("revbench", "numba", "numpy", *modules):
+        info[name] = getattr(importlib.import_module(name), "__version__", "?")
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
+                              text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "revbench"], cwd=REPO,
+                               capture_output=True, text=True, timeout=10)
+        if head.returncode == 0:
+            info["git_commit"] = head.stdout.strip()
+            info["git_revbench_dirty"] = bool(dirty.stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return info
+
+
+def loadavg() -> list[float] | None:
+    """The load average (the machine is shared and noisy: keep it with the figures)."""
+    try:
+        return list(os.getloadavg())
+    except (AttributeError, OSError):
+        return None
