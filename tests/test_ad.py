@@ -345,3 +345,14 @@ def test_wrt_cannot_leave_out_an_argument_the_program_changes(make):
     """)
     g = grad(f, loss="s", wrt=("x",))(0.0, 1.0, 2.0)
     assert g[1] == pytest.approx(6.0) and g[2] == pytest.approx(6.0)  # t changes: kept
+
+
+def test_kinks_get_the_central_difference_subgradient(make):
+    f = make("""
+        def f(y, a, b, c):
+            y += abs(a) + np.hypot(b, b) + min(a, c) + max(c, a)
+    """)
+    g = grad(f, loss="y")(0.0, 0.0, 0.0, 0.0)  # every function at its kink
+    assert g == pytest.approx((1.0, 1.0, 0.0, 1.0))  # abs: 0; min/max ties: 1/2 + 1/2
+    check_grad(f, 0.0, 0.0, 0.0, 0.0, loss="y")
+    check_grad(f, 0.0, -0.3, 0.7, 0.2, loss="y")

@@ -80,8 +80,15 @@ def _neg(a: Expr) -> Expr:
     return UnaryOp("-", a)
 
 
-def _pick(cond: Expr) -> tuple[Expr, Expr]:
-    return IfExp(cond, _c(1.0), _c(0.0)), IfExp(cond, _c(0.0), _c(1.0))
+def _pick(a: Expr, b: Expr, op: str) -> Expr:
+    """d min(a, b) / da (op '<') or d max(a, b) / da (op '>'): 1, 0, or 1/2 at a tie."""
+    return IfExp(Compare((op,), (a, b)), _c(1.0),
+                 IfExp(Compare(("==",), (a, b)), _c(0.5), _c(0.0)))
+
+
+def _nonzero_or_0(d: Expr, f: Callable[[Expr], Expr]) -> Expr:
+    """``f(d)`` where ``d != 0``, else 0 (a subgradient at a kink instead of 0/0)."""
+    return IfExp(Compare(("!=",), (d, _c(0.0))), f(d), _c(0.0))
 
 
 _BUILTIN: list[FunctionRule] = [
@@ -120,20 +127,23 @@ _BUILTIN: list[FunctionRule] = [
     FunctionRule("atan2", "_rb_math.atan2", 2, ("atan2", "arctan2"), complex_ok=False,
                  partials=(lambda y, x: _div(x, _add(_sq(x), _sq(y))),
                            lambda y, x: _neg(_div(y, _add(_sq(x), _sq(y)))))),
+    # at (0, 0) hypot has no derivative; 0 is its smallest subgradient (and what
+    # central differences give)
     FunctionRule("hypot", "_rb_math.hypot", 2, ("hypot",), complex_ok=False,
-                 partials=(lambda x, y: _div(x, _f("hypot", x, y)),
-                           lambda x, y: _div(y, _f("hypot", x, y)))),
+                 partials=(lambda x, y: _nonzero_or_0(_f("hypot", x, y), lambda h: _div(x, h)),
+                           lambda x, y: _nonzero_or_0(_f("hypot", x, y), lambda h: _div(y, h)))),
+    # sign(x): 0 at the kink, as central differences and NumPy's sign give
     FunctionRule("abs", "abs", 1, ("abs", "absolute", "fabs"), result="same",
-                 partials=(lambda x: IfExp(Compare((">=",), (x, _c(0))), _c(1.0), _c(-1.0)),),
+                 partials=(lambda x: IfExp(Compare((">",), (x, _c(0))), _c(1.0),
+                                           IfExp(Compare(("<",), (x, _c(0))), _c(-1.0), _c(0.0))),),
                  complex_vjp=(lambda seed, z: _mul(seed, _div(z, _f("abs", z))),)),
     FunctionRule("conj", "_rb_np.conj", 1, ("conj", "conjugate"), result="keep",
                  partials=(lambda x: _c(1.0),), complex_vjp=(lambda seed, z: _f("conj", seed),)),
+    # at a tie the gradient is split evenly (central differences agree; so does JAX)
     FunctionRule("min", "min", 2, ("min", "minimum", "fmin"), result="promote", complex_ok=False,
-                 partials=tuple(lambda a, b, k=k: _pick(Compare(("<=",), (a, b)))[k]
-                                for k in (0, 1))),
+                 partials=(lambda a, b: _pick(a, b, "<"), lambda a, b: _pick(b, a, "<"))),
     FunctionRule("max", "max", 2, ("max", "maximum", "fmax"), result="promote", complex_ok=False,
-                 partials=tuple(lambda a, b, k=k: _pick(Compare((">=",), (a, b)))[k]
-                                for k in (0, 1))),
+                 partials=(lambda a, b: _pick(a, b, ">"), lambda a, b: _pick(b, a, ">"))),
 ]
 
 BUILTIN_FUNCTIONS: dict[str, FunctionRule] = {r.name: r for r in _BUILTIN}
