@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import platform
 import subprocess
@@ -57,3 +58,12 @@ def loadavg() -> list[float] | None:
         return list(os.getloadavg())
     except (AttributeError, OSError):
         return None
+
+
+def write_results(results: dict, out: Path) -> None:
+    """Write the results as JSON, atomically (a crash never leaves half a file)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps(results, indent=2) + "\n")
+    os.replace(tmp, out)
+    print(f"\nresults written to {out}")

@@ -399,14 +399,6 @@ def compile_times(probes: int, with_reference: bool, warm_bytecode: bool = True)
 # --------------------------------------------------------------------------- #
 # Reporting
 # --------------------------------------------------------------------------- #
-def machine_info() -> dict:
-    return _common.machine_info('llvmlite')
-
-
-def _loadavg() -> list[float] | None:
-    return _common.loadavg()
-
-
 def print_table(results: dict) -> None:
     p = print
     m = results["machine"]
@@ -505,13 +497,13 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "bench_core",
         "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "quick": args.quick,
-        "machine": machine_info(),
+        "machine": _common.machine_info('llvmlite'),
         "settings": {**cfg, "stencil_shape": list(cfg["stencil_shape"]), "timer": "time.perf_counter",
                      "statistic": "median"},
         "goals": GOALS,
         "workloads": {},
     }
-    load_start = _loadavg()
+    load_start = _common.loadavg()
     workloads = [scalar_workload(cfg["scalar_n"]),
                  stencil_workload(cfg["stencil_shape"], cfg["stencil_sweeps"])]
     for w in workloads:
@@ -550,13 +542,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         results["compile"] = None
         results["goals_met"] = {}
-    results["load_average"] = {"start": load_start, "end": _loadavg()} if load_start else None
+    results["load_average"] = {"start": load_start, "end": _common.loadavg()} if load_start else None
     print_table(results)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_name(args.out.name + ".tmp")
-    tmp.write_text(json.dumps(results, indent=2) + "\n")
-    os.replace(tmp, args.out)
-    print(f"\nresults written to {args.out}")
+    _common.write_results(results, args.out)
     return 0
 
 

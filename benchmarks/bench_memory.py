@@ -218,10 +218,6 @@ def verify(steps: int = 1000) -> dict:
 # --------------------------------------------------------------------------- #
 # Reporting
 # --------------------------------------------------------------------------- #
-def machine_info() -> dict:
-    return _common.machine_info()
-
-
 def print_table(results: dict) -> None:
     p = print
     m = results["machine"]
@@ -287,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "bench_memory",
         "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "quick": args.quick,
-        "machine": machine_info(),
+        "machine": _common.machine_info(),
         "settings": {"x0": X0, "y0": Y0, "h": H, "warm_up_steps": 10,
                      "program": "for _i in range(n): x += h * sin(y); y -= h * sin(x)",
                      "loss": "x", "flat_limit_mb": FLAT_LIMIT_MB},
@@ -302,11 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         },
     }
     print_table(results)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_name(args.out.name + ".tmp")
-    tmp.write_text(json.dumps(results, indent=2) + "\n")
-    os.replace(tmp, args.out)
-    print(f"\nresults written to {args.out}")
+    _common.write_results(results, args.out)
     return 0
 
 

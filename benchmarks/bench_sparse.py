@@ -34,7 +34,6 @@ for _var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MK
 
 import argparse  # noqa: E402
 import datetime  # noqa: E402
-import json  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -180,14 +179,6 @@ def time_variants(vs: dict, reps: int) -> dict:
 # --------------------------------------------------------------------------- #
 # Reporting
 # --------------------------------------------------------------------------- #
-def machine_info() -> dict:
-    return _common.machine_info('scipy')
-
-
-def _loadavg() -> list[float] | None:
-    return _common.loadavg()
-
-
 def print_table(results: dict) -> None:
     p = print
     m = results["machine"]
@@ -242,14 +233,14 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "bench_sparse",
         "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "quick": args.quick,
-        "machine": machine_info(),
+        "machine": _common.machine_info('scipy'),
         "settings": {**cfg, "timer": "time.perf_counter", "statistic": "median",
                      "index_dtype": str(A.indices.dtype)},
         "nnz": int(A.nnz),
         "goals": {"gradient_ratio_max": GOAL_RATIO},
         "workloads": {},
     }
-    load_start = _loadavg()
+    load_start = _common.loadavg()
     descriptions = {
         "bilinear": "s = x^T A y; gradients wrt A.data (pattern of A), x, y; reference x @ (A @ y)",
         "matvec": "y_out = y + A x with cotangent w (the VJP); gradients wrt A.data, x, y; "
@@ -275,13 +266,9 @@ def main(argv: list[str] | None = None) -> int:
             "goals_met": {n: r <= GOAL_RATIO for n, r in grads.items()},
             "best_gradient": min(grads, key=grads.get),
         }
-    results["load_average"] = {"start": load_start, "end": _loadavg()} if load_start else None
+    results["load_average"] = {"start": load_start, "end": _common.loadavg()} if load_start else None
     print_table(results)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_name(args.out.name + ".tmp")
-    tmp.write_text(json.dumps(results, indent=2) + "\n")
-    os.replace(tmp, args.out)
-    print(f"\nresults written to {args.out}")
+    _common.write_results(results, args.out)
     return 0
 
 

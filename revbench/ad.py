@@ -18,16 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from revbench.function import ReversibleFunction, _python_scalar
+from revbench.function import ReversibleFunction, _python_scalar, copy_arg
 from revbench.lang.errors import ReversibilityTypeError
 from revbench.lang.types import VarType
 from revbench.transforms.adjoint import DIFFERENTIABLE
 
 Loss = str | int | tuple
 
-
-def _copy(a: Any) -> Any:
-    return a.copy() if isinstance(a, np.ndarray) else a
 
 
 @dataclass(frozen=True)
@@ -107,13 +104,13 @@ class _Backward:
     def forward(self, args: tuple) -> tuple:
         """f(*args) on copies of the arrays f can change (the caller's stay untouched)."""
         written = self.f._program.written_params()
-        work = tuple(_copy(a) if name in written else a for name, a in zip(self.f.params, args))
+        work = tuple(copy_arg(a) if name in written else a for name, a in zip(self.f.params, args))
         return self.f(*work)
 
     def snapshot(self, state: tuple) -> tuple:
         """Copies of the arrays in ``state`` that a reverse sweep will change."""
         written = self.f._program.written_params()
-        return tuple(_copy(a) if name in written else a for name, a in zip(self.f.params, state))
+        return tuple(copy_arg(a) if name in written else a for name, a in zip(self.f.params, state))
 
     def zero_adjoints(self, sig: tuple[VarType, ...], state: tuple) -> list:
         adjs = []
@@ -259,7 +256,7 @@ def check_grad(f: ReversibleFunction, *args: Any, loss: Loss, eps: float = 1e-6,
     seed = _resolve_loss(f, loss, sig, args)
 
     def loss_of(a) -> float:
-        out = f(*(_copy(x) for x in a))[seed.param]
+        out = f(*(copy_arg(x) for x in a))[seed.param]
         return float(out if seed.index is None else out[seed.index])
 
     for k, (t, a) in enumerate(zip(sig, args)):
@@ -270,7 +267,7 @@ def check_grad(f: ReversibleFunction, *args: Any, loss: Loss, eps: float = 1e-6,
             fd = 0.0
             for unit in parts:
                 def shifted(h, idx=idx, unit=unit, k=k):
-                    new = list(_copy(x) for x in args)
+                    new = list(copy_arg(x) for x in args)
                     if idx is None:
                         new[k] = new[k] + h * unit
                     else:

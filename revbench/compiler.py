@@ -28,7 +28,6 @@ BACKENDS = ("numba", "python")
 #: (restoring the inputs from the outputs while carrying adjoints) of the
 #: forward program, backward-inverse that of the inverse program.
 DIRECTIONS = ("forward", "inverse", "backward", "backward-inverse")
-STAGES = ("parse", "check", "types", "codegen", "compile")
 
 
 @dataclass

@@ -243,6 +243,11 @@ def _describe(a: Any) -> str:
     return f"{type(a).__name__} {a!r}" if not isinstance(a, (list, tuple, dict)) else type(a).__name__
 
 
+def copy_arg(a: Any) -> Any:
+    """A copy of an argument that code could change (arrays); scalars as they are."""
+    return a.copy() if isinstance(a, np.ndarray) else a
+
+
 def _python_scalar(v: Any) -> Any:
     return v.item() if isinstance(v, np.generic) else v
 

@@ -6,11 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from revbench.function import ReversibleFunction
-
-
-def _copy(a: Any) -> Any:
-    return a.copy() if isinstance(a, np.ndarray) else a
+from revbench.function import ReversibleFunction, copy_arg
 
 
 def _close(a: Any, b: Any, atol: float, rtol: float) -> bool:
@@ -31,9 +27,9 @@ def check_inverse(f: ReversibleFunction, *args: Any, atol: float = 1e-8, rtol: f
     """
     if not isinstance(f, ReversibleFunction):
         raise TypeError(f"check_inverse needs a reversible function, got {f!r}")
-    original = tuple(_copy(a) for a in args)
-    outputs = f(*(_copy(a) for a in args))
-    kept = tuple(_copy(o) for o in outputs)
+    original = tuple(copy_arg(a) for a in args)
+    outputs = f(*(copy_arg(a) for a in args))
+    kept = tuple(copy_arg(o) for o in outputs)
     back = (~f)(*outputs)
     for name, a, b in zip(f.params, original, back):
         if not _close(b, a, atol, rtol):

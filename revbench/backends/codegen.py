@@ -186,11 +186,7 @@ class Emitter:
         raise TypeError(f"cannot generate {type(e).__name__}")
 
     def _int_valued(self, e) -> bool:
-        from revbench.lang.types import TypeInference
-
-        ti = TypeInference(self.f, self.t.params)
-        ti.env = self.env
-        return ti.expr(e, elementwise=True).dtype in ("int", "bool")
+        return self.t.expr_type(e).dtype in ("int", "bool")
 
     def close(self, actual: str, expected: str, dtype: str) -> str:
         """A condition that holds when ``actual`` equals ``expected`` (within tolerance)."""
@@ -458,7 +454,7 @@ class Emitter:
         if self.opt.check:
             written = ir.names_written(s.body)
             for e, v, what in ((s.start, a, "start"), (s.stop, b, "stop"), (s.step, st, "step")):
-                if not (_reads_values(e) & written):
+                if not (ir.names_read(e) & written):  # len/shape never change
                     continue  # nothing the bound reads can change inside the loop
                 k = self.check("for-bound", expr_text(e), s.loc, what)
                 now = self.tmp("now")
@@ -474,11 +470,6 @@ class Emitter:
         msg = s.message or "assertion failed"
         msg = f"{msg}: `{expr_text(s.cond)}` (in {self.f.name}, line {s.loc.line})"
         self.emit(f"assert {self.x(s.cond)}, {msg!r}", s.loc)
-
-
-def _reads_values(e) -> set[str]:
-    """Names whose values (not just shapes: arrays never change shape) ``e`` reads."""
-    return ir.names_read(e)
 
 
 def generate(typed: TypedFunction, direction: str, options: Options,

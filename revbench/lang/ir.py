@@ -371,8 +371,6 @@ def names_written(body: tuple[Stmt, ...]) -> set[str]:
             out.update(a.name for a in s.args)
         elif isinstance(s, (Alloc, Dealloc)):
             out.add(s.name)
-        elif isinstance(s, Uncompute):
-            pass
     return out
 
 

@@ -17,7 +17,6 @@ The dtypes are ordered ``bool < int < float < complex``, as NumPy promotes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,17 +81,19 @@ class TypedFunction:
     func: ir.Function
     params: tuple[VarType, ...]
     env: dict[str, VarType]  # every variable: arguments, ancillas, loop variables
-    calls: dict[int, tuple[VarType, ...]]  # id(Call node) -> argument types at the call
+
+    def expr_type(self, e: ir.Expr) -> VarType:
+        """The type of an expression in this function (whole arrays allowed)."""
+        ti = TypeInference(self.func, self.params)
+        ti.env = self.env
+        return ti.expr(e, elementwise=True)
 
 
 class TypeInference:
-    def __init__(self, func: ir.Function, params: tuple[VarType, ...],
-                 callee_signature: Callable[[ir.Call, tuple[VarType, ...]], None] | None = None):
+    def __init__(self, func: ir.Function, params: tuple[VarType, ...]):
         self.func = func
         self.env: dict[str, VarType] = dict(zip(func.params, params))
         self.params = params
-        self.calls: dict[int, tuple[VarType, ...]] = {}
-        self.callee_signature = callee_signature
 
     def error(self, loc: ir.Loc, message: str) -> ReversibilityTypeError:
         text = self.func.line_text(loc.line).strip()
@@ -103,7 +104,7 @@ class TypeInference:
 
     def run(self) -> TypedFunction:
         self.block(self.func.body)
-        return TypedFunction(self.func, self.params, self.env, self.calls)
+        return TypedFunction(self.func, self.params, self.env)
 
     # -- statements -----------------------------------------------------------
     def block(self, body) -> None:
@@ -129,10 +130,8 @@ class TypeInference:
             if s.name not in self.env:  # inverse programs deallocate before they allocate
                 self.env[s.name] = self.alloc_type(ir.Alloc(s.name, s.init, s.loc))
         elif isinstance(s, ir.Call):
-            types = tuple(self.target(a) for a in s.args)
-            self.calls[id(s)] = types
-            if self.callee_signature is not None:
-                self.callee_signature(s, types)
+            for a in s.args:
+                self.target(a)
         elif isinstance(s, (ir.Block, ir.Inverted)):
             self.block(s.body)
         elif isinstance(s, ir.If):
@@ -221,8 +220,7 @@ class TypeInference:
     # -- expressions ----------------------------------------------------------
     def expr(self, e: ir.Expr, elementwise: bool = False) -> VarType:
         """The type of ``e``.  Whole arrays are allowed only ``elementwise``."""
-        t = self._expr(e, elementwise)
-        return t
+        return self._expr(e, elementwise)
 
     def _var(self, name: str, loc: ir.Loc) -> VarType:
         t = self.env.get(name)
@@ -350,9 +348,9 @@ def ir_text(e) -> str:
     return expr_text(e)
 
 
-def infer(func: ir.Function, params: tuple[VarType, ...], callee_signature=None) -> TypedFunction:
+def infer(func: ir.Function, params: tuple[VarType, ...]) -> TypedFunction:
     """Specialise ``func`` to argument types ``params`` (stage ``types``)."""
-    return TypeInference(func, params, callee_signature).run()
+    return TypeInference(func, params).run()
 
 
 def guess_signature(func: ir.Function) -> tuple[VarType, ...]:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from itertools import count
 
 from revbench.lang import ir
-from revbench.lang.types import TypedFunction, TypeInference, VarType
+from revbench.lang.types import TypedFunction, VarType
 from revbench.rules import functions as fn_rules
 from revbench.rules.instructions import UPDATES
 from revbench.transforms.invert import invert_body
@@ -51,8 +51,6 @@ class AdjointContext:
     inactive: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
-        self._types = TypeInference(self.typed.func, self.typed.params)
-        self._types.env = self.typed.env
         self._loops = count()
 
     # -- variables -------------------------------------------------------------
@@ -71,7 +69,7 @@ class AdjointContext:
         return ir.Elem(adj_name(t.name), t.indices, t.loc)
 
     def is_complex(self, e: ir.Expr) -> bool:
-        return self._types.expr(e, elementwise=True).dtype == "complex"
+        return self.typed.expr_type(e).dtype == "complex"
 
     # -- expression algebra (with the simplifications that keep code readable) ------
     def conj(self, e: ir.Expr) -> ir.Expr:
