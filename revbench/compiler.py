@@ -10,6 +10,7 @@ content-hashed generated files -- on disk.
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,7 +22,9 @@ from revbench.lang import ir
 from revbench.lang.errors import ReversibilityTypeError
 from revbench.lang.types import VarType, infer
 from revbench.rules import functions as fn_rules
+from revbench.transforms.hoist import hoist
 from revbench.transforms.invert import invert
+from revbench.transforms.prune import drop_zero_adjoint_updates, prune
 
 BACKENDS = ("numba", "python")
 #: forward and inverse run the program; backward runs the reverse sweep of AD
@@ -152,6 +155,13 @@ class Program:
                  inactive: frozenset[str] = frozenset()):
         """Stages types + codegen: the generated module and the globals it needs."""
         typed = self.typed(direction, signature, lanes, inactive)
+        if direction.startswith("backward"):
+            func = drop_zero_adjoint_updates(typed.func)
+            if not check:
+                # no runtime check reads the uncomputed ancillas: drop the dead inverse work
+                func = prune(func)
+            typed = dataclasses.replace(typed, func=func)
+        typed = infer(hoist(typed.func), typed.params)
         injected: dict[str, object] = {}
 
         def callee_symbol(call: ir.Call, types: tuple[VarType, ...]) -> str:

@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCUMENTS = ("docs/language.md", "docs/architecture.md", "README.md")
+DOCUMENTS = ("docs/language.md", "docs/architecture.md", "docs/ad.md", "README.md")
 SHOWN_PATH = "/tmp/demo/example.py"  # how the documents show the script's path
 TIMEOUT_S = 900
 
