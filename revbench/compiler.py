@@ -40,6 +40,15 @@ class Compiled:
     run: Any  # callable(*args, atol, rtol) -> tuple
     generated: codegen.Generated
     table: CheckTable
+    #: the callees compiled into it: (name looked up, its Program, compile key, Compiled)
+    deps: tuple = ()
+    #: the value of the program generation when ``deps`` were last known to be current
+    generation: int = 0
+
+
+#: Bumped whenever a reversible function is created: from then on a callee's name may
+#: mean another function (a notebook re-running a def-cell), so cached callers recheck.
+_GENERATION = [0]
 
 
 @dataclass
@@ -57,6 +66,9 @@ class Program:
     _written: frozenset[str] | None = None
     _cache: dict = field(default_factory=dict)
     views: dict = field(default_factory=dict)  # direction -> ReversibleFunction
+
+    def __post_init__(self) -> None:
+        _GENERATION[0] += 1
 
     def written_params(self) -> frozenset[str]:
         """The parameters this function may change, through its calls too.
@@ -135,7 +147,11 @@ class Program:
         key = (direction, backend, check, signature, fn_rules.REGISTRY_VERSION[0], lanes, inactive)
         hit = self._cache.get(key)
         if hit is not None:
-            return hit
+            if hit.generation == _GENERATION[0] or self._callees_current(hit):
+                return hit
+            # a callee was redefined since: compile again against the new one
+            del self._cache[key]
+            self._written = None
         guard = _in_progress()
         token = (id(self), key)
         if token in guard:
@@ -147,13 +163,29 @@ class Program:
             compiled = self._compile(direction, backend, check, signature, lanes, inactive)
         finally:
             guard.discard(token)
+        compiled.generation = _GENERATION[0]
         self._cache[key] = compiled
         return compiled
 
+    def _callees_current(self, compiled: Compiled) -> bool:
+        """Whether every callee compiled into ``compiled`` is still what its name means
+        (recursively: the callee's own compiled code must be current too)."""
+        from revbench.function import ReversibleFunction
+
+        for name, prog, key, sub in compiled.deps:
+            obj = self.lookup(name)
+            if not isinstance(obj, ReversibleFunction) or obj._program is not prog:
+                return False
+            if prog.compile(*key) is not sub:
+                return False
+        compiled.generation = _GENERATION[0]
+        return True
+
     def generate(self, direction: str, backend: str, check: bool,
                  signature: tuple[VarType, ...], compile_callees: bool = True, lanes: int = 1,
-                 inactive: frozenset[str] = frozenset()):
-        """Stages types + codegen: the generated module and the globals it needs."""
+                 inactive: frozenset[str] = frozenset(), deps: list | None = None):
+        """Stages types + codegen: the generated module and the globals it needs
+        (``deps`` collects the callees compiled on the way)."""
         typed = self.typed(direction, signature, lanes, inactive)
         if direction.startswith("backward"):
             func = drop_zero_adjoint_updates(typed.func)
@@ -173,7 +205,10 @@ class Program:
                 written = prog.written_params()
                 off = frozenset(p for p, off in zip(prog.ir.params, call.inactive)
                                 if off and p not in written) if call.backward else frozenset()
-                sub = prog.compile(cdir, backend, eff_check, types, call.lanes, off)
+                sub_key = (cdir, backend, eff_check, types, call.lanes, off)
+                sub = prog.compile(*sub_key)
+                if deps is not None:
+                    deps.append((call.func, prog, sub_key, sub))
                 symbol = f"_rb_call_{prog.ir.name}_{sub.generated.key[:12]}"
                 injected[symbol] = sub.run
             else:
@@ -209,8 +244,9 @@ class Program:
 
     def _compile(self, direction, backend, check, signature, lanes=1,
                  inactive=frozenset()) -> Compiled:
+        deps: list = []
         gen, injected = self.generate(direction, backend, check, signature, lanes=lanes,
-                                      inactive=inactive)
+                                      inactive=inactive, deps=deps)
         func = self.ir_for("forward" if direction.startswith("backward") else direction)
         table = CheckTable(func.name, func.filename, direction, gen.checks, gen.linemap,
                            {ln: func.line_text(ln) for ln in set(gen.linemap.values())})
@@ -223,7 +259,7 @@ class Program:
             from revbench.backends.python_backend import compile_python
 
             run = compile_python(gen, injected)
-        return Compiled(run, gen, table)
+        return Compiled(run, gen, table, tuple(deps))
 
 
 def _user_impl(rule: fn_rules.FunctionRule, backend: str):

@@ -178,3 +178,21 @@ def test_recursion_is_refused_clearly():
     fns = revbench.define("def f(y):\n    if (y > 1.0, y > 1.0):\n        f(y)\n")
     with pytest.raises(revbench.ReversibilityTypeError, match="calls itself"):
         fns["f"](0.0)
+
+
+@pytest.mark.parametrize("backend", ["python", "numba"])
+def test_redefined_callee_reaches_callers_compiled_before(backend):
+    # a notebook re-running a def-cell: callers (and their callers) pick up the new callee
+    ns: dict = {}
+    revbench.define("def f(y):\n    y += 1.0\n", ns, backend=backend)
+    revbench.define("def g(y):\n    f(y)\n", ns, backend=backend)
+    revbench.define("def h(y):\n    g(y)\n    g(y)\n", ns, backend=backend)
+    assert ns["h"](0.0) == (2.0,)
+    assert (~ns["h"])(2.0) == (0.0,)
+    revbench.define("def f(y):\n    y += 100.0\n", ns, backend=backend)
+    assert ns["g"](0.0) == (100.0,)
+    assert ns["h"](0.0) == (200.0,)
+    assert (~ns["h"])(200.0) == (0.0,)
+    revbench.define("def f(y):\n    y *= 3.0\n", ns, backend=backend)
+    assert ns["h"](1.0) == (9.0,)
+    assert revbench.grad(ns["h"], loss="y")(1.0) == (9.0,)
