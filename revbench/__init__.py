@@ -3,6 +3,8 @@
 The public API only; see ``docs/language.md`` for the language.
 """
 
+from typing import TYPE_CHECKING
+
 from revbench._version import __version__
 from revbench.ad import check_grad, grad, jacobian, value_and_grad
 from revbench.config import set_tolerance
@@ -11,6 +13,10 @@ from revbench.lang.errors import ReversibilityError, ReversibilitySyntaxError, R
 from revbench.lang.markers import inverted, routine
 from revbench.rules.functions import register
 from revbench.testing import check_inverse
+from revbench.tracing import trace
+
+if TYPE_CHECKING:  # the widget module imports ipywidgets: only on demand
+    from revbench.jupyter.debugger import Debugger
 
 __all__ = [
     "ReversibilityError",
@@ -20,6 +26,7 @@ __all__ = [
     "__version__",
     "check_grad",
     "check_inverse",
+    "debug",
     "define",
     "grad",
     "inverted",
@@ -28,5 +35,34 @@ __all__ = [
     "reversible",
     "routine",
     "set_tolerance",
+    "trace",
     "value_and_grad",
 ]
+
+
+def debug(f: ReversibleFunction, *args: object, loss: object = None,
+          max_steps: int = 100_000) -> "Debugger":
+    """The stepping debugger widget for ``f(*args)``: forward steps, then backward steps that
+    really execute the inverse (with adjoints when a ``loss`` is given).  See
+    :mod:`revbench.jupyter.debugger`; ipywidgets is imported here, on demand.
+    """
+    from revbench.jupyter.debugger import debug as _debug
+
+    return _debug(f, *args, loss=loss, max_steps=max_steps)
+
+
+def load_ipython_extension(ipython: object) -> None:
+    """``%load_ext revbench`` registers the ``%%reversible`` cell magic.
+
+    IPython is imported here, on demand, so that ``import revbench`` stays light.
+    """
+    from revbench.jupyter.magic import load_ipython_extension as load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython: object) -> None:
+    """``%unload_ext revbench`` (and ``%reload_ext``) removes the magic again."""
+    from revbench.jupyter.magic import unload_ipython_extension as unload
+
+    unload(ipython)

@@ -362,7 +362,8 @@ def define(source: str, namespace: dict[str, Any] | None = None, *, filename: st
     try:
         tree = ast.parse(source, filename)
     except SyntaxError as exc:
-        raise ReversibilitySyntaxError(exc.msg, filename, exc.lineno,
+        raise ReversibilitySyntaxError(exc.msg, filename,
+                                       None if exc.lineno is None else exc.lineno + first_line - 1,
                                        None if exc.offset is None else exc.offset - 1,
                                        exc.text, stage="parse") from None
     out: dict[str, ReversibleFunction] = {}

@@ -1,0 +1,372 @@
+"""The stepping debugger widget, headless: click its buttons in Python, read its panels.
+
+The panels are HTML following the DOM contract of ``revbench/jupyter/debugger.py``;
+they are parsed here (no browser) and checked against the trace they show.  The
+static page export is parsed the same way, and, when chromium and Playwright are
+installed, loaded in headless chromium and clicked (slow).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import textwrap
+from html.parser import HTMLParser
+
+import numpy as np
+import pytest
+
+import revbench
+
+widgets = pytest.importorskip("ipywidgets")
+
+from revbench.jupyter.debugger import Debugger, page_html, render_panels  # noqa: E402
+
+CONTRACT = ("rb-debugger", "rb-start", "rb-back", "rb-forward", "rb-end", "rb-turn", "rb-play",
+            "rb-slider", "rb-status", "rb-source")
+
+# --------------------------------------------------------------------------- a small DOM
+
+
+class Node:
+    def __init__(self, tag: str, attrs: dict[str, str]):
+        self.tag, self.attrs, self.children = tag, attrs, []
+        self.parts: list = []  # text and child nodes, in order
+
+    @property
+    def classes(self) -> set[str]:
+        return set(self.attrs.get("class", "").split())
+
+    @property
+    def text(self) -> str:
+        return "".join(p if isinstance(p, str) else p.text for p in self.parts)
+
+    def walk(self):
+        yield self
+        for c in self.children:
+            yield from c.walk()
+
+    def select(self, tag: str | None = None, cls: str | None = None, **attrs: str) -> list[Node]:
+        return [n for n in self.walk() if (tag is None or n.tag == tag)
+                and (cls is None or cls in n.classes)
+                and all(n.attrs.get(k.replace("_", "-")) == v for k, v in attrs.items())]
+
+    def one(self, tag: str | None = None, cls: str | None = None, **attrs: str) -> Node:
+        found = self.select(tag, cls, **attrs)
+        assert len(found) == 1, f"{len(found)} elements match {tag} .{cls} {attrs}"
+        return found[0]
+
+
+class _Builder(HTMLParser):
+    VOID = {"meta", "input", "br", "img", "link", "hr"}
+
+    def __init__(self):
+        super().__init__()
+        self.root = Node("root", {})
+        self.stack = [self.root]
+
+    def handle_starttag(self, tag, attrs):
+        node = Node(tag, {k: v or "" for k, v in attrs})
+        self.stack[-1].children.append(node)
+        self.stack[-1].parts.append(node)
+        if tag not in self.VOID:
+            self.stack.append(node)
+
+    def handle_endtag(self, tag):
+        if tag in self.VOID:
+            return
+        assert self.stack[-1].tag == tag, f"</{tag}> closes <{self.stack[-1].tag}>"
+        self.stack.pop()
+
+    def handle_data(self, data):
+        self.stack[-1].parts.append(data)
+
+
+def dom(html: str) -> Node:
+    b = _Builder()
+    b.feed(html)
+    b.close()
+    assert len(b.stack) == 1, f"unclosed <{b.stack[-1].tag}>"
+    return b.root
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def define(source: str, **options) -> revbench.ReversibleFunction:
+    fns = revbench.define(textwrap.dedent(source), {"np": np, "math": math}, backend="python",
+                          **options)
+    return list(fns.values())[-1]
+
+
+POLY = """
+    def poly(y, x):
+        t = 0.0
+        t += x * x
+        y += 3.0 * t + x
+        t -= x * x
+        del t
+"""
+
+
+def status(w: Debugger) -> str:
+    return " ".join(dom(w.status.value).text.split())
+
+
+def current_line(w: Debugger) -> Node:
+    return dom(w.source.value).one(cls="rb-current")
+
+
+def var_row(w: Debugger, name: str) -> Node:
+    return dom(w.variables.value).one("table", "rb-vars").one("tr", data_name=name)
+
+
+def descendants(w) -> list:
+    out = [w]
+    for c in getattr(w, "children", ()):
+        out += descendants(c)
+    return out
+
+
+# --------------------------------------------------------------------------- the widget
+
+
+def test_the_widget_carries_the_dom_contract():
+    w = revbench.debug(define(POLY), 0.0, 2.0)
+    assert isinstance(w, Debugger) and isinstance(w, widgets.VBox)
+    every = descendants(w)
+    for cls in CONTRACT:
+        owners = [x for x in every if cls in getattr(x, "_dom_classes", ())]
+        assert len(owners) == 1, (cls, owners)
+    assert "rb-debugger" in w._dom_classes
+    for b in (w.start_button, w.back_button, w.forward_button, w.end_button, w.turn_button):
+        assert isinstance(b, widgets.Button) and b.tooltip
+    assert isinstance(w.play, widgets.Play) and isinstance(w.slider, widgets.IntSlider)
+    # the panels' markup: one vars table, one ancillas table, one current line
+    dom(w.variables.value).one("table", "rb-vars")
+    dom(w.ancillas.value).one("table", "rb-ancillas")
+    current_line(w)
+
+
+def test_buttons_step_through_forward_then_backward():
+    w = revbench.debug(define(POLY), 0.0, 2.0)
+    n = len(w.trace)
+    assert n == 12 and w.index == 0
+    assert status(w).startswith(f"step 1 / {n} · forward · line 2")
+    w.back_button.click()  # nothing before the first step
+    assert w.index == 0
+    w.forward_button.click()
+    w.forward_button.click()
+    assert status(w).startswith(f"step 3 / {n} · forward · line 4")
+    line = current_line(w)
+    assert line.attrs["data-line"] == "4" and "t += x * x" in line.text
+    assert "rb-dir-forward" in line.classes
+    w.back_button.click()
+    assert status(w).startswith(f"step 2 / {n} · forward · line 3")
+    w.turn_button.click()
+    assert w.index == w.trace.turn == 6
+    assert status(w).startswith(f"step 7 / {n} · backward · line 2")
+    w.forward_button.click()
+    w.forward_button.click()
+    line = current_line(w)
+    assert line.attrs["data-line"] == "6" and "rb-dir-backward" in line.classes
+    assert "t += x * x" in status(w)  # the inverse of line 6's `t -= x * x` runs
+    w.end_button.click()
+    assert status(w).startswith(f"step {n} / {n} · backward · line 3")
+    w.forward_button.click()  # nothing after the last step
+    assert w.index == n - 1
+    w.start_button.click()
+    assert w.index == 0
+
+
+def test_variables_panel_highlights_changes_and_shows_adjoints():
+    w = revbench.debug(define(POLY), 0.0, 2.0, loss="y")
+    w.go(3)  # y += 3.0 * t + x
+    row = var_row(w, "y")
+    assert "rb-changed" in row.classes
+    assert row.one("td", "rb-value").text == "14.0"
+    assert row.one("td", "rb-adjoint").text == ""  # forward: no adjoint yet
+    assert "rb-changed" not in var_row(w, "x").classes
+    w.turn_button.click()
+    assert var_row(w, "y").one("td", "rb-adjoint").text == "1.0"
+    w.end_button.click()
+    assert var_row(w, "x").one("td", "rb-adjoint").text == "13.0"
+    assert var_row(w, "x").one("td", "rb-value").text == "2.0"
+    state = w.state()
+    assert state.var("x").adjoint == "13.0"
+
+
+def test_no_adjoint_column_without_a_loss():
+    w = revbench.debug(define(POLY), 0.0, 2.0)
+    assert not dom(w.variables.value).select("td", "rb-adjoint")
+
+
+def test_ancilla_panel_shows_states():
+    w = revbench.debug(define(POLY), 0.0, 2.0)
+
+    def anc() -> tuple[str, str]:
+        row = dom(w.ancillas.value).one("table", "rb-ancillas").one("tr", data_name="t")
+        return row.attrs["data-state"], row.one("td", "rb-value").text
+
+    assert not dom(w.ancillas.value).select("tr", data_name="t")  # not allocated yet
+    w.go(1)
+    assert anc() == ("clean", "0.0")
+    w.go(2)
+    assert anc() == ("allocated", "4.0")
+    w.go(5)
+    assert anc() == ("freed", "—")
+
+
+def test_a_dirty_ancilla_stands_out():
+    f = define("""
+        def f(y, x):
+            t = 0.0
+            t += x
+            y += t
+            del t
+    """)
+    w = revbench.debug(f, 1.0, 2.0)
+    assert isinstance(w.trace.error, revbench.ReversibilityError)
+    assert "not back at its allocated value" in dom(w.error.value).text
+    assert w.error in w.children
+    goto = [x for x in descendants(w) if "rb-goto-error" in getattr(x, "_dom_classes", ())]
+    goto[0].click()
+    assert w.index == len(w.trace) - 1
+    row = dom(w.ancillas.value).one("tr", data_name="t")
+    assert row.attrs["data-state"] == "dirty" and "rb-dirty" in row.classes
+    assert "rb-failed" in current_line(w).classes
+    assert "not back at its allocated value" in status(w)
+
+
+def test_play_and_slider_drive_the_same_position():
+    w = revbench.debug(define(POLY), 0.0, 2.0)
+    w.play.value = 4  # what the browser's play timer does
+    assert w.index == 3 and w.slider.value == 4 and status(w).startswith("step 4 / 12")
+    w.slider.value = 12
+    assert w.play.value == 12 and status(w).startswith("step 12 / 12 · backward")
+    w.go(100)
+    assert w.index == 11
+
+
+def test_stepping_into_a_call_shows_the_callee():
+    f = define("""
+        def add_square(y, x):
+            y += x * x
+
+        def f(y, x):
+            add_square(y, x)
+    """)
+    w = revbench.debug(f, 1.0, 3.0)
+    w.go(2)
+    assert status(w).startswith("step 3 / ") and "in add_square:3 ← f:6" in status(w)
+    assert "add_square" in dom(w.source.value).one(cls="rb-head").text
+    assert "y += x * x" in current_line(w).text
+    assert [r.attrs["data-name"] for r in dom(w.variables.value).select("tr")
+            if "data-name" in r.attrs] == ["y", "x"]
+
+
+def test_debug_takes_a_recorded_trace_and_cell_sources():
+    source = "x += a * a\n"
+    f = revbench.define("def cellf(x, a):\n    " + source, filename="<ipython-input-3-f00>")["cellf"]
+    t = revbench.trace(f, 0.0, 2.0)
+    w = revbench.debug(t)
+    assert w.trace is t
+    w.go(1)
+    code = dom(w.source.value)
+    assert [n.attrs["data-line"] for n in code.select(cls="rb-line")] == ["1", "2"]
+    assert "x += a * a" in current_line(w).text
+
+
+# --------------------------------------------------------------------------- the static page
+
+
+def page_data(page: Node) -> dict:
+    return json.loads(page.one("script", "rb-data").text)
+
+
+def test_exported_page_is_standalone_and_shows_the_same_panels(tmp_path):
+    w = revbench.debug(define(POLY), 0.0, 2.0, loss="y")
+    w.go(4)
+    path = w.export_html(tmp_path / "debugger.html")
+    text = path.read_text(encoding="utf-8")
+    assert not re.search(r"(src|href)\s*=", text)  # nothing loaded from anywhere
+    page = dom(text)
+    root = page.one(cls="rb-debugger")
+    for cls in CONTRACT:
+        root.one(cls=cls)
+    assert page.one("input", "rb-slider").attrs["max"] == "12"
+    data = page_data(page)
+    assert data["current"] == 4 and data["turn"] == 6 and len(data["steps"]) == 12
+    for k in (0, 4, 11):
+        assert [data["panels"][j] for j in data["steps"][k]] == list(render_panels(w.trace, k))
+    # identical panels are stored once (the source panel repeats)
+    assert len(data["panels"]) < 4 * 12
+
+
+def test_exported_page_of_a_long_trace_is_capped_with_a_note(tmp_path):
+    f = define("""
+        def f(s, x):
+            for i in range(len(x)):
+                s += x[i]
+    """)
+    t = revbench.trace(f, 0.0, np.ones(200))
+    page = dom(page_html(t, around=300, max_steps=100))
+    data = page_data(page)
+    assert len(data["steps"]) == 100 and data["offset"] == 250
+    assert "steps 251 to 350 of 802" in page.one(cls="rb-window").text
+    slider = page.one("input", "rb-slider")
+    assert (slider.attrs["min"], slider.attrs["max"]) == ("251", "350")
+
+
+def _chromium() -> str | None:
+    if os.access("/usr/bin/chromium", os.X_OK):
+        return "/usr/bin/chromium"
+    return shutil.which("chromium")
+
+
+@pytest.mark.slow
+def test_exported_page_steps_in_a_browser(tmp_path):
+    if _chromium() is None:
+        pytest.skip("no chromium (/usr/bin/chromium or `chromium` on PATH)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    f = define("""
+        def f(y, x):
+            t = 0.0
+            t += x
+            y += t
+            del t
+    """)
+    path = revbench.debug(f, 1.0, 2.0).export_html(tmp_path / "page.html")
+    args = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync"]
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=_chromium(), headless=True, args=args)
+        try:
+            page = browser.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(path.as_uri())
+            status = page.locator(".rb-status")
+            assert status.inner_text().startswith("step 1 / 5 · forward · line 2")
+            page.locator(".rb-forward").click()
+            page.locator(".rb-forward").click()
+            assert status.inner_text().startswith("step 3 / 5 · forward · line 4")
+            assert page.locator(".rb-current").get_attribute("data-line") == "4"
+            assert page.locator(".rb-vars tr[data-name='t'] td.rb-value").inner_text() == "2.0"
+            page.locator(".rb-back").click()
+            assert status.inner_text().startswith("step 2 / 5")
+            page.locator(".rb-goto-error").click()
+            row = page.locator(".rb-ancillas tr[data-name='t']")
+            assert row.get_attribute("data-state") == "dirty"
+            assert "rb-dirty" in (row.get_attribute("class") or "")
+            page.locator(".rb-start").click()
+            page.locator(".rb-play").click()
+            page.wait_for_function(
+                "document.querySelector('.rb-status').textContent.startsWith('step 5 / 5')",
+                timeout=10_000)
+            assert errors == []
+        finally:
+            browser.close()
