@@ -1,35 +1,56 @@
 # The two commands a newcomer needs (see README):
-#   make demo   -- set up and run the main job (for now: a short demo of a reversible function)
-#   make test   -- set up and run the whole test suite (quick tests, then the slow ones)
+#   make lab    -- set up and open the workbench: JupyterLab on the tour notebook
+#   make test   -- set up and run the whole test suite (lint, quick tests, then the slow ones)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+TOUR := notebooks/01_tour.ipynb
+# Jupyter refuses to run as root unless told; containers often are root.
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: setup demo test test-quick test-slow lint bench clean
+.PHONY: setup setup-test lab demo test test-quick test-slow lint bench clean
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+
+# The workbench: revbench with the notebook extra (JupyterLab, ipywidgets, the kernel).
+$(VENV)/.installed-notebook: pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install --quiet -e '.[notebook]'
+	touch $@
+
+# Everything the tests use: the notebook extra plus pytest, nbclient, playwright ...
+$(VENV)/.installed-test: pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.installed-notebook
 
+setup-test: $(VENV)/.installed-test
+
+# JUPYTER_PREFER_ENV_PATH: the venv's python3 kernel wins over one in the user's own
+# Jupyter folders, so the notebook runs with this revbench.  JupyterLab serves the tour's
+# folder; default_url makes the address it prints (to open by hand) the tour's too.
+lab: setup
+	JUPYTER_PREFER_ENV_PATH=1 $(VENV)/bin/jupyter lab $(ALLOW_ROOT) \
+		--LabApp.default_url=/lab/tree/$(notdir $(TOUR)) $(TOUR)
+
+# A quick look without a browser: forward and inverse runs in the terminal.
 demo: setup
 	$(PY) -m revbench.demo
 
-test: setup
+test: setup-test
 	$(PY) -m ruff check revbench tests benchmarks
 	$(PY) -m pytest
 	$(PY) -m pytest -m slow
 
-test-quick: setup
+test-quick: setup-test
 	$(PY) -m pytest
 
-test-slow: setup
+test-slow: setup-test
 	$(PY) -m pytest -m slow
 
-lint: setup
+lint: setup-test
 	$(PY) -m ruff check revbench tests benchmarks
 
 bench: setup
