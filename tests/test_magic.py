@@ -576,8 +576,16 @@ def test_debug_shows_the_real_debugger_widget(ip):
         pytest.skip("revbench.debug (the stepping debugger) is not available in this tree")
     run_ok(ip, "y = 0.0\nx = 2.0")
     ran = run_ok(ip, "%%reversible --no-jit --debug --loss y\nt = 0.0\nt += x\ny += t * t\nt -= x\ndel t\n")
-    assert any("application/vnd.jupyter.widget-view+json" in o.data for o in ran.displayed)
+    views = [o.data["application/vnd.jupyter.widget-view+json"] for o in ran.displayed
+             if "application/vnd.jupyter.widget-view+json" in o.data]
+    assert len(views) == 1
     assert ip.user_ns["y"] == 0.0
+    # the source panel names the cell as IPython does, not by its internal file name
+    from ipywidgets.widgets.widget import _instances
+
+    panel = _instances[views[0]["model_id"]].source.value
+    number = ip.execution_count - 1
+    assert f"Cell In[{number}]" in panel and "revbench-cell" not in panel, panel
 
 
 # --------------------------------------------------------------------------- #

@@ -106,6 +106,11 @@ def read_cell(header: str, body: str) -> Cell:
     return Cell(filename, source, body, tree, kind)
 
 
+#: what to call a cell's file where people read it (the debugger's source panel):
+#: ``"Cell In[5]"``, as IPython names cells; filled in by the magic
+CELL_LABELS: dict[str, str] = {}
+
+
 def cell_filename(source: str) -> str:
     """The file name of a cell's text: the same text always gets the same name.
 

@@ -36,6 +36,7 @@ import ipywidgets as widgets
 
 from revbench.backends.tracer import DEFAULT_MAX_STEPS
 from revbench.function import ReversibleFunction
+from revbench.jupyter.cell import CELL_LABELS
 from revbench.tracing import State, Trace, source_lines, trace
 
 #: at most this many source lines are shown; longer functions show a window around the line
@@ -132,7 +133,8 @@ def render_source(t: Trace, k: int) -> str:
                     f'<span class="rb-mark">{mark}</span>{_e(text)}</div>')
     if lo + len(shown) < len(lines):
         rows.append('<div class="rb-line rb-window">⋮</div>')
-    where = f"{_e(step.frame.name)} <span class='rb-file'>({_e(step.filename)})</span>"
+    shown_file = CELL_LABELS.get(step.filename, step.filename)
+    where = f"{_e(step.frame.name)} <span class='rb-file'>({_e(shown_file)})</span>"
     phase = "forward" if step.direction == "forward" else "backward: " + (
         "the reverse sweep (inverse + adjoints)" if step.frame.direction.startswith("backward")
         else "running the inverse")

@@ -26,6 +26,7 @@ from IPython.display import Code, display
 
 from revbench.jupyter.cell import (
     CELL_FUNCTION,
+    CELL_LABELS,
     Cell,
     CellProgram,
     cell_filename,
@@ -196,6 +197,8 @@ class ReversibleMagics(Magics):
         names = getattr(self.shell.compile, "_filename_map", None)
         if isinstance(names, dict):
             names[filename] = number
+        if number is not None:
+            CELL_LABELS[filename] = f"Cell In[{number}]"
 
 
 class _Renderer:
