@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_core.py"
 
 
@@ -94,3 +96,78 @@ def test_bench_memory_quick_writes_json(tmp_path):
         assert key in data["summary"], key
     # the claim itself (memory, not time): no tape, so nothing grows with T
     assert data["summary"]["revbench_flat"] is True, data["summary"]
+
+
+def _run_adbench(tmp_path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
+    out = tmp_path / "adbench.json"
+    proc = subprocess.run([sys.executable, str(BENCHMARKS / "adbench.py"), "--quick", "--out",
+                           str(out), *extra], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    return proc, json.loads(out.read_text())
+
+
+def _check_adbench_rows(data: dict, gradient: str, jacobian: str) -> None:
+    for section, deriv in (("gmm", gradient), ("ba", jacobian)):
+        for row in data[section]:
+            assert row["verification"]["ok"] is True, row["verification"]
+            t = row["timings"]
+            for name in ("njit_objective", "revbench_objective", deriv):
+                assert t[name]["median_s"] > 0 and t[name]["reps"] >= data["settings"]["min_reps"]
+                assert row["first_call_s"][name] > 0
+            assert row["ratios"]["njit_objective"] == 1.0
+            assert set(row["verification"]["max_rel_error"]) >= set(t)
+
+
+def test_adbench_quick_writes_json(tmp_path):
+    """revbench and the @njit references only (the peers are optional extras)."""
+    proc, data = _run_adbench(tmp_path, "--peers", "none")
+    assert "GMM" in proc.stdout and "BA" in proc.stdout and "goals" in proc.stdout
+    for key in ("benchmark", "timestamp", "quick", "machine", "settings", "goals", "peers", "gmm",
+                "ba", "goals_met", "load_average"):
+        assert key in data, key
+    assert data["quick"] is True and data["peers"]["available"] == {}
+    assert [(r["d"], r["k"]) for r in data["gmm"]] == [(2, 5), (10, 5)]
+    assert [r["name"] for r in data["ba"]] == ["tiny"]
+    _check_adbench_rows(data, "revbench_gradient", "revbench_jacobian")
+    assert set(data["goals_met"]) == {"gmm_gradient_ratio_le_3", "gmm_gradient_faster_than_jax",
+                                      "ba_jacobian_ratio_le_4", "ba_jacobian_5x_faster_than_jax"}
+    assert data["goals_met"]["gmm_gradient_faster_than_jax"] is None      # no JAX: not measured
+
+
+def test_adbench_reports_a_peer_that_disagrees():
+    """A variant that fails validation is named, with its error, and not timed."""
+    code = f"""
+import sys
+sys.path.insert(0, {str(BENCHMARKS)!r})
+import adbench
+fns = {{"njit_objective": lambda: sum(range(100)), "bad_gradient": lambda: None}}
+row = adbench.run_size("GMM D=1 K=1", fns, {{}}, {{"njit_objective": 0.0, "bad_gradient": 0.5}},
+                       0.001, print)
+assert row["verification"]["failed"] == ["bad_gradient"], row
+assert "bad_gradient" not in row["timings"]
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "VALIDATION FAILED: GMM D=1 K=1: bad_gradient disagrees" in proc.stdout
+    assert "relative error 5.00e-01" in proc.stdout
+
+
+def _importable(name: str) -> bool:
+    import importlib.util
+    return importlib.util.find_spec(name) is not None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (_importable("jax") or _importable("torch")),
+                    reason="neither JAX nor PyTorch is installed (optional peers)")
+def test_adbench_quick_with_peers(tmp_path):
+    """The JAX and PyTorch columns, for whichever of them is installed."""
+    _, data = _run_adbench(tmp_path, "--gmm", "2x5", "--ba", "tiny")
+    peers = set(data["peers"]["available"])
+    assert peers and peers | set(data["peers"]["missing"]) == {"jax", "torch"}
+    _check_adbench_rows(data, "revbench_gradient", "revbench_jacobian")
+    for name in peers:
+        assert f"{name}_gradient" in data["gmm"][0]["timings"]
+        assert {f"{name}_jacfwd", f"{name}_jacrev"} <= set(data["ba"][0]["timings"])
+    if "jax" in peers:
+        assert data["goals_met"]["gmm_gradient_faster_than_jax"] in (True, False)

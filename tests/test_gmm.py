@@ -4,8 +4,8 @@ gradient derived by hand in NumPy (itself checked against finite differences).
 
 Compiling the programs is most of the time (about 25 s with an empty revbench cache, a
 few seconds with a warm one); the variants that mostly add compilation -- the single
-program's reverse sweep, the checked split gradient, the unchecked objective, the
-float-feature fallback -- are ``slow``."""
+program's reverse sweep, the checked split gradient, the unchecked objective -- are
+``slow``."""
 
 from __future__ import annotations
 
@@ -214,40 +214,59 @@ def test_objective_inverse(data):
 def test_pieces_and_their_inverses():
     d = gmm.generate_gmm(3, 4, 6, seed=9)
     alpha, means, icf, x, _, _ = gmm._args(d)
-    h = gmm._h(d.d)
-    W = np.zeros((d.k, h, 8))
+    g = gmm.n_features(d.d)
+    assert g == 1 + 3 + 6
+    W = np.zeros((d.k, g))
     revbench.check_inverse(gmm.gmm_weights, alpha, means, icf, W)
     gmm.gmm_weights(alpha, means, icf, W)
-    Z = np.zeros((d.n, h, 8))
-    revbench.check_inverse(gmm.gmm_features, x, Z)
-    gmm.gmm_features(x, Z)
-    Zn = np.zeros_like(Z)
-    gmm.point_features(x, Zn)
-    np.testing.assert_array_equal(Zn, Z)                   # the same numbers in the same places
-    V = np.zeros((d.n, d.k))
-    revbench.check_inverse(gmm.gmm_dots, W, Z, V, 1)
-    gmm.gmm_dots(W, Z, V, 1)
+    # the features, points in columns (reversible) and in rows and columns (@njit fillers)
+    block = 8                                              # wider than the 6 points
+    xt = np.zeros((d.d, block))
+    xt[:, :d.n] = x.T
+    Zt = np.zeros((g, block))
+    revbench.check_inverse(gmm.gmm_features_t, xt, Zt, d.n)
+    gmm.gmm_features_t(xt, Zt, d.n)
+    assert not Zt[:, d.n:].any()                           # unused columns stay zero
+    Zt_njit = np.full((g, block), 7.0)
+    gmm.point_features_t(x, Zt_njit)                       # zeroes the unused columns
+    np.testing.assert_array_equal(Zt_njit, Zt)
+    Z = np.zeros((d.n, g))
+    gmm.point_features(x, Z)
+    np.testing.assert_array_equal(Z, Zt[:, :d.n].T)
+    # the inner terms, both ways
     Vref, _, _, _ = gmm._inner_terms(d)
+    V = np.zeros((d.n, d.k))
+    revbench.check_inverse(gmm.gmm_dots, W, Z, V)
+    gmm.gmm_dots(W, Z, V)
     np.testing.assert_allclose(V, Vref, rtol=1e-12, atol=1e-12)
-    unit = gmm.feature_unit(x)
-    Zq = np.zeros(Z.shape, dtype=np.int64)
-    gmm.fixed_point_features(x, Zq, unit)
-    Vq = np.zeros_like(V)
-    gmm.gmm_dots(W, Zq, Vq, unit)
-    np.testing.assert_allclose(Vq, Vref, rtol=1e-12, atol=1e-12)
+    Vt = np.zeros((d.k, block))
+    revbench.check_inverse(gmm.gmm_dots_t, W, Zt, Vt)
+    gmm.gmm_dots_t(W, Zt, Vt)
+    np.testing.assert_allclose(Vt[:, :d.n].T, Vref, rtol=1e-12, atol=1e-12)
+    assert not Vt[:, d.n:].any()                           # zero features, zero terms
     C = np.zeros(d.n)
     revbench.check_inverse(gmm.gmm_row_max, V, C)
     gmm.gmm_row_max(V, C)
     np.testing.assert_array_equal(C, V.max(axis=1))
 
 
+@pytest.mark.parametrize("g", [3, 4, 9])
+def test_dots_t_remainder_features(g):
+    """gmm_dots_t takes four features per statement, then the remainder one by one."""
+    rng = np.random.default_rng(g)
+    W, Zt = rng.standard_normal((3, g)), rng.standard_normal((g, 5))
+    Vt = np.zeros((3, 5))
+    gmm.gmm_dots_t(W, Zt, Vt)
+    np.testing.assert_allclose(Vt, W @ Zt, rtol=1e-13, atol=1e-13)
+
+
 def test_dots_needs_zero_output():
     d = gmm.generate_gmm(2, 2, 3, seed=1)
-    h = gmm._h(d.d)
-    W = np.ones((d.k, h, 8))
-    Z = np.ones((d.n, h, 8))
+    g = gmm.n_features(d.d)
+    W = np.ones((d.k, g))
+    Z = np.ones((d.n, g))
     with pytest.raises(revbench.ReversibilityError, match="`v`"):
-        gmm.gmm_dots(W, Z, np.ones((d.n, d.k)), 1)
+        gmm.gmm_dots(W, Z, np.ones((d.n, d.k)))
 
 
 # -- gradients -------------------------------------------------------------------------------
@@ -276,15 +295,28 @@ def test_single_program_gradient_against_numpy(data, check):
     _check_gradient(data, check=check, method="grad")
 
 
-@pytest.mark.slow
-def test_gradient_with_far_points_uses_float_features():
+def test_gradient_with_far_points():
+    """Points far from the means: huge features and inner terms."""
     d = gmm.generate_gmm(2, 3, 5, seed=6)
-    d.x *= 3e9                                        # features beyond int64 fixed point
-    assert gmm.feature_unit(d.x) == 0
+    d.x *= 3e9
     value, grads = gmm.gmm_gradient(d)
     assert value == pytest.approx(gmm.objective_numpy(d), rel=1e-12)
     for g, ref in zip(grads, gmm.gradient_numpy(d)):
         assert _rel(g, ref) < 1e-10
+
+
+def test_gradient_workspace_is_reused_and_checked():
+    d = gmm.generate_gmm(3, 4, gmm.point_block(3) + 5, seed=8)   # a full and a partial block
+    ws = gmm.SplitWorkspace.new(d.d, d.k, d.n)
+    first = gmm.gmm_gradient(d, workspace=ws)
+    again = gmm.gmm_gradient(d, workspace=ws)                  # stale work arrays are reset
+    assert again[0] == first[0]
+    for a, b, ref in zip(again[1], first[1], gmm.gradient_numpy(d)):
+        np.testing.assert_array_equal(a, b)
+        assert _rel(a, ref) < 1e-10
+    other = gmm.SplitWorkspace.new(d.d, d.k + 1, d.n)
+    with pytest.raises(ValueError, match=rf"SplitWorkspace.new\(3, 4, {d.n}\)"):
+        gmm.gmm_gradient(d, workspace=other)
 
 
 def test_gradient_at_a_benchmark_size():

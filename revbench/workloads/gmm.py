@@ -37,8 +37,9 @@ This module holds
 * the program in the reversible language, each function also without runtime checks
   (``*_unchecked``): :data:`gmm_objective` (the whole log-posterior into a float
   accumulator ``out``; every work array allocated, uncomputed and freed inside), built
-  from :data:`gmm_weights`, :data:`gmm_features`, :data:`gmm_dots`,
-  :data:`gmm_row_max` and :data:`gmm_mixture`;
+  from :data:`gmm_weights`, :data:`gmm_features_t`, :data:`gmm_dots_t`,
+  :data:`gmm_row_max` and :data:`gmm_mixture`; and :data:`gmm_dots`, the same inner
+  terms written for its reverse sweep;
 * :func:`objective` and :func:`gmm_gradient`: the log-posterior and its gradient with
   respect to ``alpha``, ``means`` and ``icf`` by revbench's reverse sweeps.
 
@@ -50,41 +51,59 @@ The quadratic form of a pair is expanded once per component::
     alpha_k + sum(q_k) - 1/2 |Q_k (x - mu_k)|^2 = W_k . z(x)
 
 with the point's features ``z(x) = [1, x, x_a x_b (b <= a)]`` (``G = 1 + D +
-D (D + 1) / 2`` numbers) and the component's weights ``W_k = [alpha_k + sum(q_k) -
-mu^T P mu / 2, P mu, -P_aa / 2 and -P_ab]``, ``P = Q^T Q`` (:data:`gmm_weights`,
-``O(K D^3)`` once).  A pair then costs one dot product of length ``G``: as many
-multiply-adds as ``Q (x - mu)``, but into one scalar, which needs no uncomputation
-(it is *swapped* into its slot of ``V``, which starts at zero; the inverse swaps it
-out and subtracts it away).  Dot products take eight terms per statement (``W`` and
-``z`` are stored as ``[..., ceil(G/8), 8]``), so that the sum is not one long
-dependency chain.  Reductions go into scalar ancillas (registers) rather than array
-elements, and loop-invariant reads into scalar ancillas (``xa = x[i, a]``), so that
-the reverse sweep's adjoint updates do not chain through memory.  The logsumexps are
-shifted by the row maxima, which :data:`gmm_row_max` finds with a tree in a scratch
-array (no chain of dependent maxima, built and cleared exactly).
+D (D + 1) / 2`` numbers, :func:`n_features`) and the component's weights ``W_k =
+[alpha_k + sum(q_k) - mu^T P mu / 2, P mu, -P_aa / 2 and -P_ab]``, ``P = Q^T Q``
+(:data:`gmm_weights`, ``O(K D^3)`` once).  A pair then costs one dot product of length
+``G``: as many multiply-adds as ``Q (x - mu)``, and all pairs together are the matrix
+product ``V = Z W^T`` of the points' features ``Z [N, G]`` with the weights.
+
+Numba does not reassociate floating-point sums (and leaves straight-line code
+unvectorised), so what vectorises is an innermost loop whose iterations are
+independent.  The product is therefore written twice, each time for one direction:
+
+* :data:`gmm_dots_t` runs the forward pass with the points in the innermost loop
+  (features and inner terms of a block of :func:`point_block` points stored transposed,
+  ``Zt [G, B]`` and ``Vt [K, B]``): ``Vt[k, :] += w Zt[g, :]``, four features per
+  statement;
+* :data:`gmm_dots` sums each pair into a scalar that is *swapped* into its slot of
+  ``V`` (which starts at zero, so nothing needs uncomputing).  Its reverse sweep runs
+  the features in the innermost loop, ``dL/dW[k, :] += dL/dV[i, k] Z[i, :]``, again
+  without a reduction, and the sum's uncomputation, which nothing reads, is dead code
+  that the compiler removes (without runtime checks).
+
+Reductions go into scalar ancillas (registers) rather than array elements, and
+loop-invariant reads into scalar ancillas (``w = W[k, g]``), so that the reverse sweep's
+adjoint updates do not chain through memory.  The logsumexps are shifted by the row
+maxima, which :data:`gmm_row_max` finds with a tree in a scratch array (no chain of
+dependent maxima, built and cleared exactly).
 
 The gradient
 ------------
 
 :func:`gmm_gradient` (``method="split"``, the default) keeps intermediate results
 instead of recomputing them, from a ``@numba.njit`` driver over the compiled kernels
-(:func:`split_driver`): ``W`` forward; ``V [N, K]`` forward, a block of points at a
-time; the row maxima ``C``; the reverse sweep of :data:`gmm_mixture` alone (its only
-output is the accumulator, so it needs no forward run), which gives ``dL/dV``; then
-the reverse sweeps of :data:`gmm_dots` and :data:`gmm_weights`.  Two things are
-*data* there, which no reverse sweep needs to differentiate: the shifts ``C`` (the
-logsumexp does not depend on them) and the points' features, which are therefore
-passed to ``gmm_dots`` as int64 fixed-point numbers (:func:`fixed_point_features`):
-revbench gives every float argument an adjoint, and the features' adjoint would cost
-as much as the weights'.  ``method="grad"`` runs ``value_and_grad`` on the single
-program :data:`gmm_objective` instead, which uncomputes everything in its forward run
-and recomputes it in its reverse sweep (several times slower).
+(:func:`split_driver`): ``W`` forward; ``V [N, K]`` forward by :data:`gmm_dots_t`, a
+block of points at a time; the row maxima ``C``; the reverse sweep of
+:data:`gmm_mixture` alone (its only output is the accumulator, so it needs no forward
+run), which gives ``dL/dV``; then the reverse sweeps of :data:`gmm_dots` and
+:data:`gmm_weights`.  ``gmm_dots``'s sweep starts from the ``V`` that ``gmm_dots_t``
+computed: the two programs compute the same inner terms (in different summation
+orders; the sweep's uncomputation restores ``V`` to zero within rounding, which the
+runtime checks' tolerance covers).  Two things are *data* there, which no reverse sweep
+needs to differentiate: the shifts ``C`` (the logsumexp does not depend on them) and
+the points' features.  The kernels are compiled with ``wrt=`` leaving them out
+(:meth:`~revbench.ReversibleFunction.kernel`), so they get no adjoint and no adjoint
+code: the features' adjoint would otherwise cost as much as the weights'.
+``method="grad"`` runs ``value_and_grad`` on the single program :data:`gmm_objective`
+instead, which uncomputes everything in its forward run and recomputes it in its
+reverse sweep (several times slower).
 """
 
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numba
@@ -101,6 +120,11 @@ LOG_PI = math.log(math.pi)
 #: ``(D, K)`` of the benchmark goal (with ``N = 1000``)
 GMM_SIZES: tuple[tuple[int, int], ...] = ((2, 5), (10, 5), (2, 200), (10, 50), (64, 5), (64, 10),
                                           (64, 25))
+#: bounds of the points per block of features (the innermost loop of :data:`gmm_dots_t`):
+#: as many as keep a block's features within ``2**16`` numbers (512 KB, in the L2 cache
+#: between their computation and their use), within these bounds (see :func:`point_block`)
+POINT_BLOCK_MIN = 32
+POINT_BLOCK_MAX = 256
 
 
 # -- data -----------------------------------------------------------------------------------
@@ -391,9 +415,8 @@ def objective_njit(alpha, means, icf, x, gamma, m):
 
 @reversible
 def gmm_weights(alpha, means, icf, W):
-    """``W [K, H, 8] += `` the weights of every component, with ``V_ik = W_k . z(x_i)``
-    (see the module docstring; ``W`` viewed flat has ``G = 1 + D + D(D+1)/2`` used
-    entries, the padding stays zero).  ``W`` must be zero on entry."""
+    """``W [K, G] +=`` the weights of every component, with ``V_ik = W_k . z(x_i)`` (see
+    the module docstring).  ``W`` must be zero on entry."""
     K = means.shape[0]
     D = means.shape[1]
     with routine as factor:  # noqa: F821
@@ -424,7 +447,7 @@ def gmm_weights(alpha, means, icf, W):
             for b in range(a):
                 c0 -= P[k, a, b] * ma * means[k, b]
             del ma
-        W[k, 0, 0], c0 = c0, W[k, 0, 0]
+        W[k, 0], c0 = c0, W[k, 0]
         del c0
         for a in range(D):                          # P mu
             u = 0.0
@@ -432,13 +455,13 @@ def gmm_weights(alpha, means, icf, W):
                 u += P[k, a, b] * means[k, b]
             for b in range(a + 1, D):
                 u += P[k, b, a] * means[k, b]
-            W[k, (1 + a) // 8, (1 + a) % 8], u = u, W[k, (1 + a) // 8, (1 + a) % 8]
+            W[k, 1 + a], u = u, W[k, 1 + a]
             del u
         for a in range(D):                          # -P_aa / 2 and -P_ab for x_a x_b
             g = 1 + D + a * (a + 1) // 2
-            W[k, (g + a) // 8, (g + a) % 8] -= 0.5 * P[k, a, a]
+            W[k, g + a] -= 0.5 * P[k, a, a]
             for b in range(a):
-                W[k, (g + b) // 8, (g + b) % 8] -= P[k, a, b]
+                W[k, g + b] -= P[k, a, b]
             del g
     ~factor
     del D
@@ -446,41 +469,73 @@ def gmm_weights(alpha, means, icf, W):
 
 
 @reversible
-def gmm_features(x, Z):
-    """``Z[i] += z(x_i) = [1, x_i, x_ia x_ib (b <= a)]`` for every point, each viewed
-    flat (``G`` entries of ``Z[i]``'s ``H x 8``; the padding stays zero).  ``Z`` must be
-    zero on entry."""
-    D = x.shape[1]
-    for i in range(x.shape[0] - 1, -1, -1):
-        Z[i, 0, 0] += 1.0
-        for a in range(D - 1, -1, -1):
-            xa = x[i, a]
-            Z[i, (1 + a) // 8, (1 + a) % 8] += xa
-            g = 1 + D + a * (a + 1) // 2
-            for b in range(a, -1, -1):
-                Z[i, (g + b) // 8, (g + b) % 8] += xa * x[i, b]
-            del g
-            del xa
+def gmm_features_t(xt, Zt, nb):
+    """``Zt[:, j] += z(x_j) = [1, x_j, x_ja x_jb (b <= a)]`` for the first ``nb`` points
+    of the block ``xt [D, B]`` (points in columns), features in the columns of
+    ``Zt [G, B]``; the other columns stay zero.  ``Zt`` must be zero on entry."""
+    D = xt.shape[0]
+    for j in range(nb):
+        Zt[0, j] += 1.0
+    for a in range(D):
+        for j in range(nb):
+            Zt[1 + a, j] += xt[a, j]
+    for a in range(D):
+        g = 1 + D + a * (a + 1) // 2
+        for b in range(a + 1):
+            for j in range(nb):
+                Zt[g + b, j] += xt[a, j] * xt[b, j]
+        del g
     del D
 
 
 @reversible
-def gmm_dots(W, Z, V, unit):
-    """``V[i, k] = (W[k] . Z[i]) / unit`` for every point ``i`` and component ``k``:
-    with the weights of :data:`gmm_weights` and the features of :data:`gmm_features`
-    (and ``unit = 1``), the inner terms ``alpha_k + sum(q_k) - |Q_k (x_i - mu_k)|^2 / 2``.
-    ``Z`` may also hold the features as int64 fixed-point numbers, ``Z * unit`` with an
-    integer ``unit`` (:func:`fixed_point_features`).  Eight products per statement; ``V``
-    must be zero on entry (each sum is swapped in), and the inverse sets it back to
-    zero."""
+def gmm_dots_t(W, Zt, Vt):
+    """``Vt[k, j] += W[k] . Zt[:, j]`` for every component ``k`` and point ``j`` of a
+    block (points in columns).  The innermost loop runs over the points, so that it
+    needs no reduction and the compiler vectorises it; four features per statement
+    (then the remainder one by one) make four multiply-adds per update of ``Vt``.
+    The forward pass of the gradient.  Its reverse sweep would accumulate ``dL/dW``
+    across points, a reduction, so the gradient runs :data:`gmm_dots`'s sweep instead,
+    from the same ``V``."""
+    G4 = W.shape[1] // 4
+    for g4 in range(G4):
+        g = 4 * g4
+        for k in range(W.shape[0]):
+            w0 = W[k, g]
+            w1 = W[k, g + 1]
+            w2 = W[k, g + 2]
+            w3 = W[k, g + 3]
+            for j in range(Zt.shape[1]):
+                Vt[k, j] += ((w0 * Zt[g, j] + w1 * Zt[g + 1, j])
+                             + (w2 * Zt[g + 2, j] + w3 * Zt[g + 3, j]))
+            del w3
+            del w2
+            del w1
+            del w0
+        del g
+    for g in range(4 * G4, W.shape[1]):
+        for k in range(W.shape[0]):
+            w = W[k, g]
+            for j in range(Zt.shape[1]):
+                Vt[k, j] += w * Zt[g, j]
+            del w
+    del G4
+
+
+@reversible
+def gmm_dots(W, Z, V):
+    """``V[i, k] = W[k] . Z[i]`` for every point ``i`` (features ``Z [N, G]``, points in
+    rows) and component ``k``.  ``V`` must be zero on entry (each sum is swapped in);
+    the inverse sets it back to zero.  Written for its reverse sweep: there the
+    innermost loop runs over the features, ``dL/dW[k, g] += dL/dV[i, k] Z[i, g]``,
+    with no reduction (it vectorises: loops written downwards run upwards in the
+    sweep, the direction the vectoriser takes), while the uncomputation of the sum,
+    which nothing reads, is dead code without runtime checks."""
     for i in range(Z.shape[0] - 1, -1, -1):
         for k in range(W.shape[0] - 1, -1, -1):
             v = 0.0
-            for h in range(W.shape[1] - 1, -1, -1):
-                v += (((W[k, h, 0] * Z[i, h, 0] + W[k, h, 1] * Z[i, h, 1])
-                       + (W[k, h, 2] * Z[i, h, 2] + W[k, h, 3] * Z[i, h, 3]))
-                      + ((W[k, h, 4] * Z[i, h, 4] + W[k, h, 5] * Z[i, h, 5])
-                         + (W[k, h, 6] * Z[i, h, 6] + W[k, h, 7] * Z[i, h, 7]))) * (1.0 / unit)
+            for g in range(W.shape[1] - 1, -1, -1):   # the sweep runs g upwards
+                v += W[k, g] * Z[i, g]
             V[i, k], v = v, V[i, k]
             del v
 
@@ -564,32 +619,41 @@ def gmm_mixture(alpha, means, icf, V, C, gamma, m, out):
 @reversible
 def gmm_objective(alpha, means, icf, x, gamma, m, out):
     """``out +=`` the GMM log-posterior (module docstring); ``m`` is an int.  Every work
-    array is allocated once, uncomputed and freed inside; one point at a time, its
-    features are computed and uncomputed in a ``[1, H, 8]`` scratch array."""
+    array is allocated once, uncomputed and freed inside; the points go through in
+    blocks of :func:`point_block` points, their features computed and uncomputed in a
+    ``[G, B]`` scratch array."""
     N = x.shape[0]
     K = means.shape[0]
     D = means.shape[1]
-    H = (D * (D + 3) // 2 + 8) // 8                 # ceil(G / 8)
+    G = 1 + D + D * (D + 1) // 2
     with routine as weights:  # noqa: F821
-        W = np.zeros((K, H, 8))
+        W = np.zeros((K, G))
         gmm_weights(alpha, means, icf, W)
     with routine as pairs:  # noqa: F821
         V = np.zeros((N, K))
-        x1 = np.zeros((1, D))                       # one point at a time: its copy,
-        Z1 = np.zeros((1, H, 8))                    # its features and its row of V
-        V1 = np.zeros((1, K))
-        one = 1
-        for i in range(N - 1, -1, -1):
+        B = max(1, min(N, max(POINT_BLOCK_MIN, min(POINT_BLOCK_MAX, 65536 // G))))
+        xt = np.zeros((D, B))                       # one block at a time: its points,
+        Zt = np.zeros((G, B))                       # their features and their
+        Vt = np.zeros((K, B))                       # columns of V, transposed
+        for b0 in range(0, N, B):
+            nb = min(B, N - b0)
             for a in range(D):
-                x1[0, a] += x[i, a]
-            gmm_features(x1, Z1)
-            gmm_dots(W, Z1, V1, one)
-            for k in range(K):
-                V[i, k], V1[0, k] = V1[0, k], V[i, k]
-            ~gmm_features(x1, Z1)
+                for j in range(nb):
+                    xt[a, j] += x[b0 + j, a]
+            gmm_features_t(xt, Zt, nb)
+            gmm_dots_t(W, Zt, Vt)                   # columns nb.. have zero features
+            for j in range(nb):
+                for k in range(K):
+                    V[b0 + j, k], Vt[k, j] = Vt[k, j], V[b0 + j, k]
+            ~gmm_features_t(xt, Zt, nb)
             for a in range(D):
-                x1[0, a] -= x[i, a]
-        del one
+                for j in range(nb):
+                    xt[a, j] -= x[b0 + j, a]
+            del nb
+        del Vt
+        del Zt
+        del xt
+        del B
     with routine as shifts:  # noqa: F821
         C = np.zeros(N)
         gmm_row_max(V, C)
@@ -597,7 +661,7 @@ def gmm_objective(alpha, means, icf, x, gamma, m, out):
     ~shifts
     ~pairs
     ~weights
-    del H
+    del G
     del D
     del K
     del N
@@ -606,7 +670,8 @@ def gmm_objective(alpha, means, icf, x, gamma, m, out):
 #: the same programs without runtime checks (for speed); a caller with check=False runs
 #: its callees unchecked too
 gmm_weights_unchecked = reversible(check=False)(gmm_weights.__wrapped__)
-gmm_features_unchecked = reversible(check=False)(gmm_features.__wrapped__)
+gmm_features_t_unchecked = reversible(check=False)(gmm_features_t.__wrapped__)
+gmm_dots_t_unchecked = reversible(check=False)(gmm_dots_t.__wrapped__)
 gmm_dots_unchecked = reversible(check=False)(gmm_dots.__wrapped__)
 gmm_row_max_unchecked = reversible(check=False)(gmm_row_max.__wrapped__)
 gmm_mixture_unchecked = reversible(check=False)(gmm_mixture.__wrapped__)
@@ -624,21 +689,70 @@ def objective(data: GMMData, check: bool = True) -> float:
     return f(*_args(data), 0.0)[-1]
 
 
-def gmm_gradient(data: GMMData, check: bool = False, method: str = "split"):
+@dataclass
+class SplitWorkspace:
+    """The work arrays of :func:`gmm_gradient`'s split method for one problem shape, to
+    reuse across calls (``SplitWorkspace.new(D, K, N)``; every call sets what it needs).
+
+    Why: ``V`` and its adjoint are ``N x K`` each.  Allocated and freed on every call,
+    blocks that large go back to the operating system (glibc trims or unmaps them), and
+    touching fresh pages then costs about as much as the dot products at small ``D`` and
+    large ``K`` (measured without a workspace: 1.2 ms of a 5.7 ms gradient at D=2,
+    K=200, N=1000).  A caller
+    that differentiates the same shape repeatedly -- an optimiser, a benchmark -- keeps
+    one workspace, as ADBench's tools allocate theirs in a ``prepare`` step."""
+
+    W: np.ndarray                   # [K, G] weights
+    gW: np.ndarray                  # [K, G] their adjoint
+    V: np.ndarray                   # [N, K] inner terms
+    gV: np.ndarray                  # [N, K] their adjoint
+    C: np.ndarray                   # [N] shifts of the logsumexps
+    Zt: np.ndarray                  # [G, B] one block's features, points in columns
+    Vt: np.ndarray                  # [K, B] that block's inner terms
+    Z: np.ndarray                   # [B, G] one block's features, points in rows
+
+    @classmethod
+    def new(cls, d: int, k: int, n: int) -> SplitWorkspace:
+        g = n_features(d)
+        b = max(1, min(n, point_block(d)))
+        return cls(np.zeros((k, g)), np.zeros((k, g)), np.zeros((n, k)), np.zeros((n, k)),
+                   np.zeros(n), np.zeros((g, b)), np.zeros((k, b)), np.zeros((b, g)))
+
+    def fits(self, data: GMMData) -> bool:
+        """Whether this workspace has ``data``'s shape."""
+        return self.V.shape == (data.n, data.k) and self.W.shape[1] == n_features(data.d)
+
+
+def point_block(d: int) -> int:
+    """Points per block of features: ``2**16 // G`` within ``[POINT_BLOCK_MIN,
+    POINT_BLOCK_MAX]`` (long enough an innermost loop for the vectoriser, small enough a
+    block to stay in the L2 cache between the features' computation and their use)."""
+    return max(POINT_BLOCK_MIN, min(POINT_BLOCK_MAX, 65536 // n_features(d)))
+
+
+def n_features(d: int) -> int:
+    """``G = 1 + D + D (D + 1) / 2``: the features of a point, ``[1, x, x_a x_b (b <= a)]``."""
+    return 1 + d + d * (d + 1) // 2
+
+
+def gmm_gradient(data: GMMData, check: bool = False, method: str = "split",
+                 workspace: SplitWorkspace | None = None
+                 ) -> tuple[float, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """``(value, (d/d alpha, d/d means, d/d icf))`` of the log-posterior, by revbench's
     reverse sweeps (``check=True``: with the runtime checks).
 
     ``method="split"`` (default) keeps the stages' results instead of recomputing them,
     from a ``@numba.njit`` driver over the compiled kernels (:func:`split_driver`):
-    forward runs of :data:`gmm_weights` (``W``) and :data:`gmm_dots` (``V``, a block of
-    points at a time, each block's features in a small buffer, as int64 fixed-point
-    numbers from :func:`fixed_point_features`, so that the reverse sweep computes no
-    adjoint for them); the row maxima ``C`` of ``V`` (the logsumexps' shifts); the reverse sweep
-    of :data:`gmm_mixture` alone, from ``out = 0`` (its only output is the accumulator,
-    so it needs no forward run; it ends at ``-value``), which gives ``dL/dV``; then the
-    reverse sweeps of ``gmm_dots`` (block by block, features recomputed) and
-    ``gmm_weights``.  The features and the shifts get no reverse sweep: the points are
-    data, and the result does not depend on the shifts.
+    forward runs of :data:`gmm_weights` (``W``) and :data:`gmm_dots_t` (``V``, a block of
+    points at a time, each block's features in a small buffer); the row maxima ``C`` of
+    ``V`` (the logsumexps' shifts); the reverse sweep of :data:`gmm_mixture` alone, from
+    ``out = 0`` (its only output is the accumulator, so it needs no forward run; it ends
+    at ``-value``), which gives ``dL/dV``; then the reverse sweeps of :data:`gmm_dots`
+    (block by block, features recomputed) and ``gmm_weights``.  The features and the
+    shifts are left out of the sweeps' ``wrt``: the points are data, and the result
+    does not depend on the shifts, so neither gets an adjoint.  ``workspace`` (a
+    :class:`SplitWorkspace` of ``data``'s shape) holds the work arrays between calls;
+    without one they are allocated for this call.
     ``method="grad"``: ``value_and_grad(gmm_objective, loss="out")``, the single program
     that uncomputes everything in its forward run and recomputes it in its reverse sweep.
     """
@@ -648,159 +762,127 @@ def gmm_gradient(data: GMMData, check: bool = False, method: str = "split"):
         return outs[-1], (grads[0], grads[1], grads[2])
     if method != "split":
         raise ValueError(f"method must be 'split' or 'grad', got {method!r}")
+    if workspace is None:
+        workspace = SplitWorkspace.new(data.d, data.k, data.n)
+    elif not workspace.fits(data):
+        raise ValueError(f"the workspace is for another shape than D={data.d}, K={data.k}, "
+                         f"N={data.n}: make one with SplitWorkspace.new({data.d}, {data.k}, "
+                         f"{data.n})")
     alpha, means, icf, x, gamma, m = _args(data)
     ga, gm, gi = np.zeros_like(alpha), np.zeros_like(means), np.zeros_like(icf)
     atol, rtol = get_tolerance()
-    unit = feature_unit(x)
-    driver = split_driver(check, fixed=unit > 0)
+    driver = split_driver(check)
+    ws = workspace
     try:
-        value = driver(alpha, means, icf, x, gamma, m, max(unit, 1), block_rows(data.d),
-                       ga, gm, gi, atol, rtol)
+        value = driver(alpha, means, icf, x, gamma, m, ga, gm, gi, ws.W, ws.gW, ws.V, ws.gV,
+                       ws.C, ws.Zt, ws.Vt, ws.Z, atol, rtol)
     except CheckFailed as exc:
         raise to_user_error(exc) from None
     return value, (ga, gm, gi)
 
 
-def _h(d: int) -> int:
-    """``ceil(G / 8)``, ``G = 1 + D + D (D + 1) / 2``: the rows of a point's features."""
-    return (d * (d + 3) // 2 + 8) // 8
-
-
-def block_rows(d: int, nbytes: int = 1 << 17) -> int:
-    """Points per block of :func:`gmm_gradient`: features of about ``nbytes``."""
-    return max(1, nbytes // (64 * _h(d)))
-
-
-_DRIVERS: dict[tuple[bool, bool], object] = {}
-
-
 @numba.njit(cache=True, boundscheck=False)
 def point_features(x, Z):
-    """``Z[i] = z(x_i)`` for every point, as :data:`gmm_features` computes them (the
-    same numbers in the same places; the padding is left alone)."""
+    """``Z[i] = z(x_i)`` for every point (points in rows), the numbers that
+    :data:`gmm_features_t` computes (points in columns)."""
     n, d = x.shape
-    flat = Z.reshape(n, Z.shape[1] * 8)             # the entries of z(x_i) in order
     for i in range(n):
-        flat[i, 0] = 1.0
+        Z[i, 0] = 1.0
         for a in range(d):
-            flat[i, 1 + a] = x[i, a]
+            Z[i, 1 + a] = x[i, a]
         g = 1 + d
         for a in range(d):
             xa = x[i, a]
             for b in range(a + 1):
-                flat[i, g + b] = xa * x[i, b]
+                Z[i, g + b] = xa * x[i, b]
             g += a + 1
-
-
-def feature_unit(x: np.ndarray) -> int:
-    """The power of two ``unit`` of :func:`fixed_point_features` for the points ``x``:
-    the largest feature, ``max(1, |x|, |x|^2)``, times ``unit`` is at most ``2^61``;
-    0 if that needs ``unit < 1`` (points beyond ``2^30``: use float features)."""
-    big = float(np.max(np.abs(x))) if x.size else 0.0
-    top = max(1.0, big, big * big)
-    shift = 61 - math.frexp(top)[1]
-    return 1 << shift if shift >= 0 else 0
 
 
 @numba.njit(cache=True, boundscheck=False)
-def fixed_point_features(x, Zq, unit):
-    """``Zq[i] = round(z(x_i) * unit)``: the features as int64 fixed-point numbers with
-    one common power-of-two ``unit`` (:func:`feature_unit`), for
-    ``gmm_dots(W, Zq, V, unit)``.
-
-    Why: revbench's reverse sweep gives an adjoint to every float argument, and the
-    adjoint of the features (the points are data) costs about as much as the one of the
-    weights; an integer array has none.  The rounding, ``1 / (2 unit)`` per feature, is
-    below that of float64 products of the same size (the features get 61 bits here)."""
-    n, d = x.shape
-    u = float(unit)
-    flat = Zq.reshape(n, Zq.shape[1] * 8)
-    for i in range(n):
-        flat[i, 0] = unit
-        for a in range(d):
-            flat[i, 1 + a] = np.int64(np.rint(x[i, a] * u))
-        g = 1 + d
-        for a in range(d):
-            xa = x[i, a] * u
-            for b in range(a + 1):
-                flat[i, g + b] = np.int64(np.rint(xa * x[i, b]))
-            g += a + 1
+def point_features_t(x, Zt):
+    """``Zt[:, j] = z(x_j)`` for the points ``x [nb, D]`` (points in columns, as
+    :data:`gmm_features_t` computes them); columns ``nb..`` of ``Zt`` are zeroed."""
+    nb, d = x.shape
+    xt = np.ascontiguousarray(x.T)                 # [D, nb]: the loops below run along rows
+    Zt[:, nb:] = 0.0
+    Zt[0, :nb] = 1.0
+    Zt[1:1 + d, :nb] = xt
+    g = 1 + d
+    for a in range(d):
+        for b in range(a + 1):
+            for j in range(nb):
+                Zt[g + b, j] = xt[a, j] * xt[b, j]
+        g += a + 1
 
 
-def _make_driver(weights, weights_bwd, dots, dots_bwd, mixture_bwd, fixed):
-    if fixed:
-        ztype = np.int64
-
-        @numba.njit(boundscheck=False)
-        def fill(x, Z, unit):
-            fixed_point_features(x, Z, unit)
-    else:
-        ztype = np.float64
-
-        @numba.njit(boundscheck=False)
-        def fill(x, Z, unit):
-            point_features(x, Z)
+def _make_driver(weights, weights_bwd, dots_t, dots_bwd, mixture_bwd):
 
     @numba.njit(boundscheck=False)
-    def driver(alpha, means, icf, x, gamma, m, unit, block, ga, gm, gi, atol, rtol):
-        k, d = means.shape
+    def driver(alpha, means, icf, x, gamma, m, ga, gm, gi, W, gW, V, gV, C, Zt, Vt, Z,
+               atol, rtol):
         n = x.shape[0]
-        h = (d * (d + 3) // 2 + 8) // 8
-        W = np.zeros((k, h, 8))
+        k = W.shape[0]
+        block = Zt.shape[1]
+        W[:] = 0.0
         weights(alpha, means, icf, W, atol, rtol)
-        V = np.zeros((n, k))
-        for b0 in range(0, n, block):
-            b1 = min(n, b0 + block)
-            Zb = np.zeros((b1 - b0, h, 8), dtype=ztype)
-            fill(x[b0:b1], Zb, unit)
-            Vb = np.zeros((b1 - b0, k))
-            dots(W, Zb, Vb, unit, atol, rtol)
-            V[b0:b1] = Vb
-        C = np.empty(n)                 # the shifts of the logsumexps: row maxima
-        for i in range(n):
+        for b0 in range(0, n, block):              # V, a block at a time, by gmm_dots_t
+            nb = min(block, n - b0)
+            point_features_t(x[b0:b0 + nb], Zt)
+            Vt[:] = 0.0
+            dots_t(W, Zt, Vt, atol, rtol)
+            for j in range(nb):
+                for c in range(k):
+                    V[b0 + j, c] = Vt[c, j]
+        for i in range(n):                         # the shifts of the logsumexps: row maxima
             C[i] = V[i].max()
-        gV = np.zeros((n, k))
-        res = mixture_bwd(alpha, means, icf, V, C, gamma, m, 0.0, ga, gm, gi, gV, np.zeros(n),
-                          0.0, 1.0, atol, rtol)
-        gW = np.zeros((k, h, 8))
-        for b0 in range(0, n, block):
-            b1 = min(n, b0 + block)
-            Zb = np.zeros((b1 - b0, h, 8), dtype=ztype)
-            fill(x[b0:b1], Zb, unit)
-            if fixed:                   # int features: no adjoint
-                dots_bwd(W, Zb, V[b0:b1].copy(), unit, gW, gV[b0:b1].copy(), atol, rtol)
-            else:
-                dots_bwd(W, Zb, V[b0:b1].copy(), unit, gW, np.zeros_like(Zb), gV[b0:b1].copy(),
-                         atol, rtol)
+        gV[:] = 0.0
+        # adjoints of alpha, means, icf, V and out (C and gamma are outside wrt)
+        res = mixture_bwd(alpha, means, icf, V, C, gamma, m, 0.0, ga, gm, gi, gV, 1.0,
+                          atol, rtol)
+        gW[:] = 0.0
+        for b0 in range(0, n, block):              # gmm_dots's reverse sweep, a block at a time
+            nb = min(block, n - b0)
+            Zb = Z[:nb]
+            point_features(x[b0:b0 + nb], Zb)
+            # adjoints of W and V (Z, the features, is outside wrt); the sweep sets
+            # V and gV back to zero, and they are not needed any more
+            dots_bwd(W, Zb, V[b0:b0 + nb], gW, gV[b0:b0 + nb], atol, rtol)
         weights_bwd(alpha, means, icf, W, ga, gm, gi, gW, atol, rtol)
         return -res[7]
 
     return driver
 
 
-def split_driver(check: bool = False, fixed: bool = True):
+#: what each stage's reverse sweep differentiates with respect to (written arguments,
+#: ``W`` and ``V``, always carry adjoints)
+_WRT_DOTS = ("W",)
+_WRT_MIXTURE = ("alpha", "means", "icf", "V")
+_DRIVERS: dict[bool, Callable[..., float]] = {}
+
+
+def split_driver(check: bool = False) -> Callable[..., float]:
     """The compiled ``@numba.njit`` driver of :func:`gmm_gradient`'s split method (for
-    benchmarks): ``driver(alpha, means, icf, x, gamma, m, unit, block_rows(D), g_alpha,
-    g_means, g_icf, atol, rtol) -> value`` adds the gradient into ``g_alpha``,
-    ``g_means``, ``g_icf``; ``unit = feature_unit(x)`` with ``fixed=True`` (int64
-    features), ``unit = 1`` with ``fixed=False`` (float features)."""
-    driver = _DRIVERS.get((check, fixed))
+    benchmarks): ``driver(alpha, means, icf, x, gamma, m, g_alpha, g_means, g_icf, W, gW,
+    V, gV, C, Zt, Vt, Z, atol, rtol) -> value`` adds the gradient into ``g_alpha``,
+    ``g_means``, ``g_icf``; ``W ... Z`` are the arrays of a :class:`SplitWorkspace`."""
+    driver = _DRIVERS.get(check)
     if driver is None:
         f = {name: fn if check else fn_unchecked for name, fn, fn_unchecked in (
             ("weights", gmm_weights, gmm_weights_unchecked),
+            ("dots_t", gmm_dots_t, gmm_dots_t_unchecked),
             ("dots", gmm_dots, gmm_dots_unchecked),
             ("mixture", gmm_mixture, gmm_mixture_unchecked))}
 
         def a(*shape):                  # example arguments: only their types matter
             return np.zeros(shape)
 
-        w_args = (a(1), a(1, 1), a(1, 1), a(1, 1, 8))
-        d_args = (a(1, 1, 8), np.zeros((1, 1, 8), dtype=np.int64 if fixed else np.float64),
-                  a(1, 1), 1)
+        w_args = (a(1), a(1, 1), a(1, 1), a(1, 1))
+        d_args = (a(1, 1), a(1, 1), a(1, 1))
+        m_args = (a(1), a(1, 1), a(1, 1), a(1, 1), a(1), 1.0, 0, 0.0)
         driver = _make_driver(
             f["weights"].kernel("forward", *w_args), f["weights"].kernel("backward", *w_args),
-            f["dots"].kernel("forward", *d_args), f["dots"].kernel("backward", *d_args),
-            f["mixture"].kernel("backward", a(1), a(1, 1), a(1, 1), a(1, 1), a(1), 1.0, 0, 0.0),
-            fixed)
-        _DRIVERS[check, fixed] = driver
+            f["dots_t"].kernel("forward", *d_args),
+            f["dots"].kernel("backward", *d_args, wrt=_WRT_DOTS),
+            f["mixture"].kernel("backward", *m_args, wrt=_WRT_MIXTURE))
+        _DRIVERS[check] = driver
     return driver
