@@ -250,9 +250,9 @@ def test_pieces_and_their_inverses():
     np.testing.assert_array_equal(C, V.max(axis=1))
 
 
-@pytest.mark.parametrize("g", [3, 4, 9])
+@pytest.mark.parametrize("g", [3, 8, 9, 17])
 def test_dots_t_remainder_features(g):
-    """gmm_dots_t takes four features per statement, then the remainder one by one."""
+    """gmm_dots_t takes eight features per statement, then the remainder one by one."""
     rng = np.random.default_rng(g)
     W, Zt = rng.standard_normal((3, g)), rng.standard_normal((g, 5))
     Vt = np.zeros((3, 5))
@@ -333,3 +333,18 @@ def test_check_grad_of_the_whole_program():
     d = gmm.generate_gmm(2, 2, 3, seed=12, gamma=0.9, m=1)
     revbench.check_grad(gmm.gmm_objective, *gmm._args(d), 0.0, loss="out",
                         rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("n", [3, 4, 9])
+def test_dots_groups_of_four_points_and_remainder(n):
+    """gmm_dots takes four points per pass over the features, then the remainder; its
+    reverse sweep (what the gradient runs) gives dL/dW = gV^T Z."""
+    rng = np.random.default_rng(n)
+    W, Z = rng.standard_normal((3, 7)), rng.standard_normal((n, 7))
+    V = np.zeros((n, 3))
+    gmm.gmm_dots(W, Z, V)
+    np.testing.assert_allclose(V, Z @ W.T, rtol=1e-13, atol=1e-13)
+    gV = rng.standard_normal((n, 3))
+    kernel = gmm.gmm_dots_unchecked.kernel("backward", W, Z, V, wrt=("W",))
+    out = kernel(W, Z, V.copy(), np.zeros_like(W), gV.copy(), 1e-8, 1e-8)
+    np.testing.assert_allclose(out[3], gV.T @ Z, rtol=1e-12, atol=1e-12)

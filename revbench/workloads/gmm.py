@@ -63,7 +63,7 @@ independent.  The product is therefore written twice, each time for one directio
 
 * :data:`gmm_dots_t` runs the forward pass with the points in the innermost loop
   (features and inner terms of a block of :func:`point_block` points stored transposed,
-  ``Zt [G, B]`` and ``Vt [K, B]``): ``Vt[k, :] += w Zt[g, :]``, four features per
+  ``Zt [G, B]`` and ``Vt [K, B]``): ``Vt[k, :] += w Zt[g, :]``, eight features per
   statement;
 * :data:`gmm_dots` sums each pair into a scalar that is *swapped* into its slot of
   ``V`` (which starts at zero, so nothing needs uncomputing).  Its reverse sweep runs
@@ -492,34 +492,44 @@ def gmm_features_t(xt, Zt, nb):
 def gmm_dots_t(W, Zt, Vt):
     """``Vt[k, j] += W[k] . Zt[:, j]`` for every component ``k`` and point ``j`` of a
     block (points in columns).  The innermost loop runs over the points, so that it
-    needs no reduction and the compiler vectorises it; four features per statement
-    (then the remainder one by one) make four multiply-adds per update of ``Vt``.
+    needs no reduction and the compiler vectorises it; eight features per statement
+    (then the remainder one by one) make eight multiply-adds per update of ``Vt``.
     The forward pass of the gradient.  Its reverse sweep would accumulate ``dL/dW``
     across points, a reduction, so the gradient runs :data:`gmm_dots`'s sweep instead,
     from the same ``V``."""
-    G4 = W.shape[1] // 4
-    for g4 in range(G4):
-        g = 4 * g4
+    G8 = W.shape[1] // 8
+    for g8 in range(G8):
+        g = 8 * g8
         for k in range(W.shape[0]):
             w0 = W[k, g]
             w1 = W[k, g + 1]
             w2 = W[k, g + 2]
             w3 = W[k, g + 3]
+            w4 = W[k, g + 4]
+            w5 = W[k, g + 5]
+            w6 = W[k, g + 6]
+            w7 = W[k, g + 7]
             for j in range(Zt.shape[1]):
-                Vt[k, j] += ((w0 * Zt[g, j] + w1 * Zt[g + 1, j])
-                             + (w2 * Zt[g + 2, j] + w3 * Zt[g + 3, j]))
+                Vt[k, j] += (((w0 * Zt[g, j] + w1 * Zt[g + 1, j])
+                              + (w2 * Zt[g + 2, j] + w3 * Zt[g + 3, j]))
+                             + ((w4 * Zt[g + 4, j] + w5 * Zt[g + 5, j])
+                                + (w6 * Zt[g + 6, j] + w7 * Zt[g + 7, j])))
+            del w7
+            del w6
+            del w5
+            del w4
             del w3
             del w2
             del w1
             del w0
         del g
-    for g in range(4 * G4, W.shape[1]):
+    for g in range(8 * G8, W.shape[1]):
         for k in range(W.shape[0]):
             w = W[k, g]
             for j in range(Zt.shape[1]):
                 Vt[k, j] += w * Zt[g, j]
             del w
-    del G4
+    del G8
 
 
 @reversible
@@ -530,14 +540,39 @@ def gmm_dots(W, Z, V):
     innermost loop runs over the features, ``dL/dW[k, g] += dL/dV[i, k] Z[i, g]``,
     with no reduction (it vectorises: loops written downwards run upwards in the
     sweep, the direction the vectoriser takes), while the uncomputation of the sum,
-    which nothing reads, is dead code without runtime checks."""
-    for i in range(Z.shape[0] - 1, -1, -1):
+    which nothing reads, is dead code without runtime checks.  Four points share each
+    pass over the features (then the remainder one by one), so that the sweep loads and
+    stores each ``dL/dW[k, g]`` once for four multiply-adds."""
+    N4 = Z.shape[0] // 4
+    for i in range(Z.shape[0] - 1, 4 * N4 - 1, -1):
         for k in range(W.shape[0] - 1, -1, -1):
             v = 0.0
             for g in range(W.shape[1] - 1, -1, -1):   # the sweep runs g upwards
                 v += W[k, g] * Z[i, g]
             V[i, k], v = v, V[i, k]
             del v
+    for i4 in range(N4 - 1, -1, -1):
+        i = 4 * i4
+        for k in range(W.shape[0] - 1, -1, -1):
+            v0 = 0.0
+            v1 = 0.0
+            v2 = 0.0
+            v3 = 0.0
+            for g in range(W.shape[1] - 1, -1, -1):
+                v0 += W[k, g] * Z[i, g]
+                v1 += W[k, g] * Z[i + 1, g]
+                v2 += W[k, g] * Z[i + 2, g]
+                v3 += W[k, g] * Z[i + 3, g]
+            V[i, k], v0 = v0, V[i, k]
+            V[i + 1, k], v1 = v1, V[i + 1, k]
+            V[i + 2, k], v2 = v2, V[i + 2, k]
+            V[i + 3, k], v3 = v3, V[i + 3, k]
+            del v3
+            del v2
+            del v1
+            del v0
+        del i
+    del N4
 
 
 @reversible
