@@ -10,7 +10,6 @@ content-hashed generated files -- on disk.
 from __future__ import annotations
 
 import builtins
-import dataclasses
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -187,13 +186,13 @@ class Program:
         """Stages types + codegen: the generated module and the globals it needs
         (``deps`` collects the callees compiled on the way)."""
         typed = self.typed(direction, signature, lanes, inactive)
+        func = typed.func
         if direction.startswith("backward"):
-            func = drop_zero_adjoint_updates(typed.func)
+            func = drop_zero_adjoint_updates(func)
             if not check:
                 # no runtime check reads the uncomputed ancillas: drop the dead inverse work
                 func = prune(func)
-            typed = dataclasses.replace(typed, func=func)
-        typed = infer(hoist(typed.func), typed.params)
+        typed = infer(hoist(func), typed.params)  # types again: hoisting adds locals
         injected: dict[str, object] = {}
 
         def callee_symbol(call: ir.Call, types: tuple[VarType, ...]) -> str:

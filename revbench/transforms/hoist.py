@@ -106,23 +106,18 @@ def hoist_body(body: tuple[ir.Stmt, ...], names: count) -> tuple[ir.Stmt, ...]:
 
 def hoist(func: ir.Function) -> ir.Function:
     """``func`` with repeated loop-invariant element loads read once per iteration."""
-    names = count(1)
-    return replace(func, body=_hoist_nested(func.body, names))
+    return replace(func, body=_hoist_nested(func.body, count(1)))
 
 
 def _hoist_nested(body: tuple[ir.Stmt, ...], names: count) -> tuple[ir.Stmt, ...]:
+    """``body`` with every ``for`` body in it (at any depth) hoisted, innermost first."""
     out = []
     for s in body:
         if isinstance(s, ir.For):
-            out.append(replace(s, body=_hoist_nested_for(s.body, names)))
+            s = replace(s, body=hoist_body(_hoist_nested(s.body, names), names))
         elif isinstance(s, ir.If):
-            out.append(replace(s, then=_hoist_nested(s.then, names), orelse=_hoist_nested(s.orelse, names)))
+            s = replace(s, then=_hoist_nested(s.then, names), orelse=_hoist_nested(s.orelse, names))
         elif isinstance(s, (ir.While, ir.Block)):
-            out.append(replace(s, body=_hoist_nested(s.body, names)))
-        else:
-            out.append(s)
+            s = replace(s, body=_hoist_nested(s.body, names))
+        out.append(s)
     return tuple(out)
-
-
-def _hoist_nested_for(body: tuple[ir.Stmt, ...], names: count) -> tuple[ir.Stmt, ...]:
-    return hoist_body(_hoist_nested(body, names), names)
