@@ -193,12 +193,6 @@ class ReversibleFunction:
             raise TypeError("kernel() needs example arguments to fix the argument types")
         sig = self.signature_of(example_args)
         p = self._program
-        if kind == "backward":
-            direction = "backward" if self._direction == "forward" else "backward-inverse"
-        elif kind == "forward":
-            direction = self._direction
-        else:
-            direction = "inverse" if self._direction == "forward" else "forward"
         if not (isinstance(lanes, int) and lanes >= 1) or (lanes > 1 and kind != "backward"):
             raise ValueError("lanes must be a positive int, and only the backward kernel has lanes")
         inactive: frozenset[str] = frozenset()
@@ -210,7 +204,20 @@ class ReversibleFunction:
                 raise ValueError(f"wrt names unknown arguments: {sorted(unknown)}")
             inactive = frozenset(n for n in self.params
                                  if n not in wrt and n not in p.written_params())
-        return p.compile(direction, p.backend, p.check, sig, lanes, inactive).run
+        return self.compiled_kernel(kind, sig, lanes, inactive).run
+
+    def compiled_kernel(self, kind: str, signature: tuple[VarType, ...], lanes: int = 1,
+                        inactive: frozenset[str] = frozenset()):
+        """The :class:`~revbench.compiler.Compiled` behind :meth:`kernel` (its ``run`` and
+        its generated code's content key), for drivers that generate code calling it."""
+        p = self._program
+        if kind == "backward":
+            direction = "backward" if self._direction == "forward" else "backward-inverse"
+        elif kind == "forward":
+            direction = self._direction
+        else:
+            direction = "inverse" if self._direction == "forward" else "forward"
+        return p.compile(direction, p.backend, p.check, signature, lanes, inactive)
 
     # -- introspection -----------------------------------------------------------------
     def source(self, kind: str = "forward", *example_args: Any) -> str:

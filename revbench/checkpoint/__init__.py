@@ -1,0 +1,16 @@
+"""Loops of many steps and the space-time knob (``experiments.md`` §7).
+
+``TimeLoop(step, n_steps, loss=...)`` runs a reversible step many times and
+differentiates the loss of the final state with a strategy chosen by the user:
+store every state, checkpoint some (periodically or by Griewank's Revolve), or
+recover them by reverse computing -- running the step backwards (``Reverse()``,
+in-place steps) or Bennett's pebbling, which uncomputes intermediate states
+(``Bennett(k)``, out-of-place steps).  Schedules run in a compiled driver; see
+``docs/checkpointing.md``.
+"""
+
+from revbench.checkpoint.loop import InsufficientMemoryError, Stats, TimeLoop
+from revbench.checkpoint.strategies import Bennett, Periodic, Reverse, Revolve, StoreAll, Strategy
+
+__all__ = ["Bennett", "InsufficientMemoryError", "Periodic", "Reverse", "Revolve", "Stats",
+           "StoreAll", "Strategy", "TimeLoop"]

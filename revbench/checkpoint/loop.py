@@ -1,0 +1,449 @@
+"""``TimeLoop``: a reversible step run many times, differentiated with a chosen strategy.
+
+The loop never runs a Python iteration per step.  A strategy writes its schedule
+(:mod:`revbench.checkpoint.plan`), which becomes batches of integer rows; a
+compiled driver (:mod:`revbench.checkpoint.driver`) executes them with the
+step's compiled kernels.  The caller's arrays are only ever read.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from revbench.checkpoint import plan as plans
+from revbench.checkpoint.driver import DriverShape, ParamSpec, StateNotRecovered, build_driver
+from revbench.checkpoint.strategies import StoreAll, Strategy, fitting
+from revbench.config import get_tolerance
+from revbench.function import ReversibleFunction
+from revbench.lang.errors import ReversibilityError
+from revbench.lang.types import VarType
+
+#: plans with at most this many rows are kept in memory and reused by later calls
+PLAN_CACHE_ROWS = 1 << 20
+_PLAN_CACHE: dict[tuple, tuple[list[np.ndarray], plans.Counts, int | None]] = {}
+
+
+class InsufficientMemoryError(MemoryError, ValueError):
+    """A strategy would need more memory than the machine has free (raised before allocating)."""
+
+
+@dataclass
+class Stats:
+    """What the last ``value_and_grad`` / ``grad`` call did, counted exactly
+    (``experiments.md`` §7)."""
+
+    strategy: str = ""
+    n_steps: int = 0
+    forward_steps: int = 0
+    inverse_steps: int = 0
+    reverse_steps: int = 0
+    peak_states: int = 0
+    peak_bytes: int = 0
+    seconds: float = 0.0
+    roundtrip_error: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def available_memory() -> int | None:
+    """Bytes of memory free for a new allocation (Linux ``MemAvailable``), or None if unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+class TimeLoop:
+    """``n_steps`` runs of a reversible ``step``, then a reversible ``loss`` of the final state.
+
+    * Out-of-place (``inplace=False``): ``step(*new, *old, t, *params)`` adds the new
+      state into ``n_state`` arrays that enter at zero, reading the old ones.
+    * In-place (``inplace=True``): ``step(*state, t, *params)`` updates the state.
+    * ``loss(out, *state, *params)`` adds a scalar into the float ``out``.
+
+    ``t`` is the step number (0-based).  Parameters may be scalars or arrays of any
+    type the language takes; floats (and complex) get gradients.  See
+    ``docs/checkpointing.md``.
+    """
+
+    def __init__(self, step: ReversibleFunction, n_steps: int, *, loss: ReversibleFunction,
+                 n_state: int = 1, inplace: bool = False):
+        for what, f in (("step", step), ("loss", loss)):
+            if not isinstance(f, ReversibleFunction):
+                raise TypeError(f"TimeLoop's {what} must be a reversible function (decorated "
+                                f"with @reversible), got {f!r}")
+        if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps < 1:
+            raise ValueError(f"n_steps must be an int >= 1, got {n_steps!r}")
+        if isinstance(n_state, bool) or not isinstance(n_state, int) or n_state < 1:
+            raise ValueError(f"n_state must be an int >= 1, got {n_state!r}")
+        if not isinstance(inplace, bool):
+            raise TypeError(f"inplace must be True or False, got {inplace!r}")
+        self.step = step
+        self.loss = loss
+        self.n_steps = int(n_steps)
+        self.n_state = n_state
+        self.inplace = inplace
+        self.stats: Stats | None = None
+        self._check_signatures()
+
+    # -- what the loop looks like ---------------------------------------------------
+    @property
+    def _lead(self) -> int:
+        """Step arguments before ``t``."""
+        return self.n_state if self.inplace else 2 * self.n_state
+
+    @property
+    def state_names(self) -> tuple[str, ...]:
+        """The state's names as the step calls them (the old state, out-of-place)."""
+        p = self.step.params
+        return p[:self.n_state] if self.inplace else p[self.n_state:2 * self.n_state]
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        return self.step.params[self._lead + 1:]
+
+    def _check_signatures(self) -> None:
+        step, loss, S = self.step, self.loss, self.n_state
+        sp = step.params
+        if self.inplace:
+            shape = f"step(*state, t, *params) with {S} state argument(s)"
+        else:
+            shape = f"step(*new, *old, t, *params) with {S} new and {S} old state argument(s)"
+        if len(sp) < self._lead + 1:
+            raise ValueError(f"{step.__name__}{sp} does not fit the loop: an "
+                             f"{'in-place' if self.inplace else 'out-of-place'} TimeLoop calls "
+                             f"{shape}, so it needs at least {self._lead + 1} arguments")
+        written = step._program.written_params()
+        t_name = sp[self._lead]
+        read_only = (t_name, *self.param_names) + (() if self.inplace else self.state_names)
+        changed = [n for n in read_only if n in written]
+        if changed:
+            role = {t_name: "the step number"}
+            role.update({n: "a parameter" for n in self.param_names})
+            role.update({n: "the old state" for n in (() if self.inplace else self.state_names)})
+            n = changed[0]
+            raise ValueError(f"{step.__name__} changes `{n}`, which the loop passes as "
+                             f"{role[n]} ({shape}): a step may only change "
+                             f"{'its state' if self.inplace else 'the new state'}")
+        want = 1 + S + len(self.param_names)
+        lp = loss.params
+        if len(lp) != want:
+            raise ValueError(f"{loss.__name__}{lp} does not fit the loop: the loss is called as "
+                             f"loss(out, *state, *params) = loss(out, "
+                             f"{', '.join(self.state_names + self.param_names)}), "
+                             f"{want} arguments")
+        lw = loss._program.written_params() - {lp[0]}
+        if lw:
+            raise ValueError(f"{loss.__name__} changes `{sorted(lw)[0]}`: a loss may only add "
+                             f"into its first argument `{lp[0]}`")
+
+    def _check_strategy(self, strategy: Any) -> Strategy:
+        if isinstance(strategy, type) and issubclass(strategy, Strategy):
+            raise TypeError(f"pass a strategy object, e.g. {strategy.__name__}(), not the class")
+        if not isinstance(strategy, Strategy):
+            raise TypeError(f"strategy must be one of {', '.join(fitting(self.inplace))} "
+                            f"(from revbench.checkpoint), got {strategy!r}")
+        if not strategy.fits(self.inplace):
+            kind = "an in-place" if self.inplace else "an out-of-place"
+            why = {"Reverse": "Reverse() runs the step backwards in place, so it needs an "
+                              "in-place step (inplace=True)",
+                   "Bennett": "Bennett's pebbling uncomputes states of an out-of-place step"}
+            raise ValueError(f"{strategy.label} does not fit {kind} loop "
+                             f"({why.get(strategy.name, '')}); the strategies that fit are "
+                             f"{', '.join(fitting(self.inplace))}")
+        return strategy
+
+    def _split(self, args: tuple) -> tuple[list[np.ndarray], list[Any]]:
+        S = self.n_state
+        want = S + len(self.param_names)
+        if len(args) != want:
+            raise TypeError(f"this TimeLoop takes {want} arguments "
+                            f"({', '.join(self.state_names + self.param_names)}): the initial "
+                            f"state, then the parameters; got {len(args)}")
+        state = []
+        for name, x in zip(self.state_names, args[:S]):
+            if not isinstance(x, np.ndarray) or x.dtype not in (np.float64, np.complex128) \
+                    or x.ndim == 0:
+                raise TypeError(f"the initial state `{name}` must be a float64 (or complex128) "
+                                f"NumPy array; got {_describe(x)} (wrap a scalar state in a "
+                                "1-element array)")
+            state.append(x)
+        params = [np.ascontiguousarray(p) if isinstance(p, np.ndarray) and not p.flags.writeable
+                  else p for p in args[S:]]
+        return state, params
+
+    # -- running -------------------------------------------------------------------
+    def run(self, *args: Any) -> tuple[np.ndarray, ...]:
+        """The final state after ``n_steps`` steps, as new arrays (the caller's are unchanged)."""
+        state, params = self._split(args)
+        ex = self._executor(state, params)
+        b = ex.run(lambda b: plans.forward_only(b, self.n_steps), 2, gradient=False)
+        slot = b.held[self.n_steps]
+        return tuple(s[slot].copy() for s in ex.store)
+
+    def value_and_grad(self, *args: Any, strategy: Strategy | None = None) -> tuple[float, tuple]:
+        """``(value, grads)``: the loss of the final state and its gradient with respect to
+        the initial state and every parameter, aligned with ``(*state0, *params)``."""
+        t0 = time.perf_counter()
+        strategy = self._check_strategy(StoreAll() if strategy is None else strategy)
+        state, params = self._split(args)
+        ex = self._executor(state, params)
+        slots = strategy.slots(self.n_steps, self.inplace)
+        state_bytes = sum(s.nbytes for s in state)
+        free = available_memory()
+        if free is not None and slots * state_bytes > free:
+            raise InsufficientMemoryError(
+                f"{strategy.label} would hold {slots} states of {state_bytes:,} bytes "
+                f"({slots * state_bytes / 2**30:.1f} GiB), more than the {free / 2**30:.1f} GiB "
+                "of memory free: use Revolve(snapshots=c) (memory c + 2 states) "
+                + ("or Reverse() (2 states)" if self.inplace else "or Bennett(k=...)"))
+        key = (strategy, self.n_steps, self.inplace)
+        builder, value, grads = ex.gradient(strategy, key, slots)
+        counts = builder.counts
+        roundtrip = 0.0
+        if builder.saved_slot is not None:
+            roundtrip = ex.roundtrip_error(builder, state, self.step, strategy)
+        self.stats = Stats(strategy.label, self.n_steps, counts.forward_steps,
+                           counts.inverse_steps, counts.reverse_steps, counts.peak_states,
+                           counts.peak_states * state_bytes, time.perf_counter() - t0, roundtrip)
+        return value, grads
+
+    def grad(self, *args: Any, strategy: Strategy | None = None) -> tuple:
+        """The gradients of :meth:`value_and_grad` alone."""
+        return self.value_and_grad(*args, strategy=strategy)[1]
+
+    def _executor(self, state: list[np.ndarray], params: list[Any]) -> _Executor:
+        return _Executor(self, state, params)
+
+    def __repr__(self) -> str:
+        kind = "in-place" if self.inplace else "out-of-place"
+        return (f"TimeLoop({self.step.__name__}, n_steps={self.n_steps}, loss={self.loss.__name__}, "
+                f"n_state={self.n_state}, {kind})")
+
+
+class _Executor:
+    """One call's compiled driver, storage and parameters."""
+
+    def __init__(self, loop: TimeLoop, state: list[np.ndarray], params: list[Any]):
+        self.loop = loop
+        self.state = state
+        self.params = params
+        step, loss = loop.step, loop.loss
+        S = loop.n_state
+        example_state = [np.zeros_like(s, order="C") for s in state]
+        step_args = ([*example_state] if loop.inplace else
+                     [*example_state, *[np.zeros_like(s, order="C") for s in state]])
+        step_args += [0, *params]
+        try:
+            step_sig = step.signature_of(tuple(step_args))
+            loss_sig = loss.signature_of((0.0, *example_state, *params))
+        except (ReversibilityError, TypeError) as exc:
+            raise exc.with_traceback(None) from None
+        pspecs = tuple(ParamSpec(t.is_array, t.dtype in ("float", "complex"), t.dtype == "complex")
+                       for t in step_sig[loop._lead + 1:])
+        self.pspecs = pspecs
+        self.check = step.check
+        p = step._program
+        self.atol, self.rtol = get_tolerance()
+        if p.atol is not None:
+            self.atol = p.atol
+        if p.rtol is not None:
+            self.rtol = p.rtol
+        self.shape = DriverShape(loop.inplace, S, pspecs, self.check)
+        self.step_sig, self.loss_sig = step_sig, loss_sig
+        self.backend = step.backend
+        self._drivers: dict[bool, Any] = {}
+
+    def driver(self, gradient: bool):
+        if gradient not in self._drivers:
+            step, loss = self.loop.step, self.loop.loss
+            try:
+                kernels = {"fwd": _kernel(step, "forward", self.step_sig)}
+                if gradient:
+                    kernels["bwd"] = _kernel(step, "backward", self.step_sig)
+                    if not self.loop.inplace:
+                        kernels["inv"] = _kernel(step, "inverse", self.step_sig)
+                    kernels["lossf"] = _kernel(loss, "forward", self.loss_sig)
+                    kernels["lossb"] = _kernel(loss, "backward", self.loss_sig)
+            except (ReversibilityError, TypeError) as exc:
+                raise exc.with_traceback(None) from None
+            self._drivers[gradient] = build_driver(self.shape, kernels, self.backend)
+        return self._drivers[gradient]
+
+    def allocate(self, slots: int) -> None:
+        self.store = [np.zeros((slots, *s.shape), dtype=s.dtype) for s in self.state]
+
+    def run(self, schedule, slots: int, gradient: bool) -> plans.PlanBuilder:
+        self.allocate(slots)
+        driver = self.driver(gradient)
+        args = self._driver_args(gradient)
+        b = plans.PlanBuilder(self.loop.inplace, slots, lambda rows: self._exec(driver, rows, args))
+        first = b.start()
+        for s, x in zip(self.store, self.state):
+            s[first] = x
+        schedule(b)
+        b.flush()
+        return b
+
+    def _driver_args(self, gradient: bool) -> list:
+        S = self.loop.n_state
+        lead = () if self.loop.inplace else (2,)  # out-of-place: adjoints of s[t] and s[t+1]
+        self.adj = [np.zeros(lead + s.shape, dtype=s.dtype) for s in self.state]
+        self.gacc = []
+        for spec, p in zip(self.pspecs, self.params):
+            if spec.has_adjoint:
+                if spec.is_array:
+                    self.gacc.append(np.zeros_like(p, dtype=np.complex128 if spec.complex
+                                                   else np.float64))
+                else:
+                    self.gacc.append(0j if spec.complex else 0.0)
+        self.value = 0.0
+        return [*self.store[:S], *self.adj, *self.params, *self.gacc]
+
+    def _exec(self, driver, rows: np.ndarray, args: list) -> None:
+        try:
+            out = driver(rows, rows.shape[0], self.value, *args, self.atol, self.rtol)
+        except StateNotRecovered as exc:
+            raise self._not_recovered(exc) from None
+        except Exception as exc:
+            from revbench.backends.runtime import CheckFailed, to_user_error
+
+            if isinstance(exc, CheckFailed):
+                raise to_user_error(exc).with_traceback(None) from None
+            raise
+        self.value = out[0]
+        k = 1
+        for j, spec in enumerate(s for s in self.pspecs if s.has_adjoint):
+            if not spec.is_array:
+                args_pos = len(args) - len(self.gacc) + j
+                args[args_pos] = out[k]
+                self.gacc[j] = out[k]
+                k += 1
+
+    def gradient(self, strategy: Strategy, key: tuple, slots: int):
+        cached = _PLAN_CACHE.get(key)
+        if cached is not None:
+            batches, counts, saved = cached
+            self.allocate(slots)
+            driver = self.driver(True)
+            args = self._driver_args(True)
+            for s, x in zip(self.store, self.state):
+                s[0] = x
+            for rows in batches:
+                self._exec(driver, rows, args)
+            b = plans.PlanBuilder(self.loop.inplace, slots, lambda rows: None)
+            b.counts, b.saved_slot = counts, saved
+        else:
+            batches: list[np.ndarray] = []
+            total = [0]
+
+            def schedule(b):
+                strategy.schedule(b, self.loop.n_steps)
+
+            self.allocate(slots)
+            driver = self.driver(True)
+            args = self._driver_args(True)
+
+            def emit(rows):
+                total[0] += rows.shape[0]
+                if batches is not None and total[0] <= PLAN_CACHE_ROWS:
+                    batches.append(rows)
+                self._exec(driver, rows, args)
+
+            b = plans.PlanBuilder(self.loop.inplace, slots, emit)
+            first = b.start()
+            for s, x in zip(self.store, self.state):
+                s[first] = x
+            schedule(b)
+            b.flush()
+            if total[0] <= PLAN_CACHE_ROWS:
+                if len(_PLAN_CACHE) > 64:
+                    _PLAN_CACHE.clear()
+                _PLAN_CACHE[key] = (batches, b.counts, b.saved_slot)
+        grads = self._gradients()
+        return b, float(self.value), grads
+
+    def _gradients(self) -> tuple:
+        S = self.loop.n_state
+        out: list[Any] = []
+        for a in self.adj:
+            out.append((a if self.loop.inplace else a[0]).copy())
+        j = 0
+        for spec in self.pspecs:
+            if spec.has_adjoint:
+                g = self.gacc[j]
+                out.append(g if spec.is_array else (complex(g) if spec.complex else float(g)))
+                j += 1
+            else:
+                out.append(None)
+        assert len(out) == S + len(self.params)
+        return tuple(out)
+
+    def roundtrip_error(self, builder: plans.PlanBuilder, state: list[np.ndarray],
+                        step: ReversibleFunction, strategy: Strategy) -> float:
+        """How far ``Reverse()``'s recovered initial state is from the true one; with checks
+        on, beyond the tolerance is an error (the gradient came from a wrong trajectory)."""
+        now = builder.held[0]
+        worst, where, name = 0.0, None, None
+        for k, s in enumerate(self.store):
+            diff = np.abs(s[now] - s[builder.saved_slot])
+            err = float(diff.max()) if diff.size else 0.0
+            if err >= worst:
+                worst = err
+            if self.check:
+                bad = diff > self.atol + self.rtol * np.abs(s[builder.saved_slot])
+                if bad.any() and where is None:
+                    where = np.unravel_index(int(np.argmax(diff)), diff.shape)
+                    name = self.loop.state_names[k]
+                    kerr = err
+        if where is not None:
+            raise ReversibilityError(
+                f"Reverse() did not recover the initial state: running {step.__name__} backwards "
+                f"{self.loop.n_steps} steps gives `{name}` back with an error of {kerr:.3g} "
+                f"(at index {tuple(int(i) for i in where)}; tolerance atol={self.atol:g}, "
+                f"rtol={self.rtol:g}), so the gradient came from a wrong trajectory. Round-off "
+                "grows when a step is run backwards many times (chaotic dynamics); use a "
+                "strategy that stores states instead, such as Revolve(snapshots=...) or "
+                "StoreAll(), or fewer steps",
+                variable=name, expected=None, actual=kerr, function=step.name, stage="checkpoint")
+        return worst
+
+    def _not_recovered(self, exc: StateNotRecovered) -> ReversibilityError:
+        op, t, k, resid, scale = exc.args
+        name = self.loop.step.params[int(k)]
+        what = "inverse" if op == plans.INV else "reverse sweep"
+        return ReversibilityError(
+            f"the {what} of {self.loop.step.__name__} at step t={int(t)} did not bring the new "
+            f"state `{name}` back to zero: largest remaining value {float(resid):.3g} (state "
+            f"values up to {float(scale):.3g}; tolerance atol={self.atol:g}, rtol={self.rtol:g}). "
+            "The step is not exactly undone by its inverse: make the step add the new state "
+            "in one update per element, or use StoreAll()/Revolve(), which do not uncompute",
+            variable=name, actual=float(resid), function=self.loop.step.name, stage="checkpoint")
+
+
+def _kernel(f: ReversibleFunction, kind: str, sig: tuple[VarType, ...]) -> tuple[Any, str]:
+    compiled = f.compiled_kernel(kind, sig)
+    return compiled.run, compiled.generated.key
+
+
+def _describe(x: Any) -> str:
+    if isinstance(x, np.ndarray):
+        return f"a {x.ndim}-D array of {x.dtype}"
+    return f"{type(x).__name__} {x!r}"
+
+
+__all__: Sequence[str] = ["InsufficientMemoryError", "Stats", "TimeLoop"]
