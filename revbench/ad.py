@@ -8,6 +8,12 @@ is recorded, so the memory a gradient needs beyond the program's own is the
 adjoint variables -- it does not grow with the number of steps executed.
 
 The user's arguments are never modified: the work happens on copies.
+
+With checks on, each reverse sweep must also give back the arguments' values
+at entry (within the function's tolerance): when running the program
+backwards amplifies round-off -- chaotic maps, long in-place loops -- the
+recovered inputs, and so the gradient, would be wrong, and a
+:class:`~revbench.ReversibilityError` is raised instead.
 """
 
 from __future__ import annotations
@@ -18,13 +24,25 @@ from typing import Any
 
 import numpy as np
 
+from revbench.config import get_tolerance
 from revbench.function import ReversibleFunction, _python_scalar, copy_arg
-from revbench.lang.errors import ReversibilityTypeError
+from revbench.lang.errors import ReversibilityError, ReversibilityTypeError
 from revbench.lang.types import VarType
 from revbench.transforms.adjoint import DIFFERENTIABLE
 
 Loss = str | int | tuple
 
+#: what to do when a reverse sweep does not recover the inputs (the end of its message)
+_RECOVERY_ADVICE = (
+    "so the gradient cannot be trusted. Running the program backwards amplified round-off, as "
+    "it does in chaotic maps and long in-place loops. To fix it, write the loop as a "
+    "revbench.checkpoint.TimeLoop and differentiate it with a strategy such as "
+    "Revolve(snapshots=...) or StoreAll(), which keep states instead of recovering them by "
+    "running backwards, or loosen the tolerance with @reversible(atol=..., rtol=...)")
+#: the same for an integer or bool argument, which no round-off can excuse
+_EXACT_ADVICE = (
+    "so the gradient cannot be trusted: running the program backwards does not undo it, which "
+    "the runtime checks should have caught (please report it, with the function)")
 
 
 @dataclass(frozen=True)
@@ -132,6 +150,13 @@ class _Backward:
         n = len(state)
         return out[:n], out[n:]
 
+    def sweep(self, backward, state: tuple, adjs: list, entry: tuple, api: str) -> tuple:
+        """The reverse sweep (:meth:`run`), then, with checks on, the check that it
+        recovered the arguments' values at ``entry``.  Returns the adjoints, or the
+        :class:`ReversibilityError` to raise (raised by the caller, in the user's frame)."""
+        recovered, adj_out = self.run(backward, state, adjs)
+        return adj_out, _check_recovered(self.f, entry, recovered, api)
+
     def gradients(self, sig, adj_out) -> tuple:
         grads, j = [], 0
         for name, t in zip(self.f.params, sig):
@@ -144,8 +169,87 @@ class _Backward:
         return tuple(grads)
 
 
+def _tolerance(f: ReversibleFunction) -> tuple[float, float]:
+    """The function's own ``atol, rtol`` where it sets them, else the global ones."""
+    p = f._program
+    atol, rtol = get_tolerance()
+    return (atol if p.atol is None else p.atol), (rtol if p.rtol is None else p.rtol)
+
+
+def _check_recovered(f: ReversibleFunction, entry: tuple, recovered: tuple,
+                     api: str) -> ReversibilityError | None:
+    """The error to raise if a reverse sweep did not give back every argument ``f``
+    writes at its value at ``entry`` (None if it did, or if ``f``'s checks are off).
+
+    Floats and complex numbers must be within ``|a - b| <= atol + rtol |b|``
+    (``b`` the value at entry; equal infinities, and NaN where NaN was, count as
+    recovered), integers and bools exactly.  One vectorised comparison per
+    array; the error's details are worked out only when it fails.
+    """
+    p = f._program
+    if not p.check:
+        return None
+    written = p.written_params()
+    atol, rtol = _tolerance(f)
+    for name, b, a in zip(f.params, entry, recovered):
+        if name not in written:
+            continue
+        if isinstance(b, np.ndarray):
+            exact = b.dtype.kind in "biu"
+            if exact:
+                if np.array_equal(a, b):
+                    continue
+            else:
+                with np.errstate(invalid="ignore", over="ignore"):
+                    if (np.abs(a - b) <= atol + rtol * np.abs(b)).all():
+                        continue
+        else:  # a scalar: no NumPy call on the way that passes
+            exact = not isinstance(b, (float, complex, np.inexact))
+            if a == b or (not exact and abs(a - b) <= atol + rtol * abs(b)):
+                continue
+        error = _not_recovered(name, np.asarray(b), np.asarray(a), exact, atol, rtol)
+        if error is not None:
+            msg, expected, actual = error
+            advice = _EXACT_ADVICE if exact else _RECOVERY_ADVICE
+            return ReversibilityError(
+                f"{api}: the reverse sweep did not recover the value of argument `{name}` at "
+                f"entry: {msg}, {advice}",
+                variable=name, expected=expected, actual=actual, function=f.name, stage="ad")
+    return None
+
+
+def _not_recovered(name: str, b: np.ndarray, a: np.ndarray, exact: bool, atol: float,
+                   rtol: float) -> tuple[str, Any, Any] | None:
+    """Where recovered ``a`` is furthest from ``b``, the value at entry: the message part
+    and both values there; None if the only differences are infinities or NaN that match."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.abs(a.astype(np.result_type(a, float)) - b)
+        ok = a == b
+        if not exact:
+            ok |= (err <= atol + rtol * np.abs(b)) | (np.isnan(a) & np.isnan(b))
+    if ok.all():
+        return None
+    err = np.where(ok, -1.0, err)  # a value that became NaN counts as the largest error
+    flat = int(np.argmax(err))
+    where = np.unravel_index(flat, b.shape)
+    expected, actual = _python_scalar(b[where]), _python_scalar(a[where])
+    largest = float(err.reshape(-1)[flat])
+    tol = ("integers and bools must match exactly" if exact
+           else f"tolerance atol={atol:g}, rtol={rtol:g}")
+    if b.ndim:
+        index = ", ".join(str(int(i)) for i in where)
+        bad = int((~ok).sum())
+        msg = (f"the largest difference is {largest:.3g}, at {name}[{index}] (recovered "
+               f"{actual!r}, value at entry {expected!r}; {bad} of {b.size} element(s) off; {tol})")
+    else:
+        msg = (f"recovered {actual!r}, value at entry {expected!r} (difference {largest:.3g}; "
+               f"{tol})")
+    return msg, expected, actual
+
+
 def value_and_grad(f: ReversibleFunction, loss: Loss, wrt: Any = None,
-                   _keep_values: bool = True) -> Callable[..., tuple[tuple, tuple]]:
+                   _keep_values: bool = True,
+                   _api: str = "value_and_grad") -> Callable[..., tuple[tuple, tuple]]:
     """``value_and_grad(f, loss)(*args) -> (outputs, gradients)``.
 
     ``outputs`` is what ``f(*args)`` returns; ``gradients`` is aligned with the
@@ -171,7 +275,9 @@ def value_and_grad(f: ReversibleFunction, loss: Loss, wrt: Any = None,
             adjs[slot] = 1.0
         else:
             adjs[slot][seed.index] = 1.0
-        _, adj_out = b.run(backward, outs, adjs)
+        adj_out, error = b.sweep(backward, outs, adjs, args, f"{_api}({f.__name__})")
+        if error is not None:
+            raise error from None
         return values, b.gradients(sig, adj_out)
 
     run.__name__ = f"value_and_grad({f.__name__})"
@@ -180,7 +286,7 @@ def value_and_grad(f: ReversibleFunction, loss: Loss, wrt: Any = None,
 
 def grad(f: ReversibleFunction, loss: Loss, wrt: Any = None) -> Callable[..., tuple]:
     """``grad(f, loss)(*args)``: the gradients of ``value_and_grad`` alone."""
-    vg = value_and_grad(f, loss, wrt, _keep_values=False)  # the outputs need no copy
+    vg = value_and_grad(f, loss, wrt, _keep_values=False, _api="grad")  # outputs need no copy
 
     def run(*args):
         return vg(*args)[1]
@@ -233,7 +339,9 @@ def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any) -> Callable[..., np.
                     else:
                         lane_adjs[so] = 1.0
                 adjs += lane_adjs
-            _, adj_out = b.run(backward, state, adjs)
+            adj_out, error = b.sweep(backward, state, adjs, args, f"jacobian({f.__name__})")
+            if error is not None:
+                raise error from None
             for lane in range(min(lanes, m - start)):
                 g = adj_out[lane * per_lane + sw]
                 J[start + lane] = np.asarray(g, dtype=float).reshape(-1)

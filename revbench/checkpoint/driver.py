@@ -92,14 +92,16 @@ def driver_source(shape: DriverShape, symbols: dict[str, str]) -> str:
         for c in call:
             emit(ind3 + c)
         for k in range(S):
-            if shape.check:
+            if shape.check:  # the residual, read while the slot is cleared for its next use
                 emit(f"{ind3}resid = 0.0")
                 emit(f"{ind3}v = {st[k]}[b].reshape(-1)")
                 emit(f"{ind3}for i in range(v.size):")
                 emit(f"{ind3}    resid = max(resid, abs(v[i]))")
+                emit(f"{ind3}    v[i] = 0")
                 emit(f"{ind3}if resid > atol + rtol * scale:")
                 emit(f"{ind3}    raise _RbNotRecovered({kind}, t, {k}, resid, scale)")
-            emit(f"{ind3}{st[k]}[b][...] = 0")
+            else:
+                emit(f"{ind3}{st[k]}[b][...] = 0")
 
     def take_scalars(offset: int, ind3: str) -> None:
         for g, pos in scalar_g:

@@ -26,7 +26,8 @@ from revbench.lang.types import VarType
 
 #: plans with at most this many rows are kept in memory and reused by later calls
 PLAN_CACHE_ROWS = 1 << 20
-_PLAN_CACHE: dict[tuple, tuple[list[np.ndarray], plans.Counts, int | None]] = {}
+#: (strategy, n_steps, inplace) -> (row batches, counts, saved slot, slot of s[0] at the end)
+_PLAN_CACHE: dict[tuple, tuple[list[np.ndarray], plans.Counts, int | None, int | None]] = {}
 
 
 class InsufficientMemoryError(MemoryError, ValueError):
@@ -337,7 +338,7 @@ class _Executor:
     def gradient(self, strategy: Strategy, key: tuple, slots: int):
         cached = _PLAN_CACHE.get(key)
         if cached is not None:
-            batches, counts, saved = cached
+            batches, counts, saved, held0 = cached
             self.allocate(slots)
             driver = self.driver(True)
             args = self._driver_args(True)
@@ -347,6 +348,8 @@ class _Executor:
                 self._exec(driver, rows, args)
             b = plans.PlanBuilder(self.loop.inplace, slots, lambda rows: None)
             b.counts, b.saved_slot = counts, saved
+            if held0 is not None:
+                b.held[0] = held0
         else:
             batches: list[np.ndarray] = []
             total = [0]
@@ -373,7 +376,7 @@ class _Executor:
             if total[0] <= PLAN_CACHE_ROWS:
                 if len(_PLAN_CACHE) > 64:
                     _PLAN_CACHE.clear()
-                _PLAN_CACHE[key] = (batches, b.counts, b.saved_slot)
+                _PLAN_CACHE[key] = (batches, b.counts, b.saved_slot, b.held.get(0))
         grads = self._gradients()
         return b, float(self.value), grads
 
