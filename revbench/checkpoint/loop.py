@@ -24,10 +24,10 @@ from revbench.function import ReversibleFunction
 from revbench.lang.errors import ReversibilityError
 from revbench.lang.types import VarType
 
-#: plans with at most this many rows are kept in memory and reused by later calls
-PLAN_CACHE_ROWS = 1 << 20
-#: (strategy, n_steps, inplace) -> (row batches, counts, saved slot, slot of s[0] at the end)
-_PLAN_CACHE: dict[tuple, tuple[list[np.ndarray], plans.Counts, int | None, int | None]] = {}
+#: schedules of at most this many rows (16 bytes each) are kept and reused by later calls
+PLAN_CACHE_ROWS = 1 << 15
+#: (strategy, n_steps, inplace) -> (row batches, their summary)
+_PLAN_CACHE: dict[tuple, tuple[list[np.ndarray], plans.FastPlan]] = {}
 
 
 class InsufficientMemoryError(MemoryError, ValueError):
@@ -336,49 +336,52 @@ class _Executor:
                 k += 1
 
     def gradient(self, strategy: Strategy, key: tuple, slots: int):
+        """Run ``strategy``'s schedule with adjoints: ``(plan summary, value, grads)``.
+
+        Regular schedules come as NumPy-generated sweeps; the others are written row by
+        row by the builder, streamed to the driver as they are made, and remembered
+        when small (a few thousand rows cost more to plan than to run)."""
+        self.allocate(slots)
+        driver = self.driver(True)
+        args = self._driver_args(True)
+        for s, x in zip(self.store, self.state):
+            s[0] = x  # the builder's first slot
+
+        def run(rows: np.ndarray) -> None:
+            self._exec(driver, rows, args)
+
+        summary = plans.PlanBuilder(self.loop.inplace, slots, run)
+        fast = strategy.fast_plan(self.loop.n_steps, self.loop.inplace)
         cached = _PLAN_CACHE.get(key)
-        if cached is not None:
-            batches, counts, saved, held0 = cached
-            self.allocate(slots)
-            driver = self.driver(True)
-            args = self._driver_args(True)
-            for s, x in zip(self.store, self.state):
-                s[0] = x
+        if fast is not None or cached is not None:
+            batches = fast.batches() if fast is not None else cached[0]
+            info = fast if fast is not None else cached[1]
             for rows in batches:
-                self._exec(driver, rows, args)
-            b = plans.PlanBuilder(self.loop.inplace, slots, lambda rows: None)
-            b.counts, b.saved_slot = counts, saved
-            if held0 is not None:
-                b.held[0] = held0
+                run(rows)
+            summary.counts, summary.saved_slot = info.counts, info.saved_slot
+            if info.final_slot_of_s0 is not None:
+                summary.held[0] = info.final_slot_of_s0
         else:
-            batches: list[np.ndarray] = []
-            total = [0]
+            kept: list[np.ndarray] | None = []
 
-            def schedule(b):
-                strategy.schedule(b, self.loop.n_steps)
-
-            self.allocate(slots)
-            driver = self.driver(True)
-            args = self._driver_args(True)
-
-            def emit(rows):
-                total[0] += rows.shape[0]
-                if batches is not None and total[0] <= PLAN_CACHE_ROWS:
-                    batches.append(rows)
-                self._exec(driver, rows, args)
+            def emit(rows: np.ndarray) -> None:
+                nonlocal kept
+                if kept is not None:
+                    kept.append(rows)
+                    if sum(r.shape[0] for r in kept) > PLAN_CACHE_ROWS:
+                        kept = None
+                run(rows)
 
             b = plans.PlanBuilder(self.loop.inplace, slots, emit)
-            first = b.start()
-            for s, x in zip(self.store, self.state):
-                s[first] = x
-            schedule(b)
+            b.start()
+            strategy.schedule(b, self.loop.n_steps)
             b.flush()
-            if total[0] <= PLAN_CACHE_ROWS:
-                if len(_PLAN_CACHE) > 64:
+            if kept is not None:
+                if len(_PLAN_CACHE) >= 64:
                     _PLAN_CACHE.clear()
-                _PLAN_CACHE[key] = (batches, b.counts, b.saved_slot, b.held.get(0))
-        grads = self._gradients()
-        return b, float(self.value), grads
+                _PLAN_CACHE[key] = (kept, plans.FastPlan((), b.counts, b.saved_slot, b.held.get(0)))
+            summary = b
+        return summary, float(self.value), self._gradients()
 
     def _gradients(self) -> tuple:
         S = self.loop.n_state

@@ -30,7 +30,8 @@ from the step's output is one reverse step and no forward step.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from array import array
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
 
@@ -67,7 +68,7 @@ class PlanBuilder:
         self.n_slots = n_slots
         self.held: dict[int, int] = {}
         self.free = list(range(n_slots - 1, -1, -1))
-        self.rows: list[tuple[int, int, int, int]] = []
+        self.rows = array("i")  # (op, t, a, b) flattened: 16 bytes a row, not a tuple
         self.emit = emit
         self.batch_rows = batch_rows
         self.counts = Counts()
@@ -97,14 +98,14 @@ class PlanBuilder:
             raise AssertionError(f"schedule error: state {t} is not held") from None
 
     def _row(self, op: int, t: int, a: int, b: int) -> None:
-        self.rows.append((op, t, a, b))
-        if len(self.rows) >= self.batch_rows:
+        self.rows.extend((op, t, a, b))
+        if len(self.rows) >= 4 * self.batch_rows:
             self.flush()
 
     def flush(self) -> None:
         if self.rows:
-            self.emit(np.array(self.rows, dtype=np.int32))
-            self.rows = []
+            self.emit(np.frombuffer(self.rows, dtype=np.int32).reshape(-1, 4).copy())
+            self.rows = array("i")
 
     # -- the schedule's vocabulary ----------------------------------------------------
     def start(self) -> int:
@@ -165,6 +166,64 @@ class PlanBuilder:
 
     def loss(self, t: int) -> None:
         self._row(LOSS, t, self._slot(t), 0)
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """Rows for ``t`` in ``range(start, stop, step)``: for each ``t``, one row per entry of
+    ``ops``, each ``(op, a0, a1, b0, b1)`` meaning slots ``a = a0 + a1 t``, ``b = b0 + b1 t``."""
+
+    ops: tuple[tuple[int, int, int, int, int], ...]
+    start: int
+    stop: int
+    step: int = 1
+
+
+@dataclass(frozen=True)
+class FastPlan:
+    """A regular schedule given as sweeps, generated with NumPy a batch at a time (no Python
+    work per step), with its counts known in advance."""
+
+    sweeps: tuple[Sweep, ...]
+    counts: Counts
+    saved_slot: int | None = None
+    final_slot_of_s0: int | None = None
+
+    def batches(self, batch_rows: int = BATCH_ROWS) -> Iterator[np.ndarray]:
+        for sw in self.sweeps:
+            per_t = max(1, batch_rows // len(sw.ops))
+            ts = range(sw.start, sw.stop, sw.step)
+            for i in range(0, len(ts), per_t):
+                t = np.arange(ts[i], ts[min(i + per_t, len(ts)) - 1] + sw.step, sw.step,
+                              dtype=np.int32)
+                rows = np.empty((len(t), len(sw.ops), 4), dtype=np.int32)
+                for j, (op, a0, a1, b0, b1) in enumerate(sw.ops):
+                    rows[:, j, 0] = op
+                    rows[:, j, 1] = t
+                    rows[:, j, 2] = a0 + a1 * t
+                    rows[:, j, 3] = b0 + b1 * t
+                yield rows.reshape(-1, 4)
+
+
+def store_all_fast(n: int, inplace: bool) -> FastPlan:
+    """``store_all`` as sweeps: state ``s[t]`` lives in slot ``t``."""
+    counts = Counts(forward_steps=n, reverse_steps=n, peak_states=n + 1)
+    if inplace:  # copy s[t] into slot t+1, step it there; reverse from the stored s[t+1]
+        fwd = Sweep(((COPY, 0, 1, 1, 1), (FWD, 1, 1, 0, 0)), 0, n)
+        rev = Sweep(((REV, 1, 1, 0, 0),), n - 1, -1, -1)
+    else:
+        fwd = Sweep(((FWD, 0, 1, 1, 1),), 0, n)
+        rev = Sweep(((REV, 0, 1, 1, 1),), n - 1, -1, -1)
+    loss = Sweep(((LOSS, n, 0, 0, 0),), n, n + 1)
+    return FastPlan((fwd, loss, rev), counts, None, 0)
+
+
+def reverse_fast(n: int) -> FastPlan:
+    """``reverse`` as sweeps: the working state in slot 0, the initial one kept in slot 1."""
+    counts = Counts(forward_steps=n, reverse_steps=n, peak_states=2)
+    sweeps = (Sweep(((COPY, 0, 0, 1, 0),), 0, 1), Sweep(((FWD, 0, 0, 0, 0),), 0, n),
+              Sweep(((LOSS, 0, 0, 0, 0),), n, n + 1), Sweep(((REV, 0, 0, 0, 0),), n - 1, -1, -1))
+    return FastPlan(sweeps, counts, 1, 0)
 
 
 # --------------------------------------------------------------------------- #

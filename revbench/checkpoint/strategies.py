@@ -62,6 +62,10 @@ class Strategy:
     def schedule(self, builder: plan.PlanBuilder, n_steps: int) -> None:
         raise NotImplementedError
 
+    def fast_plan(self, n_steps: int, inplace: bool) -> plan.FastPlan | None:
+        """The schedule as NumPy-generated sweeps, where it is that regular (else None)."""
+        return None
+
     def __repr__(self) -> str:
         return self.label
 
@@ -75,6 +79,9 @@ class StoreAll(Strategy):
 
     def schedule(self, builder: plan.PlanBuilder, n_steps: int) -> None:
         plan.store_all(builder, n_steps)
+
+    def fast_plan(self, n_steps: int, inplace: bool) -> plan.FastPlan:
+        return plan.store_all_fast(n_steps, inplace)
 
 
 @dataclass(frozen=True, repr=False)
@@ -152,6 +159,9 @@ class Reverse(Strategy):
 
     def schedule(self, builder: plan.PlanBuilder, n_steps: int) -> None:
         plan.reverse(builder, n_steps)
+
+    def fast_plan(self, n_steps: int, inplace: bool) -> plan.FastPlan:
+        return plan.reverse_fast(n_steps)
 
 
 ALL_STRATEGIES: tuple[type[Strategy], ...] = (StoreAll, Periodic, Revolve, Bennett, Reverse)
