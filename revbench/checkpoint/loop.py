@@ -183,7 +183,8 @@ class TimeLoop:
                                 f"NumPy array; got {_describe(x)} (wrap a scalar state in a "
                                 "1-element array)")
             state.append(x)
-        params = [np.ascontiguousarray(p) if isinstance(p, np.ndarray) and not p.flags.writeable
+        # kernels take writable arrays (they only read parameters): copy read-only ones
+        params = [p.copy() if isinstance(p, np.ndarray) and not p.flags.writeable
                   else p for p in args[S:]]
         return state, params
 

@@ -1,0 +1,263 @@
+"""``compare``: run a loop's gradient with each strategy, over a range of lengths, and measure.
+
+Every row of the result is one (strategy, knob, n_steps): the median wall time of
+``repeats`` gradient calls, the exact counts from ``loop.stats``, the memory the
+operating system saw the call add (:mod:`revbench.experiments.memory`, which sees
+Numba's allocations), and how far the gradient is from ``StoreAll()``'s.  When
+JAX or PyTorch is installed, the built-in workloads add rows for what ML users run
+today (:mod:`revbench.experiments.peers`).
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+import statistics
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from revbench.checkpoint import Bennett, Periodic, Reverse, Revolve, StoreAll, Strategy, TimeLoop
+from revbench.checkpoint.loop import InsufficientMemoryError
+from revbench.experiments.memory import peak_during
+from revbench.lang.errors import ReversibilityError
+
+COLUMNS = ["workload", "framework", "strategy", "knob", "n_steps", "seconds", "forward_steps",
+           "inverse_steps", "reverse_steps", "peak_states", "peak_bytes", "measured_peak_bytes",
+           "grad_error", "roundtrip_error", "value", "error"]
+
+#: Bennett(k) is offered by default only where its forward steps, about
+#: T ** log_k(2k - 1), stay within this many times T
+BENNETT_COST_LIMIT = 200
+
+
+def default_strategies(inplace: bool, n_steps: int) -> list[Strategy]:
+    """Each fitting strategy over a small range of its knob, scaled to the loop's length."""
+    T = n_steps
+    root = max(2, round(math.sqrt(T)))
+    log = max(1, math.ceil(math.log2(T + 1)))
+    out: list[Strategy] = [StoreAll(), Periodic(every=root)]
+    for c in sorted({max(1, log // 2), log, root}):
+        if c < T:
+            out.append(Revolve(snapshots=c))
+    if inplace:
+        out.append(Reverse())
+    else:
+        for k in (2, 4, 16):
+            if T ** (math.log(2 * k - 1, k) - 1) <= BENNETT_COST_LIMIT or k >= T:
+                out.append(Bennett(k=k))
+    return out
+
+
+@dataclass
+class Result:
+    """What :func:`compare` measured: ``table`` (a pandas DataFrame), ``plot()``, ``save()``."""
+
+    workload: str
+    table: Any  # pandas.DataFrame
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def plot(self):
+        """A matplotlib Figure: memory against time (knobs labelled), time and memory against T."""
+        from revbench.experiments.plot import plot_result
+
+        return plot_result(self)
+
+    def save(self, path: str | Path) -> dict[str, Path]:
+        """Write ``path.json`` (table and machine info), ``path.csv`` and ``path.png``.
+
+        ``path`` may be a directory (``results/``): the files are then named after the workload.
+        """
+        import json
+
+        path = Path(path)
+        if path.is_dir() or str(path).endswith(("/", "\\")):
+            path = path / self.workload
+        path.parent.mkdir(parents=True, exist_ok=True)
+        out = {"json": path.with_name(path.name + ".json"), "csv": path.with_name(path.name + ".csv"),
+               "png": path.with_name(path.name + ".png")}
+        records = json.loads(self.table.to_json(orient="records"))
+        with open(out["json"], "w") as f:
+            json.dump({"workload": self.workload, "info": self.info, "rows": records}, f, indent=1)
+        self.table.to_csv(out["csv"], index=False)
+        fig = self.plot()
+        fig.savefig(out["png"], dpi=110, bbox_inches="tight")
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+        return out
+
+    def _repr_html_(self) -> str:
+        return self.table._repr_html_()
+
+    def __repr__(self) -> str:
+        return f"Result({self.workload!r}, {len(self.table)} rows)\n{self.table.to_string()}"
+
+
+def compare(workload: Any, n_steps: Sequence[int] | int = (100, 1000),
+            strategies: Iterable[Strategy] | None = None, repeats: int = 3,
+            progress: bool = True, *, args: tuple | None = None, seed: int = 0,
+            peers: bool = True, **size: Any) -> Result:
+    """Measure each strategy's gradient on ``workload`` for each loop length in ``n_steps``.
+
+    ``workload`` is a name of :data:`revbench.experiments.WORKLOADS` (its ``size``
+    knobs may be passed as keywords) or your own :class:`~revbench.checkpoint.TimeLoop`,
+    with its arguments in ``args``.  ``strategies=None`` runs each fitting strategy
+    over a small range of its knob (:func:`default_strategies`).  ``repeats`` gradient
+    calls are timed after one warm-up (compilation is not measured); ``seconds`` is
+    their median.  ``peers=False`` leaves out JAX / PyTorch even where installed.
+    """
+    from revbench.experiments.workloads import WORKLOADS
+
+    steps = [n_steps] if isinstance(n_steps, (int, np.integer)) else list(n_steps)
+    if not steps or any(isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1
+                        for n in steps):
+        raise ValueError(f"n_steps must be a positive int or a list of them, got {n_steps!r}")
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
+    user_strategies = None if strategies is None else list(strategies)
+    if isinstance(workload, TimeLoop):
+        if args is None:
+            raise TypeError("compare(loop, ...) needs the loop's arguments: args=(*state0, *params)")
+        template, name, spec = workload, "custom", None
+
+        def make(T):
+            return TimeLoop(template.step, T, loss=template.loss, n_state=template.n_state,
+                            inplace=template.inplace), tuple(args)
+    else:
+        if isinstance(workload, str):
+            if workload not in WORKLOADS:
+                raise ValueError(f"unknown workload {workload!r}; the built-in workloads are "
+                                 f"{', '.join(WORKLOADS)}")
+            spec = WORKLOADS[workload]
+        else:
+            spec = workload
+        if args is not None:
+            raise TypeError("args= is for your own TimeLoop; a built-in workload makes its own")
+        name = spec.name
+
+        def make(T):
+            return spec.loop(T, **size), spec.args(T, seed=seed, **size)
+
+    inplace = make(1)[0].inplace
+    for s in user_strategies or ():
+        if not isinstance(s, Strategy):
+            raise TypeError(f"strategies must be strategy objects (StoreAll(), Revolve(snapshots=10), "
+                            f"...), got {s!r}")
+        if not s.fits(inplace):
+            TimeLoop._check_strategy(make(1)[0], s)  # raises the ValueError naming what fits
+
+    # one set of knobs for every T (scaled to the longest loop), so each is a line over T
+    chosen = user_strategies if user_strategies is not None else default_strategies(inplace, max(steps))
+    plan = [(T, chosen) for T in steps]
+    peer_mod = None
+    if peers and spec is not None:
+        from revbench.experiments import peers as peer_mod
+
+        if not peer_mod.available():
+            peer_mod = None
+    total = sum(len(s) for _, s in plan) + (
+        len(steps) * len(peer_mod.variants(name)) if peer_mod is not None else 0)
+    bar = _progress(total, name, progress)
+    rows: list[dict[str, Any]] = []
+    warm = make(min(3, max(steps)))
+    _warm_up(*warm, inplace)
+    try:
+        for T, strats in plan:
+            loop, loop_args = make(T)
+            ref = _reference(loop, loop_args, strats)
+            for s in strats:
+                bar.set_postfix_str(f"T={T} {s.label}", refresh=False)
+                rows.append(_measure(name, loop, loop_args, s, repeats, ref))
+                bar.update()
+            if peer_mod is not None:
+                for row in peer_mod.measure(name, T, loop_args, repeats):
+                    bar.set_postfix_str(f"T={T} {row['framework']} {row['strategy']}", refresh=False)
+                    grad = row.pop("grad", None)
+                    row.setdefault("workload", name)
+                    row.setdefault("n_steps", T)
+                    row["grad_error"] = _grad_error(grad, ref[1]) if grad is not None and ref else math.nan
+                    rows.append(row)
+                    bar.update()
+    finally:
+        bar.close()
+    import pandas as pd
+
+    table = pd.DataFrame(rows)
+    for c in COLUMNS:
+        if c not in table.columns:
+            table[c] = np.nan if c != "error" else ""
+    table = table[COLUMNS + [c for c in table.columns if c not in COLUMNS]]
+    info = {"machine": platform.platform(), "processor": platform.processor() or platform.machine(),
+            "python": platform.python_version(), "repeats": repeats, "seed": seed,
+            "size": size, "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+    return Result(name, table, info)
+
+
+def _progress(total: int, name: str, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=f"experiments {name}", disable=not enabled, leave=False)
+
+
+def _warm_up(loop: TimeLoop, args: tuple, inplace: bool) -> None:
+    """Compile the kernels and the driver (and load checkpoint_schedules) before timing."""
+    for s in (StoreAll(), Revolve(snapshots=1)):
+        try:
+            loop.value_and_grad(*args, strategy=s)
+        except ReversibilityError:
+            pass
+
+
+def _reference(loop: TimeLoop, args: tuple, strategies: list[Strategy]):
+    """StoreAll()'s value and gradient, the yardstick of ``grad_error`` (Revolve if it does
+    not fit in memory)."""
+    for s in (StoreAll(), Revolve(snapshots=max(1, round(math.sqrt(loop.n_steps))))):
+        try:
+            return loop.value_and_grad(*args, strategy=s)
+        except (InsufficientMemoryError, ReversibilityError):
+            continue
+    return None
+
+
+def _flat(grads) -> np.ndarray:
+    parts = [np.ravel(np.asarray(g)) for g in grads if g is not None]
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
+def _grad_error(grads, ref_grads) -> float:
+    a, b = _flat(grads), _flat(ref_grads)
+    if a.shape != b.shape:
+        return math.nan
+    denom = np.linalg.norm(b)
+    return float(np.linalg.norm(a - b) / denom) if denom > 0 else float(np.linalg.norm(a - b))
+
+
+def _measure(name: str, loop: TimeLoop, args: tuple, strategy: Strategy, repeats: int, ref) -> dict:
+    row: dict[str, Any] = {"workload": name, "framework": "revbench", "strategy": strategy.name,
+                           "knob": strategy.knob, "n_steps": loop.n_steps, "error": ""}
+    times, peaks = [], []
+    result = None
+    try:
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            result, peak = peak_during(lambda: loop.value_and_grad(*args, strategy=strategy))
+            times.append(time.perf_counter() - t0)
+            if peak is not None:
+                peaks.append(peak)
+    except (ReversibilityError, InsufficientMemoryError) as exc:
+        row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+        row["seconds"] = math.nan
+        return row
+    st = loop.stats
+    row.update(seconds=statistics.median(times), forward_steps=st.forward_steps,
+               inverse_steps=st.inverse_steps, reverse_steps=st.reverse_steps,
+               peak_states=st.peak_states, peak_bytes=st.peak_bytes,
+               measured_peak_bytes=max(peaks) if peaks else math.nan,
+               roundtrip_error=st.roundtrip_error, value=result[0],
+               grad_error=_grad_error(result[1], ref[1]) if ref else math.nan)
+    return row
