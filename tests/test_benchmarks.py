@@ -171,3 +171,23 @@ def test_adbench_quick_with_peers(tmp_path):
         assert {f"{name}_jacfwd", f"{name}_jacrev"} <= set(data["ba"][0]["timings"])
     if "jax" in peers:
         assert data["goals_met"]["gmm_gradient_faster_than_jax"] in (True, False)
+
+
+@pytest.mark.slow
+def test_bench_checkpoint_quick_writes_json(tmp_path):
+    """The checkpointing benchmark runs end to end, verifies its reference, writes its JSON."""
+    script = SCRIPT.parent / "bench_checkpoint.py"
+    out = tmp_path / "bench_checkpoint.json"
+    proc = subprocess.run([sys.executable, str(script), "--quick", "--out", str(out)],
+                          capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    data = json.loads(out.read_text())
+    assert data["quick"] is True and "machine" in data
+    rows = data["overhead"]["rows"]
+    assert rows and all(r["verified"] for r in rows)
+    assert {r["strategy"] for r in rows} == {"StoreAll()", "Reverse()"}
+    assert all(r["measured_peak_bytes"] >= 0 for r in data["memory"]["rows"])
+    heat = data["heat"]["rows"]
+    assert {r["strategy"] for r in heat if r["framework"] == "revbench"} == {"StoreAll", "Revolve",
+                                                                            "Bennett"}
+    assert all(r["grad_error"] < 1e-10 for r in heat if r["framework"] == "revbench")
