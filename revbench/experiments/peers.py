@@ -206,18 +206,10 @@ def _x64():
     return enable_x64()
 
 
-def _jax_model(name: str):
-    """``(step, loss, sequence)``: ``step(state, x_t, params, aux) -> state`` (``x_t`` the
-    step's slice of the sequence, or None), ``loss(state) -> scalar``, and
-    ``sequence(params, T)`` -> the scanned inputs (or None)."""
-    import jax.numpy as jnp
-    from jax.ops import segment_sum
-
-    def lap(data, u, aux):
-        indices, rows = aux
-        return segment_sum(data * u[indices], rows, num_segments=u.shape[0],
-                           indices_are_sorted=True)
-
+def _model(name: str, tanh, lap, total):
+    """The workloads' math, written once for any array library (its ``tanh``, its CSR
+    product ``lap(data, u, aux)`` and its ``total`` sum): ``step(state, x_t, params, aux)
+    -> state`` (``x_t`` the step's input row for the rnn, else unused) and ``loss(state)``."""
     if name == "heat":
         def step(state, x, p, aux):
             (u,) = state
@@ -233,21 +225,35 @@ def _jax_model(name: str):
         def step(state, x, p, aux):
             (h,) = state
             W, U, b, _ = p
-            return (jnp.tanh(W @ h + U @ x + b),)
+            return (tanh(W @ h + U @ x + b),)
     else:  # revnet
         def step(state, x, p, aux):
             x1, x2 = state
             W1, b1, W2, b2 = p
-            x1 = x1 + jnp.tanh(x2 @ W1 + b1)
-            return (x1, x2 + jnp.tanh(x1 @ W2 + b2))
+            x1 = x1 + tanh(x2 @ W1 + b1)
+            return (x1, x2 + tanh(x1 @ W2 + b2))
 
     def loss(state):
-        return sum(jnp.sum(s * s) for s in state)
+        return sum(total(s * s) for s in state)
+
+    return step, loss
+
+
+def _jax_model(name: str):
+    """``(step, loss, sequence)`` in JAX: :func:`_model`, and ``sequence(params, T)`` -> the
+    scanned inputs (or None)."""
+    import jax.numpy as jnp
+    from jax.ops import segment_sum
+
+    def lap(data, u, aux):
+        indices, rows = aux
+        return segment_sum(data * u[indices], rows, num_segments=u.shape[0],
+                           indices_are_sorted=True)
 
     def sequence(p, T):
         return p[3][:T] if name == "rnn" else None
 
-    return step, loss, sequence
+    return (*_model(name, jnp.tanh, lap, jnp.sum), sequence)
 
 
 _JAX_CACHE: dict[tuple, Any] = {}
@@ -321,38 +327,18 @@ def _jax_runner(name: str, T: int, args: tuple, ckpt: bool, repeats: int) -> dic
 # PyTorch
 # --------------------------------------------------------------------------- #
 def _torch_model(name: str):
-    """``step(state, t, params, aux) -> state`` and ``loss(state)``, in torch."""
+    """``step(state, t, params, aux) -> state`` and ``loss(state)`` in torch (:func:`_model`,
+    with the rnn's input row picked by ``t``)."""
     import torch
 
     def lap(data, u, aux):
         indices, rows = aux
         return torch.zeros_like(u).index_add(0, rows, data * u[indices])
 
-    if name == "heat":
-        def step(state, t, p, aux):
-            (u,) = state
-            data, f, kappa, dt = p
-            return (u + dt * (kappa * lap(data, u, aux) + f),)
-    elif name == "wave":
-        def step(state, t, p, aux):
-            u, v = state
-            data, c2, dt = p
-            v = v + dt * c2 * lap(data, u, aux)
-            return (u + dt * v, v)
-    elif name == "rnn":
-        def step(state, t, p, aux):
-            (h,) = state
-            W, U, b, X = p
-            return (torch.tanh(W @ h + U @ X[t] + b),)
-    else:  # revnet
-        def step(state, t, p, aux):
-            x1, x2 = state
-            W1, b1, W2, b2 = p
-            x1 = x1 + torch.tanh(x2 @ W1 + b1)
-            return (x1, x2 + torch.tanh(x1 @ W2 + b2))
+    step_x, loss = _model(name, torch.tanh, lap, torch.sum)
 
-    def loss(state):
-        return sum(torch.sum(s * s) for s in state)
+    def step(state, t, p, aux):
+        return step_x(state, p[3][t] if name == "rnn" else None, p, aux)
 
     return step, loss
 
