@@ -1102,3 +1102,27 @@ def test_second_process_loads_the_driver_from_disk(tmp_path):
         assert index, f"no Numba cache index for {p.name}"
     print("first and second process:", runs)
     assert runs[1][1] < runs[0][1], runs
+
+
+def test_in_place_reverse_step_that_misses_the_stored_state_raises(make):
+    """An in-place step that is reversible in exact arithmetic but not in floating point
+    (adding 1e20 * p to an O(1) q loses q's digits): with a stored s[t] to compare with,
+    the recovered state is checked, and the error names the state and the step."""
+    step = make("""
+        def lossy(q, p, t):
+            for i in range(len(q)):
+                q[i] += 1e20 * p[i]
+            for i in range(len(q)):
+                p[i] += q[i] * 1e-20
+    """)
+    loss = make("""
+        def sq(out, q, p):
+            for i in range(len(q)):
+                out += q[i] * q[i] + p[i] * p[i]
+    """)
+    loop = TimeLoop(step, 3, loss=loss, n_state=2, inplace=True)
+    q0, p0 = np.array([0.3, -0.7]), np.array([1.0, 2.0])
+    for strategy in (StoreAll(), Revolve(snapshots=1), Periodic(every=2)):
+        with pytest.raises(revbench.ReversibilityError, match=r"at step t=0 did not recover the state `q`"):
+            loop.value_and_grad(q0, p0, strategy=strategy)
+    assert np.array_equal(q0, [0.3, -0.7]) and np.array_equal(p0, [1.0, 2.0])

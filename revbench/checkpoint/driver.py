@@ -28,6 +28,9 @@ from dataclasses import dataclass
 from revbench.backends.loader import load_module
 from revbench.checkpoint.plan import COPY, FWD, INV, LOSS, REV
 
+#: the kind of StateNotRecovered raised when an in-place reverse step misses the stored state
+RECOVER = 5
+
 
 class StateNotRecovered(Exception):
     """Raised by the driver: ``(op, t, state_index, residual, scale)``."""
@@ -48,7 +51,7 @@ class DriverShape:
     check: bool
 
 
-DRIVER_VERSION = "1"
+DRIVER_VERSION = "2"
 
 
 def driver_source(shape: DriverShape, symbols: dict[str, str]) -> str:
@@ -130,6 +133,15 @@ def driver_source(shape: DriverShape, symbols: dict[str, str]) -> str:
         emit(f"{ind2}elif op == {REV}:")
         emit(f"{ind3}res = {symbols['bwd']}({sa}, t{pcomma}, {', '.join(ad)}{gcomma}, atol, rtol)")
         take_scalars(S + 1 + P + S, ind3)
+        if shape.check:  # where s[t] is stored, the state the step's inverse recovered must match it
+            emit(f"{ind3}if b >= 0:")
+            for k in range(S):
+                emit(f"{ind3}    x = {st[k]}[a].reshape(-1)")
+                emit(f"{ind3}    y = {st[k]}[b].reshape(-1)")
+                emit(f"{ind3}    for i in range(x.size):")
+                emit(f"{ind3}        if abs(x[i] - y[i]) > atol + rtol * abs(y[i]):")
+                emit(f"{ind3}            raise _RbNotRecovered({RECOVER}, t, {k}, abs(x[i] - y[i]), "
+                     "abs(y[i]))")
         adj_loss = ", ".join(ad)
     else:
         sb = ", ".join(f"{s}[b]" for s in st)

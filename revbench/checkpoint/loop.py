@@ -17,7 +17,13 @@ from typing import Any
 import numpy as np
 
 from revbench.checkpoint import plan as plans
-from revbench.checkpoint.driver import DriverShape, ParamSpec, StateNotRecovered, build_driver
+from revbench.checkpoint.driver import (
+    RECOVER,
+    DriverShape,
+    ParamSpec,
+    StateNotRecovered,
+    build_driver,
+)
 from revbench.checkpoint.strategies import StoreAll, Strategy, fitting
 from revbench.config import get_tolerance
 from revbench.function import ReversibleFunction
@@ -432,6 +438,17 @@ class _Executor:
     def _not_recovered(self, exc: StateNotRecovered) -> ReversibilityError:
         op, t, k, resid, scale = exc.args
         name = self.loop.step.params[int(k)]
+        if op == RECOVER:
+            return ReversibilityError(
+                f"the reverse sweep of {self.loop.step.__name__} at step t={int(t)} did not "
+                f"recover the state `{name}` it started from: it differs from the stored state "
+                f"by {float(resid):.3g} (where the stored value is {float(scale):.3g}; tolerance "
+                f"atol={self.atol:g}, rtol={self.rtol:g}), so the step's adjoint was computed "
+                "on a wrong state. The step is not undone by running it backwards (is it really "
+                "reversible in floating point?); loosen the step's tolerance with "
+                "@reversible(atol=..., rtol=...) if the difference is round-off",
+                variable=name, actual=float(resid), function=self.loop.step.name,
+                stage="checkpoint")
         what = "inverse" if op == plans.INV else "reverse sweep"
         return ReversibilityError(
             f"the {what} of {self.loop.step.__name__} at step t={int(t)} did not bring the new "

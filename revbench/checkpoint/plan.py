@@ -18,8 +18,9 @@ op         out-of-place, slots ``a`` -> ``b``   in-place, slot ``a``
 ``FWD``    ``b = 0``; ``step(b, a, t)``           ``step(a, t)``
 ``INV``    ``~step(b, a, t)``: uncompute ``b``    (none: in-place steps need no pebbles)
 ``REV``    reverse sweep of step ``t``: adjoint   reverse sweep of step ``t``: ``a``
-           of ``a`` from that of ``b``;           goes back to ``s[t]``, its adjoint too
-           uncomputes ``b``
+           of ``a`` from that of ``b``;           goes back to ``s[t]``, its adjoint too;
+           uncomputes ``b``                       ``b``: a stored ``s[t]`` to check it
+                                                  against, or -1
 ``COPY``   ``b = a``                              ``b = a``
 ``LOSS``   value and adjoint of the loss at ``a``  the same
 =========  ====================================  ===================================
@@ -155,7 +156,8 @@ class PlanBuilder:
             self.drop(t + 1)
             return
         slot = self.held.pop(t + 1)
-        self._row(REV, t, slot, 0)
+        # b: the slot of a stored s[t] (the driver checks the recovered state against it), or -1
+        self._row(REV, t, slot, self.held.get(t, -1))
         if t in self.held:  # a stored copy of s[t] is exact: prefer it to the recovered one
             self.free.append(slot)
         else:
@@ -210,7 +212,7 @@ def store_all_fast(n: int, inplace: bool) -> FastPlan:
     counts = Counts(forward_steps=n, reverse_steps=n, peak_states=n + 1)
     if inplace:  # copy s[t] into slot t+1, step it there; reverse from the stored s[t+1]
         fwd = Sweep(((COPY, 0, 1, 1, 1), (FWD, 1, 1, 0, 0)), 0, n)
-        rev = Sweep(((REV, 1, 1, 0, 0),), n - 1, -1, -1)
+        rev = Sweep(((REV, 1, 1, 0, 1),), n - 1, -1, -1)
     else:
         fwd = Sweep(((FWD, 0, 1, 1, 1),), 0, n)
         rev = Sweep(((REV, 0, 1, 1, 1),), n - 1, -1, -1)
@@ -222,7 +224,7 @@ def reverse_fast(n: int) -> FastPlan:
     """``reverse`` as sweeps: the working state in slot 0, the initial one kept in slot 1."""
     counts = Counts(forward_steps=n, reverse_steps=n, peak_states=2)
     sweeps = (Sweep(((COPY, 0, 0, 1, 0),), 0, 1), Sweep(((FWD, 0, 0, 0, 0),), 0, n),
-              Sweep(((LOSS, 0, 0, 0, 0),), n, n + 1), Sweep(((REV, 0, 0, 0, 0),), n - 1, -1, -1))
+              Sweep(((LOSS, 0, 0, 0, 0),), n, n + 1), Sweep(((REV, 0, 0, -1, 0),), n - 1, -1, -1))
     return FastPlan(sweeps, counts, 1, 0)
 
 
