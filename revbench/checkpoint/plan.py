@@ -278,7 +278,8 @@ def revolve(b: PlanBuilder, n: int, snapshots: int) -> None:
     number of forward steps and plans 10^5 steps in about a second (its ``Revolve``
     class is far slower).  Its actions map onto the builder: ``Forward`` advances
     (keeping the states it marks as snapshots), ``Reverse`` runs reverse steps,
-    ``Copy``/``Move`` restart from a snapshot (``Move`` frees it afterwards).
+    ``Copy``/``Move`` restart from a snapshot (``Move`` frees it afterwards; for an in-place
+    step only once its reverse step has run, so the recovered state is checked against it).
     """
     from checkpoint_schedules import (
         Copy,
@@ -291,6 +292,7 @@ def revolve(b: PlanBuilder, n: int, snapshots: int) -> None:
     )
 
     snaps: set[int] = set()
+    moved: set[int] = set()
     for action in MultistageCheckpointSchedule(n, snapshots, 0):
         if isinstance(action, Forward):
             if action.write_ics:
@@ -302,11 +304,16 @@ def revolve(b: PlanBuilder, n: int, snapshots: int) -> None:
         elif isinstance(action, Reverse):
             for t in range(action.n1 - 1, action.n0 - 1, -1):
                 b.rev(t)
+            snaps -= moved
+            moved.clear()
             # the state left at the front of the adjoint is recomputed when needed again
             for t in [t for t in b.held if t not in snaps and t != 0]:
                 b.drop(t)
         elif isinstance(action, Move):
-            snaps.discard(action.n)
+            if b.inplace:  # keep it until reversed: the recovered state is checked against it
+                moved.add(action.n)
+            else:
+                snaps.discard(action.n)
         elif isinstance(action, Copy):
             pass  # forward steps from a snapshot keep it: nothing to do
         elif isinstance(action, EndForward):
