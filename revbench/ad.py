@@ -64,6 +64,18 @@ def _param_index(f: ReversibleFunction, which: Any, what: str) -> int:
     raise TypeError(f"{what} must be an argument name or position, got {which!r}")
 
 
+def _check_loss(f: ReversibleFunction, loss: Loss) -> None:
+    """Refuse a ``loss`` that names no argument or whose index is not made of ints,
+    as soon as ``grad``/``value_and_grad`` is asked for (its types are checked per call)."""
+    which = loss
+    if isinstance(loss, tuple):
+        if len(loss) != 2:
+            raise ValueError("loss=(name, index) picks one element of an array argument")
+        which, index = loss
+        _loss_index(loss, index)
+    _param_index(f, which, "loss")
+
+
 def _resolve_loss(f: ReversibleFunction, loss: Loss, sig: tuple[VarType, ...], args) -> _Seed:
     index = None
     which = loss
@@ -71,7 +83,7 @@ def _resolve_loss(f: ReversibleFunction, loss: Loss, sig: tuple[VarType, ...], a
         if len(loss) != 2:
             raise ValueError("loss=(name, index) picks one element of an array argument")
         which, index = loss
-        index = tuple(int(i) for i in np.atleast_1d(index))
+        index = _loss_index(loss, index)
     k = _param_index(f, which, "loss")
     t = sig[k]
     name = f.params[k]
@@ -91,6 +103,19 @@ def _resolve_loss(f: ReversibleFunction, loss: Loss, sig: tuple[VarType, ...], a
         if len(index) != len(shape) or not all(-n <= i < n for i, n in zip(index, shape)):
             raise IndexError(f"loss index {index} is out of bounds for `{name}` of shape {shape}")
     return _Seed(k, index)
+
+
+def _loss_index(loss: tuple, index: Any) -> tuple[int, ...]:
+    """The element index of ``loss=(name, index)``: an int, or a tuple of ints (no bools,
+    no floats, which ``int()`` would silently round or turn into 0 and 1)."""
+    parts = tuple(np.ravel(index)) if isinstance(index, np.ndarray) else \
+        tuple(index) if isinstance(index, (tuple, list)) else (index,)
+    ok = len(parts) > 0 and all(isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_))
+                                for i in parts)
+    if not ok:
+        raise TypeError(f"loss={loss!r}: the index of an array loss must be an int (1-D) or a "
+                        f"tuple of ints (`loss=(\"A\", (i, j))`), got {index!r}")
+    return tuple(int(i) for i in parts)
 
 
 class _Backward:
@@ -263,6 +288,7 @@ def value_and_grad(f: ReversibleFunction, loss: Loss, wrt: Any = None,
     Arguments the program changes always carry their gradient.
     """
     b = _Backward(f, wrt)
+    _check_loss(f, loss)
 
     def run(*args):
         sig, backward = b.prepare(args)
@@ -359,6 +385,11 @@ def check_grad(f: ReversibleFunction, *args: Any, loss: Loss, eps: float = 1e-6,
     imaginary parts of complex arguments are perturbed by ``eps``.  Returns the
     AD gradients.
     """
+    for name, v, positive in (("eps", eps, True), ("rtol", rtol, False), ("atol", atol, False)):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)) \
+                or not np.isfinite(v) or v < 0 or (positive and v == 0):
+            need = "a finite number > 0" if positive else "a finite number >= 0"
+            raise ValueError(f"check_grad: {name} must be {need}, got {v!r}")
     g = grad(f, loss)(*args)
     sig = f.signature_of(args)
     seed = _resolve_loss(f, loss, sig, args)

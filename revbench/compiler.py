@@ -17,7 +17,8 @@ from typing import Any
 
 from revbench.backends import codegen
 from revbench.backends.runtime import TABLES, CheckTable
-from revbench.lang import ir
+from revbench.lang import ir, suggest
+from revbench.lang.check import arity_message
 from revbench.lang.errors import ReversibilityTypeError
 from revbench.lang.types import VarType, infer
 from revbench.rules import functions as fn_rules
@@ -106,35 +107,49 @@ class Program:
 
     # -- resolving callees -----------------------------------------------------
     def lookup(self, dotted: str) -> Any:
-        head, *rest = dotted.split(".")
-        if head in self.closure:
-            obj = self.closure[head]
-        elif head in self.namespace:
-            obj = self.namespace[head]
-        else:
-            obj = getattr(builtins, head, _MISSING)
-        for a in rest:
-            obj = getattr(obj, a, _MISSING) if obj is not _MISSING else _MISSING
-        return obj
+        return lookup_name(dotted, self.namespace, self.closure)
 
     def callee(self, call: ir.Call) -> tuple[Program, str]:
         from revbench.function import ReversibleFunction
 
         obj = self.lookup(call.func)
+        where = (f"\n  in reversible function {self.ir.name}, {self.ir.filename}, line "
+                 f"{call.loc.line}: {self.ir.line_text(call.loc.line).strip()}")
         if not isinstance(obj, ReversibleFunction):
             what = "not defined" if obj is _MISSING else f"a {type(obj).__name__}"
             raise ReversibilityTypeError(
-                f"`{call.func}` is {what}, not a reversible function (decorate it with "
-                f"@reversible)\n  in reversible function {self.ir.name}, {self.ir.filename}, "
-                f"line {call.loc.line}: {self.ir.line_text(call.loc.line).strip()}",
+                f"`{call.func}` is {what}, not a reversible function"
+                f"{self._callee_hint(call.func, obj)}{where}",
                 function=self.ir.name, filename=self.ir.filename, lineno=call.loc.line,
                 stage="types")
+        if len(obj.params) != len(call.args):
+            # the callee is known only now (defined after the caller, or redefined since)
+            raise ReversibilityTypeError(
+                arity_message(call, obj.params) + where, function=self.ir.name,
+                filename=self.ir.filename, lineno=call.loc.line, stage="types")
         direction = obj._direction
         if call.inverted:
             direction = "inverse" if direction == "forward" else "forward"
         if call.backward:
             direction = "backward" if direction == "forward" else "backward-inverse"
         return obj._program, direction
+
+    def _callee_hint(self, name: str, obj: Any) -> str:
+        """How to fix a call of something that is not a reversible function: a close
+        reversible function's name, or the pure function the user probably meant."""
+        from revbench.function import ReversibleFunction
+
+        scope = {**self.namespace, **self.closure}
+        rev = suggest.close_reversible(name, scope)
+        if rev is not None and isinstance(self.lookup(rev), ReversibleFunction):
+            return f". Did you mean `{rev}`?"
+        pure = fn_rules.canonical(name) or suggest.close_function(name)
+        if pure is not None:
+            return (f": `{pure}` is a pure function, whose result is added to a variable "
+                    f"(`y += {pure}(x)`), not called as a statement")
+        if obj is _MISSING:
+            return " (define it with @reversible before calling it)"
+        return " (decorate it with @reversible)"
 
     # -- compiling ---------------------------------------------------------------
     def compile(self, direction: str, backend: str, check: bool,
@@ -259,6 +274,21 @@ class Program:
 
             run = compile_python(gen, injected)
         return Compiled(run, gen, table, tuple(deps))
+
+
+def lookup_name(dotted: str, namespace: Mapping[str, Any], closure: Mapping[str, Any]) -> Any:
+    """What ``dotted`` names for a function with this closure and namespace
+    (then the builtins), or ``_MISSING``."""
+    head, *rest = dotted.split(".")
+    if head in closure:
+        obj = closure[head]
+    elif head in namespace:
+        obj = namespace[head]
+    else:
+        obj = getattr(builtins, head, _MISSING)
+    for a in rest:
+        obj = getattr(obj, a, _MISSING) if obj is not _MISSING else _MISSING
+    return obj
 
 
 def _user_impl(rule: fn_rules.FunctionRule, backend: str):

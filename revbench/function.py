@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import ast
 import functools
+import importlib
 import linecache
 import sys
+from collections import ChainMap
 from collections.abc import Callable
 from itertools import combinations
 from typing import Any, overload
@@ -21,14 +23,16 @@ from typing import Any, overload
 import numpy as np
 
 from revbench.backends.runtime import TABLES, CheckFailed, to_user_error
-from revbench.compiler import BACKENDS, Program
+from revbench.compiler import BACKENDS, Program, lookup_name
 from revbench.config import get_tolerance
-from revbench.lang.check import check_function
+from revbench.lang.check import check_calls, check_function
 from revbench.lang.errors import ReversibilityError, ReversibilitySyntaxError, ReversibilityTypeError
 from revbench.lang.parse import SourceInfo, parse_definition, parse_function
 from revbench.lang.types import VarType, guess_signature, type_of_value
 
 SOURCE_KINDS = ("forward", "inverse", "adjoint")
+#: scalar types whose values may lie beyond int64 (checked on every call)
+_WIDE_INTS = (int, np.uint64)
 #: argument (type, dtype, ndim, writeable) key -> signature; skips re-deriving it per call
 _FAST_SIGNATURES: dict[tuple, tuple[VarType, ...]] = {}
 
@@ -91,7 +95,8 @@ class ReversibleFunction:
             raise TypeError(f"{self.__name__}() takes {len(params)} argument(s) "
                             f"({', '.join(params)}) but {len(args)} were given")
         key = tuple((type(a), a.dtype.num, a.ndim, a.flags.writeable) if isinstance(a, np.ndarray)
-                    else type(a) for a in args)
+                    else type(a) if type(a) not in _WIDE_INTS or -(2**63) <= a < 2**63
+                    else a for a in args)  # an int beyond int64: the slow path refuses it
         sig = _FAST_SIGNATURES.get(key)
         if sig is None:
             sig = self._slow_signature(args)
@@ -111,6 +116,14 @@ class ReversibleFunction:
         sig = []
         for name, a in zip(params, args):
             t = type_of_value(a)
+            if isinstance(a, (int, np.integer)) and not isinstance(a, (bool, np.bool_)) \
+                    and not -(2**63) <= int(a) < 2**63:
+                shown = str(a) if int(a).bit_length() < 128 else f"of {int(a).bit_length()} bits"
+                raise ReversibilityTypeError(
+                    f"argument `{name}` of {self.__name__} is the integer {shown}, which does not "
+                    "fit in int64 (-2**63 to 2**63 - 1): revbench integers are 64-bit and never "
+                    "wrap around; pass a float for larger numbers",
+                    variable=name, function=self.name, stage="call")
             if t is None:
                 raise ReversibilityTypeError(
                     f"argument `{name}` of {self.__name__}: expected an int, float, bool or "
@@ -292,8 +305,11 @@ def _validate_options(check: Any, backend: Any, atol: Any, rtol: Any) -> None:
             raise ValueError(f"{name} must be a non-negative number, got {v!r}")
 
 
-def _make(ir_func, *, check, backend, atol, rtol, namespace, closure) -> ReversibleFunction:
+def _make(ir_func, *, check, backend, atol, rtol, namespace, closure,
+          check_arity: bool = True) -> ReversibleFunction:
     ir_func = check_function(ir_func)
+    if check_arity:  # calls of the reversible functions defined already
+        check_calls(ir_func, lambda name: lookup_name(name, namespace, closure))
     prog = Program(ir_func, check=check, backend=backend,
                    atol=None if atol is None else float(atol),
                    rtol=None if rtol is None else float(rtol),
@@ -375,19 +391,116 @@ def define(source: str, namespace: dict[str, Any] | None = None, *, filename: st
                                        exc.text, stage="parse") from None
     out: dict[str, ReversibleFunction] = {}
     info = SourceInfo(filename, lines, first_line - 1, 0)
+    for node in tree.body:  # refuse what define() does not run before doing anything
+        _check_top_level(node, filename, first_line, lines)
+    # All or nothing: the functions (and imports) are staged, seen by the later
+    # definitions through `view_ns`, and bound in `ns` only once every one is accepted.
+    staged: dict[str, Any] = {}
+    view_ns = ChainMap(staged, ns)
+    made: list[ReversibleFunction] = []
     for node in tree.body:
-        if not isinstance(node, ast.FunctionDef):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            staged.update(_run_import(node, filename, first_line, lines))
             continue
+        if not isinstance(node, ast.FunctionDef):
+            continue  # a docstring
         opts = dict(check=check, backend=backend, atol=atol, rtol=rtol)
         for dec in node.decorator_list:
             opts.update(_decorator_options(dec, filename, first_line, lines, opts))
         _validate_options(**opts)
         try:
-            view = _make(parse_definition(node, info, ns), namespace=ns, closure={}, **opts)
+            view = _make(parse_definition(node, info, view_ns), namespace=ns, closure={},
+                         check_arity=False, **opts)
         except ReversibilitySyntaxError as exc:
             raise exc.with_traceback(None) from None
-        ns[node.name] = view
+        staged[node.name] = view
         out[node.name] = view
+        made.append(view)
+    for view in made:  # calls between them too: every callee of this source is known now
+        try:
+            check_calls(view._program.ir, lambda name: lookup_name(name, view_ns, {}))
+        except ReversibilitySyntaxError as exc:
+            raise exc.with_traceback(None) from None
+    ns.update(staged)
+    return out
+
+
+#: top-level statements define() refuses, and why (it runs only `def`s and imports)
+_TOP_LEVEL_ADVICE = {
+    "AsyncFunctionDef": "a reversible function cannot be async: write a plain `def`",
+    "ClassDef": "define() defines reversible functions only; define classes in Python itself",
+    "Assign": "define() runs no top-level assignments: pass module-level constants in the "
+              "namespace instead, e.g. define(source, {\"N\": 3, \"np\": np, \"math\": math})",
+    "AnnAssign": "define() runs no top-level assignments: pass module-level constants in the "
+                 "namespace instead, e.g. define(source, {\"N\": 3, \"np\": np, \"math\": math})",
+    "AugAssign": "define() runs no top-level statements: it defines reversible functions (`def`), "
+                 "and the statements belong inside one",
+}
+
+
+def _check_top_level(node: ast.stmt, filename: str, first_line: int, lines: list[str]) -> None:
+    """Refuse a top-level statement of define()'s source that it would not run: only
+    `def`s, imports (run, binding their names like the functions), docstrings (string
+    literals on their own) and `pass` are allowed."""
+    if isinstance(node, (ast.FunctionDef, ast.Pass)):
+        return
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) \
+            and isinstance(node.value.value, str):
+        return
+    if isinstance(node, ast.ImportFrom) and (node.level or any(a.name == "*" for a in node.names)):
+        why = ("a relative import has no package to start from here" if node.level
+               else "`import *` would bind unknown names")
+        raise _top_level_error(node, f"define() cannot run this import: {why}; import names "
+                                     "explicitly (`from math import pi`)",
+                               filename, first_line, lines)
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return
+    kind = type(node).__name__
+    if kind in _TOP_LEVEL_ADVICE:
+        why = _TOP_LEVEL_ADVICE[kind]
+    elif isinstance(node, ast.Expr):
+        why = ("define() runs no top-level expressions: it defines reversible functions (`def`); "
+               "call them after define() returns")
+    else:
+        why = (f"define() runs no top-level `{kind}` statements: its source holds `def`s of "
+               "reversible functions (and imports)")
+    raise _top_level_error(node, why, filename, first_line, lines)
+
+
+def _top_level_error(node: ast.stmt, message: str, filename: str, first_line: int,
+                     lines: list[str]) -> ReversibilitySyntaxError:
+    line = node.lineno + first_line - 1
+    text = lines[node.lineno - 1] if node.lineno <= len(lines) else None
+    end = getattr(node, "end_lineno", None)
+    return ReversibilitySyntaxError(
+        message, filename, line, node.col_offset, text,
+        None if end is None else end + first_line - 1, getattr(node, "end_col_offset", None),
+        stage="parse")
+
+
+def _run_import(node: ast.Import | ast.ImportFrom, filename: str, first_line: int,
+                lines: list[str]) -> dict[str, Any]:
+    """The names an import statement binds (as Python would bind them)."""
+    out: dict[str, Any] = {}
+    try:
+        for alias in node.names:
+            if isinstance(node, ast.Import):
+                module = importlib.import_module(alias.name)
+                if alias.asname:
+                    out[alias.asname] = module
+                else:
+                    head = alias.name.partition(".")[0]
+                    out[head] = sys.modules[head]
+            else:
+                module = importlib.import_module(node.module or "")
+                try:
+                    out[alias.asname or alias.name] = getattr(module, alias.name)
+                except AttributeError:
+                    out[alias.asname or alias.name] = importlib.import_module(
+                        f"{node.module}.{alias.name}")
+    except ImportError as exc:
+        raise _top_level_error(node, f"cannot import: {exc}", filename, first_line,
+                               lines) from None
     return out
 
 
@@ -397,19 +510,32 @@ def _decorator_options(dec: ast.expr, filename: str, first_line: int, lines: lis
     line = dec.lineno + first_line - 1
     text = lines[dec.lineno - 1] if dec.lineno <= len(lines) else None
 
-    def error(msg: str) -> ReversibilitySyntaxError:
-        return ReversibilitySyntaxError(msg, filename, line, dec.col_offset, text, stage="parse")
+    def error(msg: str, node: ast.AST | None = None) -> ReversibilitySyntaxError:
+        if node is None or node.lineno == dec.lineno:
+            return ReversibilitySyntaxError(msg, filename, line, (node or dec).col_offset, text,
+                                            stage="parse")
+        at = node.lineno + first_line - 1  # an option on a line of its own
+        return ReversibilitySyntaxError(msg, filename, at, node.col_offset,
+                                        lines[node.lineno - 1] if node.lineno <= len(lines) else None,
+                                        stage="parse")
 
     target = dec.func if isinstance(dec, ast.Call) else dec
     if ast.unparse(target).rsplit(".", 1)[-1] != "reversible":
         raise error(f"only @reversible can decorate a reversible function, not @{ast.unparse(dec)}")
     opts: dict[str, Any] = {}
+    if isinstance(dec, ast.Call) and dec.args:
+        raise error("@reversible takes its options by name: "
+                    f"@reversible({', '.join(f'{k}=...' for k in defaults)})", dec.args[0])
     for kw in dec.keywords if isinstance(dec, ast.Call) else ():
         if kw.arg not in defaults:
             raise error(f"unknown @reversible option {kw.arg!r}; the options are "
-                        f"{', '.join(defaults)}")
+                        f"{', '.join(defaults)}", kw)
         try:
             opts[kw.arg] = ast.literal_eval(kw.value)
-        except ValueError:
-            raise error(f"@reversible option {kw.arg}= must be a literal value") from None
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            raise error(f"@reversible option {kw.arg}= must be a literal value", kw.value) from None
+        try:
+            _validate_options(**{**defaults, kw.arg: opts[kw.arg]})
+        except (ValueError, TypeError) as exc:
+            raise error(f"@reversible({kw.arg}={ast.unparse(kw.value)}): {exc}", kw.value) from None
     return opts

@@ -17,6 +17,7 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from revbench.backends import runtime
 from revbench.backends.runtime import CheckInfo
 from revbench.lang import ir
 from revbench.lang.types import NUMPY_NAMES, TypedFunction, VarType
@@ -24,7 +25,7 @@ from revbench.rules import functions as fn_rules
 from revbench.rules.instructions import UPDATES
 from revbench.transforms.invert import invert_body
 
-CODEGEN_VERSION = "1"
+CODEGEN_VERSION = "2"  # 2: checked int64 helpers (their Numba versions are not in the text)
 
 
 # --------------------------------------------------------------------------- #
@@ -68,12 +69,37 @@ def expr_text(e) -> str:
     return f"<{type(e).__name__}>"
 
 
+def _finite(v) -> bool:
+    return abs(v) < float("inf")
+
+
 def _wrap(e) -> str:
     t = expr_text(e)
     simple = isinstance(e, (ir.Const, ir.Var, ir.Elem, ir.Func, ir.Len, ir.Shape))
     if isinstance(e, ir.Const) and isinstance(e.value, (int, float)) and e.value < 0:
         simple = False
     return t if simple else f"({t})"
+
+
+# --------------------------------------------------------------------------- #
+# Checked int64 arithmetic
+# --------------------------------------------------------------------------- #
+def _helper_rule(name: str, fn, nargs: int) -> fn_rules.FunctionRule:
+    # injected like a registered function: fn itself in Python, an inlined version using
+    # LLVM's overflow intrinsics under Numba (numba_backend.user_function)
+    return fn_rules.FunctionRule(name, f"_rb_{name}", nargs, (), result="int", hidden=True,
+                                 user_function=fn, fingerprint=fn_rules._fingerprint(fn, ()))
+
+
+#: operator -> the helper generated code calls for it on integers when checks are on
+INT_HELPERS: dict[str, fn_rules.FunctionRule] = {
+    op: _helper_rule(name, fn, nargs) for op, name, fn, nargs in (
+        ("+", "iadd", runtime.int_add, 4), ("-", "isub", runtime.int_sub, 4),
+        ("*", "imul", runtime.int_mul, 4), ("//", "ifloordiv", runtime.int_floordiv, 4),
+        ("**", "ipow", runtime.int_pow, 4), ("neg", "ineg", runtime.int_neg, 3),
+        ("abs", "iabs", runtime.int_abs, 3))
+}
+_INT64_MIN_CODE = "(-9223372036854775807 - 1)"
 
 
 # --------------------------------------------------------------------------- #
@@ -119,6 +145,8 @@ class Emitter:
         self.level = 1
         self._tmp = 0
         self.user_functions: dict[str, object] = {}
+        self._dtypes: dict[int, tuple[object, str]] = {}  # id(expr) -> (expr, its dtype)
+        self._loc = ir.NO_LOC  # the statement being generated (for checks in expressions)
 
     # -- plumbing -------------------------------------------------------------
     def emit(self, text: str, loc: ir.Loc | None = None) -> None:
@@ -158,18 +186,31 @@ class Emitter:
         if isinstance(e, ir.Elem):
             return f"{e.name}[{', '.join(self.x(i) for i in e.indices)}]"
         if isinstance(e, ir.BinOp):
-            left, right = self.x(e.left, ew), self.x(e.right, ew)
-            if e.op == "**" and self._int_valued(e.left) and not (
-                    isinstance(e.right, ir.Const) and e.right.value >= 0):
-                left = f"float({left})"
-            return f"({left} {e.op} {right})"
+            return self.binop(e, ew)
         if isinstance(e, ir.UnaryOp):
-            return f"(not {self.x(e.operand, ew)})" if e.op == "not" else f"(-{self.x(e.operand, ew)})"
+            if e.op == "not":
+                return f"(not {self.x(e.operand, ew)})"
+            t = self.dtype(e.operand)
+            operand = self.cast(self.x(e.operand, ew), t, "int")
+            if t in ("int", "bool") and self.opt.check:
+                return self.int_helper("neg", e, operand)
+            return f"(-{operand})"
         if isinstance(e, ir.Func):
             rule = fn_rules.lookup(e.name)
             if rule.user_function is not None:
                 self.user_functions[rule.impl] = rule
-            return f"{rule.impl}({', '.join(self.x(a, ew) for a in e.args)})"
+            args = [self.x(a, ew) for a in e.args]
+            dts = [self.dtype(a) for a in e.args]
+            if rule.result == "float":
+                # NumPy computes a bool in float16 (np.sqrt(True)), Numba in float32:
+                # a bool argument is the float 0.0 or 1.0
+                args = [self.cast(c, t, "float") if t == "bool" else c for c, t in zip(args, dts)]
+            elif rule.result in ("promote", "same") and dts[0] != "complex":
+                d = self.dtype(e)  # min(True, 2) is True in Python: compute in the result's type
+                args = [self.cast(c, t, d) for c, t in zip(args, dts)]
+                if rule.name == "abs" and d == "int" and self.opt.check:
+                    return self.int_helper("abs", e, *args)  # abs(-2**63) overflows
+            return f"{rule.impl}({', '.join(args)})"
         if isinstance(e, ir.Len):
             return f"{e.name}.shape[0]"
         if isinstance(e, ir.Shape):
@@ -185,8 +226,49 @@ class Emitter:
             return "(" + f" {e.op} ".join(self.x(v, ew) for v in e.values) + ")"
         raise TypeError(f"cannot generate {type(e).__name__}")
 
-    def _int_valued(self, e) -> bool:
-        return self.t.expr_type(e).dtype in ("int", "bool")
+    def dtype(self, e) -> str:
+        """The dtype of expression ``e`` (memoised: expressions are typed bottom-up)."""
+        hit = self._dtypes.get(id(e))
+        if hit is None or hit[0] is not e:
+            hit = self._dtypes[id(e)] = (e, self.t.expr_type(e).dtype)
+        return hit[1]
+
+    @staticmethod
+    def cast(code: str, dtype: str, to: str) -> str:
+        """``code`` (of ``dtype``) converted up to ``to``: bools compute as the ints 0 and 1
+        (NumPy's ``np.bool_ + np.bool_`` is a logical or) and as the floats 0.0 and 1.0
+        (Numba has no ``float(bool)``)."""
+        if dtype == "bool" and to == "int":
+            return f"int({code})"
+        if dtype == "bool" and to in ("float", "complex"):
+            return f"_rb_np.float64({code})"
+        if dtype == "int" and to == "float":
+            return f"float({code})"
+        return code
+
+    def binop(self, e: ir.BinOp, ew: tuple[str, ...]) -> str:
+        lt, rt, d = self.dtype(e.left), self.dtype(e.right), self.dtype(e)
+        left, right = self.x(e.left, ew), self.x(e.right, ew)
+        if e.op == "**" and d == "float":
+            if rt == "float":
+                # a negative base with a non-integer exponent: Python's float gives a
+                # complex number, Numba nan; NumPy's float64 gives nan (and libm's pow
+                # elsewhere, as Numba: np.power itself may differ in the last digit)
+                return f"(_rb_np.float64({left}) ** {right})"
+            return f"({self.cast(left, lt, 'float')} ** {self.cast(right, rt, 'int')})"
+        left, right = self.cast(left, lt, "int"), self.cast(right, rt, "int")
+        if d == "int" and self.opt.check and e.op in INT_HELPERS:
+            return self.int_helper(e.op, e, left, right)
+        return f"({left} {e.op} {right})"
+
+    def int_helper(self, op: str, e, *args: str) -> str:
+        """``op`` on int64 operands, checked: it raises where the exact result does not fit."""
+        rule = INT_HELPERS[op]
+        self.user_functions[rule.impl] = rule
+        text = expr_text(e)
+        loc = e.loc if e.loc.line else self._loc
+        k = self.check("overflow", text, loc, f"{op}\t{text}")
+        return f"{rule.impl}({', '.join(args)}, _RB_MODULE, {k})"
 
     def close(self, actual: str, expected: str, dtype: str) -> str:
         """A condition that holds when ``actual`` equals ``expected`` (within tolerance)."""
@@ -212,11 +294,15 @@ class Emitter:
         start = len(self.lines)
         for s in stmts:
             self.stmt(s)
-        if len(self.lines) == start:
+        # a block may emit only comments (an empty `with inverted:`, a `del` without checks):
+        # Python still needs a statement in it
+        if all(line.lstrip().startswith("#") for line in self.lines[start:]):
             self.emit("pass")
 
     def stmt(self, s: ir.Stmt) -> None:
+        outer, self._loc = self._loc, s.loc
         getattr(self, "s_" + type(s).__name__)(s)
+        self._loc = outer
 
     def s_Update(self, s: ir.Update) -> None:
         tt = self.env[s.target.name]
@@ -251,7 +337,51 @@ class Emitter:
                 k = self.check("inexact", expr_text(s.value), s.loc, expr_text(s.target))
                 self.emit(f"if {target} % {value} != 0:", s.loc)
                 self.emit("    " + self.fail(k, target, value), s.loc)
+        if self.opt.check and dtype == "int":
+            self.int_update_checked(s, target, value)
+            return
+        if self.opt.check and rule.nonzero_operand and not integer \
+                and not s.target.name.startswith("_rb_adj"):  # adjoints are never undone
+            self.float_scale_checked(s, target, op, value)
+            return
         self.emit(f"{target} {op}= {value}", s.loc)
+
+    def int_update_checked(self, s: ir.Update, target: str, value: str) -> None:
+        """An integer update that raises where its exact result does not fit in int64
+        (integers never wrap around, so every update stays exactly invertible)."""
+        text = f"{expr_text(s.target)} {s.op} {expr_text(s.value)}"
+        if s.op in ("+=", "-=", "*="):
+            helper = INT_HELPERS[s.op[0]]
+            self.user_functions[helper.impl] = helper
+            k = self.check("overflow", expr_text(s.target), s.loc, f"{s.op[0]}\t{text}")
+            self.emit(f"{target} = {helper.impl}({target}, {value}, _RB_MODULE, {k})", s.loc)
+            return
+        if s.op == "/=" and not (isinstance(s.value, ir.Const) and s.value.value != -1):
+            k = self.check("overflow", expr_text(s.target), s.loc, f"//\t{text}")
+            self.emit(f"if {value} == -1 and {target} == {_INT64_MIN_CODE}:", s.loc)
+            self.emit("    " + self.fail(k, target, value), s.loc)
+        self.emit(f"{target} {UPDATES[s.op].int_op}= {value}", s.loc)
+
+    def float_scale_checked(self, s: ir.Update, target: str, op: str, value: str) -> None:
+        """A float or complex ``*=`` / ``/=`` that raises where it cannot be undone: an
+        infinite or nan operand, or a finite target made 0, subnormal or inf such that the
+        inverse would not give it back (checked only when the result is one of those)."""
+        const = isinstance(s.value, ir.Const)
+        if self.dtype(s.value) in ("float", "complex") and not (const and _finite(s.value.value)):
+            k = self.check("nonfinite", expr_text(s.value), s.loc, s.op)
+            self.emit(f"if not abs({value}) < _rb_math.inf:", s.loc)
+            self.emit("    " + self.fail(k, "0", value), s.loc)
+        r = self.tmp("r")
+        self.emit(f"{r} = {target} {op} {value}", s.loc)
+        k = self.check("result", expr_text(s.target), s.loc,
+                       f"{expr_text(s.target)} {s.op} {expr_text(s.value)}")
+        inv = UPDATES[UPDATES[s.op].inverse].python_op
+        self.emit(f"if not ({runtime.FLOAT_TINY!r} <= abs({r}) < _rb_math.inf) "
+                  f"and abs({target}) < _rb_math.inf "
+                  f"and not abs({r} {inv} {value} - {target}) <= {runtime.SCALE_RTOL!r} * abs({target}):",
+                  s.loc)
+        self.emit("    " + self.fail(k, target, r), s.loc)
+        self.emit(f"{target} = {r}", s.loc)
 
     def elementwise_loops(self, name: str, ndim: int, value, loc: ir.Loc) -> tuple[str, ...]:
         """Open loops over every element of array ``name``; returns the index names."""

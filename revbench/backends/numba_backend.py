@@ -36,13 +36,65 @@ def compile_numba(gen: Generated, injected: dict[str, object], check: bool) -> C
 
 
 def user_function(rule) -> Callable:
-    """The jitted version of a registered user function (one per fingerprint)."""
+    """The jitted version of a registered user function (one per fingerprint), or of a
+    checked integer helper of :mod:`revbench.backends.runtime`."""
     key = (rule.name, rule.fingerprint)
     if key not in _user_cache:
         import numba
 
-        _user_cache[key] = numba.njit(rule.user_function)
+        impl = _checked_int_impls().get(rule.user_function)
+        _user_cache[key] = impl if impl is not None else numba.njit(rule.user_function)
     return _user_cache[key]
+
+
+_int_impls: dict[Callable, Callable] = {}
+
+
+def _checked_int_impls() -> dict[Callable, Callable]:
+    """runtime's checked int64 helpers, compiled to be inlined; ``+ - *`` use LLVM's
+    overflow intrinsics (an add or multiply and one branch on the overflow flag)."""
+    if _int_impls:
+        return _int_impls
+    import numba
+    from numba.core import types
+    from numba.extending import intrinsic
+
+    from revbench.backends import runtime
+    from revbench.backends.runtime import CheckFailed
+
+    def with_overflow(method: str):
+        @intrinsic
+        def op(typingctx, a, b):
+            sig = types.Tuple((types.int64, types.boolean))(types.int64, types.int64)
+
+            def codegen(context, builder, signature, args):
+                r = getattr(builder, method)(*args)
+                return context.make_tuple(builder, signature.return_type,
+                                          [builder.extract_value(r, 0), builder.extract_value(r, 1)])
+
+            return sig, codegen
+
+        return op
+
+    add, sub, mul = (with_overflow(m) for m in ("sadd_with_overflow", "ssub_with_overflow",
+                                                  "smul_with_overflow"))
+
+    def checked(op):
+        def impl(a, b, module, k):
+            r, overflow = op(int(a), int(b))
+            if overflow:
+                raise CheckFailed(module, k, int(a), int(b))
+            return r
+
+        return impl
+
+    inline = numba.njit(inline="always")
+    _int_impls.update({runtime.int_add: inline(checked(add)),
+                       runtime.int_sub: inline(checked(sub)),
+                       runtime.int_mul: inline(checked(mul))})
+    for fn in (runtime.int_floordiv, runtime.int_pow, runtime.int_neg, runtime.int_abs):
+        _int_impls[fn] = inline(fn)
+    return _int_impls
 
 
 def is_numba_error(exc: BaseException) -> bool:

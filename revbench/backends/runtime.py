@@ -58,7 +58,22 @@ MESSAGES = {
     "zero": "`{detail}` by `{var}`: the operand is zero, which cannot be undone",
     "inexact": "integer `/=` by `{var}` must divide `{detail}` exactly",
     "shape": "`{var}` and `{detail}` must have the same shape for a whole-array statement",
+    "overflow": "integer overflow in `{detail}`: revbench integers are 64-bit and never wrap "
+                "around",
+    "nonfinite": "`{detail}` by `{var}`: the operand is infinite or nan, which cannot be undone",
+    "result": "`{detail}` cannot be undone: the result {why}",
 }
+
+#: the range of revbench integers (int64): exact results outside it are refused
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+#: the smallest positive normal float64: a product or quotient below it may have lost
+#: digits, so ``*=`` / ``/=`` then checks that its inverse gives the target back, to
+#: within SCALE_RTOL (two roundings)
+FLOAT_TINY = 2.2250738585072014e-308
+SCALE_RTOL = 2.0**-51
+#: |a|, |b| <= this: a * b fits in int64 (3037000499 ** 2 < 2 ** 63)
+_MUL_SAFE = 3037000499
 
 
 def _fmt(v) -> str:
@@ -80,9 +95,22 @@ def to_user_error(exc: CheckFailed) -> ReversibilityError:
     if index and info.kind == "ancilla":
         var = f"{var}[{', '.join(str(int(i)) for i in index)}]"
     what = MESSAGES[info.kind].format(var=var, detail=info.detail,
-                                      axis=int(index[0]) if index else 0)
-    if info.kind == "zero":
+                                      axis=int(index[0]) if index else 0, why="")
+    if info.kind in ("zero", "nonfinite"):
         values = f"got {_fmt(actual)}"
+    elif info.kind == "overflow":
+        op, _, text = info.detail.partition("\t")
+        what = MESSAGES["overflow"].format(detail=text or var)
+        exact = (f"-({_fmt(expected)})" if op == "neg" else f"abs({_fmt(expected)})" if op == "abs"
+                 else f"{_fmt(expected)} {op} {_fmt(actual)}")
+        values = f"the exact result of {exact} does not fit in int64 (use floats for larger numbers)"
+    elif info.kind == "result":
+        r = complex(actual)
+        why = ("is nan" if r != r else "overflows to infinity" if abs(r) == float("inf")
+               else "underflows to zero" if r == 0 else "underflows (it is subnormal, so digits "
+               "are lost)")
+        what = MESSAGES["result"].format(detail=info.detail, why=why)
+        values = f"`{var}` was {_fmt(expected)}, the result is {_fmt(actual)}"
     elif info.kind in ("alias", "call-alias"):
         values = f"both are index {_fmt(expected)}"
     elif info.kind == "inexact":
@@ -97,3 +125,95 @@ def to_user_error(exc: CheckFailed) -> ReversibilityError:
            f"{table.filename}, line {info.line}: {text}")
     return ReversibilityError(msg, variable=var, expected=expected, actual=actual,
                               function=table.function, filename=table.filename, lineno=info.line)
+
+
+# --------------------------------------------------------------------------- #
+# Checked int64 arithmetic (generated code with checks on calls these)
+# --------------------------------------------------------------------------- #
+# Each takes the operands, then the module key and the check index to report
+# with, and returns the exact result or raises CheckFailed(module, k, a, b) when
+# that result does not fit in int64.  These are the Python backend's versions
+# (unbounded ints; NumPy int64 and bool scalars are converted by int() first);
+# numba_backend compiles them too (and has its own + - * with LLVM's overflow
+# intrinsics), so every test is made *before* the operation: Numba's signed
+# overflow is not even guaranteed to wrap (LLVM may assume it never happens).
+def int_add(a, b, module, k):
+    a = int(a)
+    b = int(b)
+    if (b > 0 and a > INT64_MAX - b) or (b < 0 and a < INT64_MIN - b):
+        raise CheckFailed(module, k, a, b)
+    return a + b
+
+
+def int_sub(a, b, module, k):
+    a = int(a)
+    b = int(b)
+    if (b < 0 and a > INT64_MAX + b) or (b > 0 and a < INT64_MIN + b):
+        raise CheckFailed(module, k, a, b)
+    return a - b
+
+
+def int_mul(a, b, module, k):
+    a = int(a)
+    b = int(b)
+    if -_MUL_SAFE <= a <= _MUL_SAFE and -_MUL_SAFE <= b <= _MUL_SAFE:
+        return a * b  # the common case: no overflow possible
+    # a * b out of range, told without computing it: Numba's integer product has no
+    # defined overflow (LLVM may assume there is none), so nothing may rely on wrapping
+    if a > 0:
+        bad = (b > 0 and a > INT64_MAX // b) or (b < -1 and a > INT64_MIN // b)
+    elif a < 0:
+        bad = (b > 0 and a < -1 and b > INT64_MIN // a) or (
+            b < 0 and (a == INT64_MIN or b == INT64_MIN or -a > INT64_MAX // -b))
+    else:
+        bad = False
+    if bad:
+        raise CheckFailed(module, k, a, b)
+    return a * b
+
+
+def int_floordiv(a, b, module, k):
+    a = int(a)
+    b = int(b)
+    if b == -1 and a == INT64_MIN:
+        raise CheckFailed(module, k, a, b)
+    return a // b
+
+
+def int_pow(a, n, module, k):
+    """``a ** n`` for a constant ``n >= 0``: ``n`` products, each checked as in :func:`int_mul`."""
+    a = int(a)
+    n = int(n)
+    if n == 0 or a == 1:
+        return 1
+    if a == 0:
+        return 0
+    if a == -1:
+        return 1 if n % 2 == 0 else -1
+    if n >= 64:  # |a| >= 2
+        raise CheckFailed(module, k, a, n)
+    r = 1
+    for _ in range(n):
+        if r > 0:
+            bad = (a > 0 and r > INT64_MAX // a) or (a < -1 and r > INT64_MIN // a)
+        else:
+            bad = (a > 0 and r < -1 and a > INT64_MIN // r) or (
+                a < 0 and (r == INT64_MIN or a == INT64_MIN or -r > INT64_MAX // -a))
+        if bad:
+            raise CheckFailed(module, k, a, n)
+        r = r * a
+    return r
+
+
+def int_neg(a, module, k):
+    a = int(a)
+    if a == INT64_MIN:
+        raise CheckFailed(module, k, a, a)
+    return -a
+
+
+def int_abs(a, module, k):
+    a = int(a)
+    if a == INT64_MIN:
+        raise CheckFailed(module, k, a, a)
+    return abs(a)

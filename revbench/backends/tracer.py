@@ -38,7 +38,17 @@ from typing import Any
 import numpy as np
 
 from revbench.backends import codegen
-from revbench.backends.runtime import TABLES, CheckFailed, CheckInfo, CheckTable, to_user_error
+from revbench.backends.runtime import (
+    FLOAT_TINY,
+    INT64_MAX,
+    INT64_MIN,
+    SCALE_RTOL,
+    TABLES,
+    CheckFailed,
+    CheckInfo,
+    CheckTable,
+    to_user_error,
+)
 from revbench.lang import ir
 from revbench.lang.errors import ReversibilityError, ReversibilityTypeError
 from revbench.lang.types import NUMPY_DTYPES, VarType
@@ -281,6 +291,8 @@ class _Code:
         self._exprs: dict[str, Any] = {}
         self.table = CheckTable(self.func.name, self.func.filename, direction)
         self.key = tracer.register_table(self.table)
+        self.G["_RB_MODULE"] = self.key  # checked integer operations in expressions
+        self._em.check = self.add_check  # report through this table
         self.run: Callable[[_Run], None] = _not_compiled
 
     def expr(self, e: ir.Expr, ew: tuple[str, ...] = ()):
@@ -397,6 +409,8 @@ class Tracer:
     def fail_exception(self, run: _Run, line: int, exc: Exception, deltas=()) -> None:
         """An exception of the program itself (index out of range, ...), told on the user's line."""
         f = run.frame
+        if isinstance(exc, CheckFailed):  # a checked operation in an expression (overflow)
+            exc = to_user_error(exc)
         if hasattr(exc, "add_note"):
             exc.add_note(f"in reversible function {f.name}, {f.filename}, line {line}: "
                          f"{f.line_text(line).strip()}")
@@ -506,13 +520,17 @@ class Tracer:
             return self._whole_update(c, s, t, fn, k_zero, k_inexact)
         vcode, G, emit = c.expr(s.value), c.G, self.emit
 
+        guard = self._update_guard(c, s, t)
+
         def checks(run: _Run, old: Any, val: Any) -> None:
             if k_zero is not None and val == 0:
                 self.check_failed(run, line, "update", action, k_zero, 0, val)
             if k_inexact is not None and old % val != 0:
                 self.check_failed(run, line, "update", action, k_inexact, old, val)
+            if guard is not None:
+                guard(run, old, val)
 
-        guarded = k_zero is not None or k_inexact is not None
+        guarded = k_zero is not None or k_inexact is not None or guard is not None
         if isinstance(s.target, ir.Var):
             def update_var(run: _Run) -> None:
                 V = run.V
@@ -580,6 +598,7 @@ class Tracer:
         """``y op= e`` on a whole array: computed elementwise, recorded as one delta."""
         name, line, action = s.target.name, s.loc.line, stmt_text(s)
         shapes = self._shape_checks(c, name, t.ndim, s.value, s.loc)
+        guard = self._update_guard(c, s, t)
         vec, G = c.expr(s.value), c.G
         ew = tuple(f"_rb_trace_i{ax}" for ax in range(t.ndim))
         scalar = c.expr(s.value, ew)
@@ -614,12 +633,50 @@ class Tracer:
                 if len(bad):
                     i = tuple(bad[0])
                     self.check_failed(run, line, "update", action, k_inexact, arr[i], val[i])
+            if guard is not None:
+                for o, v in zip(arr.flat, np.broadcast_to(val, arr.shape).flat):
+                    guard(run, o, v)
             old = arr.copy()
             arr[...] = fn(old, val)
             self.emit("update", run.frame, line, action,
                       ((WHOLE, self.slot(arr), old, arr.copy(), run.frame, name),))
 
         return update_whole
+
+    def _update_guard(self, c: _Code, s: ir.Update, t: VarType):
+        """The checks of generated code that an update's result can be undone (see
+        ``codegen.Emitter.int_update_checked`` and ``float_scale_checked``), or ``None``."""
+        if not c.check or s.op == "^=":
+            return None
+        line, action = s.loc.line, stmt_text(s)
+        target, text = codegen.expr_text(s.target), stmt_text(s)
+        if t.dtype == "int":
+            sym = {"+=": "+", "-=": "-", "*=": "*", "/=": "//"}[s.op]
+            exact_op, k = _OPS[sym], c.add_check("overflow", target, s.loc, f"{sym}\t{text}")
+
+            def int_guard(run: _Run, old: Any, val: Any) -> None:
+                if not INT64_MIN <= exact_op(int(old), int(val)) <= INT64_MAX:
+                    self.check_failed(run, line, "update", action, k, int(old), int(val))
+
+            return int_guard
+        if not UPDATES[s.op].nonzero_operand or s.target.name.startswith("_rb_adj"):
+            return None
+        fn = _OPS[UPDATES[s.op].python_op]
+        inv = _OPS[UPDATES[UPDATES[s.op].inverse].python_op]
+        k_op = c.add_check("nonfinite", codegen.expr_text(s.value), s.loc, s.op) \
+            if c.typed.expr_type(s.value).dtype in ("float", "complex") else None
+        k_res = c.add_check("result", target, s.loc, text)
+
+        def float_guard(run: _Run, old: Any, val: Any) -> None:
+            if k_op is not None and not abs(val) < math.inf:
+                self.check_failed(run, line, "update", action, k_op, 0, val)
+            with np.errstate(all="ignore"):
+                r = fn(old, val)
+                if not FLOAT_TINY <= abs(r) < math.inf and abs(old) < math.inf \
+                        and not abs(inv(r, val) - old) <= SCALE_RTOL * abs(old):
+                    self.check_failed(run, line, "update", action, k_res, old, r)
+
+        return float_guard
 
     def s_Swap(self, c: _Code, s: ir.Swap) -> Callable[[_Run], None]:
         line, action = s.loc.line, stmt_text(s)

@@ -22,18 +22,23 @@ import hashlib
 import linecache
 import numbers
 import re
-from collections.abc import Iterator, Mapping, MutableMapping
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import combinations
 from typing import Any, Literal
 
 import numpy as np
 
 from revbench.ad import value_and_grad
+from revbench.backends.runtime import TABLES, CheckFailed, to_user_error
 from revbench.compiler import Program
+from revbench.config import get_tolerance
 from revbench.function import ReversibleFunction, define
 from revbench.lang.check import check_function
-from revbench.lang.errors import ReversibilitySyntaxError
+from revbench.lang.errors import ReversibilityError, ReversibilitySyntaxError, ReversibilityTypeError
 from revbench.lang.parse import INVERTED, ROUTINE, SourceInfo, parse_definition
 from revbench.rules import functions as fn_rules
 
@@ -80,17 +85,18 @@ def read_cell(header: str, body: str) -> Cell:
     source = f"{header}\n{body}"
     filename = cell_filename(source)
     register_source(filename, source)
+    nul = body.find("\x00")
+    if nul >= 0:  # Python reports it without a line: find it
+        line = body.count("\n", 0, nul) + FIRST_BODY_LINE
+        col = nul - (body.rfind("\n", 0, nul) + 1)
+        raise ReversibilitySyntaxError(
+            "the cell contains a NUL character (\\x00), which Python source cannot hold: delete "
+            "it (most editors do not show it; it often comes with pasted text)",
+            filename, line, col, _line(source, line), stage="parse")
     try:
         tree = ast.parse(body, filename)
     except SyntaxError as exc:
-        line = None if exc.lineno is None else exc.lineno + FIRST_BODY_LINE - 1
-        end = getattr(exc, "end_lineno", None)
-        raise ReversibilitySyntaxError(
-            exc.msg, filename, line, None if exc.offset is None else exc.offset - 1,
-            _line(source, line) if line else exc.text,
-            None if end is None else end + FIRST_BODY_LINE - 1,
-            None if getattr(exc, "end_offset", None) is None else exc.end_offset - 1,
-            stage="parse") from None
+        raise _cell_syntax_error(exc, filename, source) from None
     cell = Cell(filename, source, body, tree, "empty")
     defs = [s for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
     others = [s for s in tree.body if s not in defs and not _is_docstring(s)]
@@ -160,30 +166,105 @@ def is_data(value: Any) -> bool:
     return isinstance(value, (numbers.Number, np.ndarray, np.generic))
 
 
+#: the integers of a reversible program are int64 (on both backends)
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+#: the longest a failing run is replayed on the Python backend to find its line (seconds)
+REPLAY_SECONDS = 2.0
+#: the exceptions a user's cell program raises while it runs (told at the user's line)
+RUN_ERRORS = (ReversibilityError, AssertionError, IndexError, ArithmeticError, ValueError,
+              MemoryError)
+
+
+@dataclass(frozen=True)
+class Place:
+    """A line of the user's code where an error happened (or the call that led there)."""
+
+    filename: str
+    line: int
+    col: int | None = None  # 0-based; None: point at the statement
+    function: str | None = None  # the reversible function running there
+    direction: str | None = None  # "forward", "inverse", ...
+
+
+def places_of(exc: BaseException) -> tuple[Place, ...] | None:
+    """Where a cell program's error happened, outermost call first (None: not known)."""
+    return getattr(exc, "revbench_places", None)
+
+
 @dataclass
 class CellProgram:
     """A cell program compiled as ``cell(*names)``, bound to the notebook variables ``names``."""
 
     function: ReversibleFunction
     names: tuple[str, ...]
+    cell: Cell | None = None
+    _twin: CellProgram | None = field(default=None, repr=False)
 
-    def values(self, namespace: MutableMapping[str, Any]) -> tuple:
+    def values(self, namespace: Mapping[str, Any]) -> tuple:
         return tuple(namespace[n] for n in self.names)
 
     def written(self) -> frozenset[str]:
         """The notebook variables the cell may change (what a failure must restore)."""
         return self.function._program.written_params()
 
+    def view(self, inverse: bool = False) -> ReversibleFunction:
+        return self.function.inverse if inverse else self.function
+
+    def arguments(self, values: tuple) -> tuple:
+        """The values the cell is called with, checked here so errors name the cell's line.
+
+        An integer outside int64, a read-only array the cell updates, and arrays
+        sharing memory with one the cell updates are refused at the variable's
+        first use in the cell.  A read-only array the cell only reads (or one
+        sharing memory with another the cell only reads) is passed as a copy.
+        """
+        written = self.written()
+        out = list(values)
+        for i, (name, v) in enumerate(zip(self.names, values)):
+            if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) \
+                    and not INT64_MIN <= int(v) <= INT64_MAX:
+                raise self.located(ReversibilityTypeError(
+                    f"notebook variable `{name}` is the integer {int(v)}, which does not fit in "
+                    f"int64 (-2**63 to 2**63 - 1): revbench integers are 64-bit and never wrap "
+                    f"around; make it a float for larger numbers (`{name} = float({name})`)",
+                    variable=name, function=CELL_FUNCTION, stage="call"))
+            if isinstance(v, np.ndarray) and not v.flags.writeable:
+                if name in written:
+                    raise self.located(ReversibilityTypeError(
+                        f"notebook variable `{name}` is a read-only array, and the cell updates "
+                        f"it in place: make a writeable copy first (`{name} = {name}.copy()`)",
+                        variable=name, function=CELL_FUNCTION, stage="call"))
+                out[i] = v.copy()
+        arrays = [(i, n, v) for i, (n, v) in enumerate(zip(self.names, out)) if isinstance(v, np.ndarray)]
+        for (_, n1, a1), (j, n2, a2) in combinations(arrays, 2):
+            if out[j] is a2 and np.may_share_memory(a1, a2):
+                if n1 in written or n2 in written:
+                    n = n2 if n2 in written else n1
+                    raise self.located(ReversibilityError(
+                        f"notebook variables `{n1}` and `{n2}` share memory (one array, or views of "
+                        f"one): updating one would change the other, which is not reversible. Give "
+                        f"`{n}` its own copy first (`{n} = {n}.copy()`)",
+                        variable=n2, function=CELL_FUNCTION, stage="call"))
+                out[j] = a2.copy()
+        return tuple(out)
+
     def run(self, namespace: MutableMapping[str, Any], inverse: bool = False) -> None:
         """Run the cell forward (or its inverse) on the notebook's variables.
 
         Arrays are updated in place and scalars are written back, only when the
         whole cell succeeded: on any failure every variable is as it was before.
+        An error of the user's program is told where it happened (see
+        :meth:`explain`).
         """
         values = self.values(namespace)
-        fn = self.function.inverse if inverse else self.function
-        with restored_on_failure(values, self.names, self.written()):
-            out = fn(*values)
+        args = self.arguments(values)
+        fn = self.view(inverse)
+        try:
+            with restored_on_failure(args, self.names, self.written()):
+                out = fn(*args)
+        except Exception as exc:
+            self.explain(exc, args, inverse)  # the arguments are as they were again
+            raise
         self._write_scalars(namespace, values, out)
 
     def gradients(self, namespace: MutableMapping[str, Any], loss: str | tuple,
@@ -194,10 +275,15 @@ class CellProgram:
         the cell; integer and bool variables have none and are left out.
         """
         values = self.values(namespace)
-        fn = self.function.inverse if inverse else self.function
-        outs, grads = value_and_grad(fn, loss)(*values)  # works on copies: nothing changed yet
+        args = self.arguments(values)
+        fn = self.view(inverse)
+        try:
+            outs, grads = value_and_grad(fn, loss)(*args)  # works on copies: nothing changed yet
+        except Exception as exc:
+            self.explain(exc, args, inverse)
+            raise
         for orig, new in zip(values, outs):
-            if isinstance(orig, np.ndarray) and new is not orig:
+            if isinstance(orig, np.ndarray) and orig.flags.writeable and new is not orig:
                 orig[...] = new
         self._write_scalars(namespace, values, outs)
         return {n: g for n, g in zip(self.names, grads) if g is not None}
@@ -208,6 +294,170 @@ class CellProgram:
             if name in written and not isinstance(orig, np.ndarray):
                 namespace[name] = orig.dtype.type(new) if isinstance(orig, np.generic) else new
 
+    # -- where an error happened -----------------------------------------------------------
+    def located(self, exc: ReversibilityError) -> ReversibilityError:
+        """An error about a notebook variable, placed at its first use in the cell."""
+        node = _first_uses(self.cell.tree).get(exc.variable) if self.cell else None
+        if node is not None:
+            exc.filename = self.cell.filename
+            exc.lineno = node.lineno + FIRST_BODY_LINE - 1
+            exc.revbench_places = (Place(exc.filename, exc.lineno, node.col_offset, CELL_FUNCTION),)
+        return exc
+
+    def explain(self, exc: BaseException, args: tuple, inverse: bool) -> None:
+        """Record on ``exc`` where the cell program failed: ``exc.revbench_places``.
+
+        The places are the user's lines, outermost first: the cell's line, then
+        (for an error inside a reversible function the cell calls) the lines of
+        the calls down to the failing line.  What the error does not say itself
+        (compiled code knows no lines; a failed check knows only its own line)
+        is found by running the cell again on the Python backend, on copies of
+        ``args``, for at most :data:`REPLAY_SECONDS`: the notebook's data is not
+        touched again.  Only the user's errors are explained (:data:`RUN_ERRORS`
+        and anything raised at a user's line); nothing here raises.
+        """
+        if places_of(exc) is not None or self.cell is None:
+            return
+        try:
+            inner = _innermost(exc)
+            if inner is None and not isinstance(exc, RUN_ERRORS):
+                return
+            if isinstance(exc, ReversibilityError) and exc.lineno is None and \
+                    exc.variable in self.names and exc.function == CELL_FUNCTION:
+                self.located(exc)
+                return
+            chain = _frames(exc.__traceback__)
+            mine = self.cell.filename
+            ran = getattr(exc, "stage", "run") == "run"  # not a compile error: worth a replay
+            if ran and (inner is None or (not any(p.filename == mine for p in chain) and (
+                    inner.filename != mine or inner.function != CELL_FUNCTION))):
+                replayed = self._replay(args, inverse)
+                if replayed is not None and _same_failure(exc, replayed[0], inner):
+                    chain = replayed[1]
+                    if inner is None and str(replayed[0]):  # Python says more than Numba
+                        exc.revbench_message = str(replayed[0]).splitlines()[0]  # type: ignore[attr-defined]
+            if inner is None:
+                places = tuple(chain)
+            elif chain and (chain[-1].filename, chain[-1].line) == (inner.filename, inner.line):
+                places = (*chain[:-1], inner)
+            else:
+                places = (inner,)
+            exc.revbench_places = places  # type: ignore[attr-defined]
+        except Exception:  # pragma: no cover - explaining must never hide the user's error
+            pass
+
+    def _replay(self, args: tuple, inverse: bool) -> tuple[BaseException, list[Place]] | None:
+        """Run the cell again on the Python backend, on copies: (its error, where it happened)."""
+        twin = self._python_twin()
+        if twin is None:
+            return None
+        fn = twin.view(inverse)
+        copies = tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
+        try:
+            compiled = fn.compiled(fn.signature_of(copies))
+        except Exception:
+            return None
+        call_args = [a.item() if isinstance(a, np.generic) else a for a in copies]
+        atol, rtol = get_tolerance()
+        try:
+            _with_deadline(lambda: compiled.run(*call_args, atol, rtol), REPLAY_SECONDS)
+        except _Deadline:
+            return None
+        except CheckFailed as exc:
+            return to_user_error(exc), _frames(exc.__traceback__)
+        except Exception as exc:
+            return exc, _frames(exc.__traceback__)
+        return None
+
+    def _python_twin(self) -> CellProgram | None:
+        """The same cell program on the Python backend (itself when it is on it)."""
+        if self.function.backend == "python":
+            return self
+        if self._twin is None and self.cell is not None:
+            p = self.function._program
+            self._twin = compile_program(self.cell, p.namespace, check=p.check, backend="python")
+        return self._twin
+
+
+class _Deadline(BaseException):
+    """Raised into a replay that ran out of time."""
+
+
+def _with_deadline(call: Callable[[], Any], seconds: float) -> Any:
+    """``call()``, stopped with :class:`_Deadline` after ``seconds`` (it runs generated Python)."""
+    end = time.perf_counter() + seconds
+
+    def local(frame, event, arg):
+        if time.perf_counter() > end:
+            raise _Deadline
+        return local
+
+    def calls(frame, event, arg):
+        if time.perf_counter() > end:
+            raise _Deadline
+        return local if "rbgen_" in frame.f_code.co_filename else None
+
+    old = sys.gettrace()
+    sys.settrace(calls)
+    try:
+        return call()
+    finally:
+        sys.settrace(old)
+
+
+def _frames(tb) -> list[Place]:
+    """The user's lines a traceback went through (generated code mapped back), outermost first."""
+    out: list[Place] = []
+    while tb is not None:
+        fname = tb.tb_frame.f_code.co_filename
+        if "rbgen_" in fname:
+            try:
+                table = TABLES.get(int(fname.rsplit("rbgen_", 1)[1][:15], 16))
+            except ValueError:
+                table = None
+            if table is not None and tb.tb_lineno in table.linemap:
+                place = Place(table.filename, table.linemap[tb.tb_lineno], None, table.function,
+                              table.direction)
+                if not out or out[-1] != place:
+                    out.append(place)
+        tb = tb.tb_next
+    return out
+
+
+_NOTE = re.compile(r"in reversible function (?P<function>\w+)(?: \(running its (?P<dir>[\w-]+)\))?, "
+                   r"(?P<file>.+), line (?P<line>\d+): ")
+_ASSERT = re.compile(r" \(in (?P<function>\w+), line (?P<line>\d+)\)$")
+
+
+def user_line_note(exc: BaseException):
+    """The ``in reversible function f, FILE, line N: ...`` note the Python backend adds, if any."""
+    for note in getattr(exc, "__notes__", ()) or ():
+        m = _NOTE.search(note)
+        if m is not None:
+            return m
+    return None
+
+
+def _innermost(exc: BaseException) -> Place | None:
+    """Where an error says it happened (without help), if it says."""
+    note = user_line_note(exc)
+    if note is not None:
+        return Place(note["file"], int(note["line"]), None, note["function"], note["dir"])
+    if isinstance(exc, ReversibilityError) and exc.filename and exc.lineno:
+        m = _NOTE.search(str(exc))
+        return Place(exc.filename, exc.lineno, None, exc.function, m["dir"] if m else None)
+    return None
+
+
+def _same_failure(original: BaseException, replayed: BaseException, inner: Place | None) -> bool:
+    """Did the replay fail as the original run did (so its places are the original's)?"""
+    if isinstance(original, ReversibilityError) or isinstance(replayed, ReversibilityError):
+        mine = _innermost(replayed)
+        return (type(original) is type(replayed) and inner is not None and mine is not None
+                and (mine.filename, mine.line) == (inner.filename, inner.line))
+    return type(original) is type(replayed) or (
+        isinstance(original, ArithmeticError) and isinstance(replayed, ArithmeticError))
+
 
 @contextmanager
 def restored_on_failure(values: tuple, names: tuple[str, ...], written: frozenset[str]) -> Iterator[None]:
@@ -215,7 +465,8 @@ def restored_on_failure(values: tuple, names: tuple[str, ...], written: frozense
 
     Scalars need nothing: they are only written back after a successful run.
     """
-    saved = [(a, a.copy()) for n, a in zip(names, values) if isinstance(a, np.ndarray) and n in written]
+    saved = [(a, a.copy()) for n, a in zip(names, values)
+             if isinstance(a, np.ndarray) and n in written and a.flags.writeable]
     try:
         yield
     except BaseException:
@@ -261,12 +512,18 @@ def compile_program(cell: Cell, namespace: MutableMapping[str, Any], *, check: b
     except ReversibilitySyntaxError as exc:
         raise cell_wording_syntax(exc) from None
     program = Program(checked, check=check, backend=backend, namespace=namespace)
-    return CellProgram(ReversibleFunction(program, "forward"), names)
+    return CellProgram(ReversibleFunction(program, "forward"), names, cell)
 
 
-def parse_loss(spec: str, names: tuple[str, ...]) -> str | tuple[str, tuple[int, ...]]:
-    """``--loss y`` or ``--loss r[3]`` / ``--loss A[1, 2]`` -> the ``loss=`` of :func:`value_and_grad`."""
-    m = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*(?:\[([-\d\s,]+)\])?\s*", spec)
+def parse_loss(spec: str, names: tuple[str, ...],
+               namespace: Mapping[str, Any] | None = None) -> str | tuple[str, tuple[int, ...]]:
+    """``--loss y`` or ``--loss r[3]`` / ``--loss A[1, 2]`` -> the ``loss=`` of :func:`value_and_grad`.
+
+    With the notebook's ``namespace``, the variable's value is checked too: a
+    float scalar, or one element (in range) of a float array.  Errors are
+    :class:`ValueError` told in the magic's own spelling (``--loss NAME``).
+    """
+    m = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*(?:\[([-+\d\s,]*)\])?\s*", spec)
     if m is None:
         raise ValueError(f"--loss {spec}: write a variable name, or one element of an array "
                          "variable such as `r[3]` or `A[1, 2]`")
@@ -275,22 +532,67 @@ def parse_loss(spec: str, names: tuple[str, ...]) -> str | tuple[str, tuple[int,
         uses = ", ".join(names) if names else "none"
         raise ValueError(f"--loss {name}: the cell program does not use a variable `{name}` "
                          f"(the notebook variables it uses: {uses})")
-    if index is None:
-        return name
-    try:
-        parts = tuple(int(p) for p in index.split(",") if p.strip())
-    except ValueError:
-        raise ValueError(f"--loss {spec}: the index must be integers, such as `r[3]`") from None
-    return (name, parts)
+    parts = None
+    if index is not None:
+        try:
+            parts = tuple(int(p) for p in index.split(",") if p.strip())
+            if not parts:
+                raise ValueError
+        except ValueError:
+            raise ValueError(f"--loss {spec.strip()}: the index must be integers, such as "
+                             "`r[3]`") from None
+    if namespace is not None and name in namespace:
+        parts = _check_loss_value(spec.strip(), name, parts, namespace[name])
+    return name if parts is None else (name, parts)
+
+
+def _check_loss_value(spec: str, name: str, index: tuple[int, ...] | None, value: Any):
+    """The loss must be a float (or one element of a float array): say so in --loss terms."""
+    need = ("--loss NAME differentiates a float variable, or one element of a float array "
+            "(`--loss r[3]`)")
+    if isinstance(value, np.ndarray):
+        example = f"{name}[{', '.join('0' * value.ndim)}]" if value.ndim else name
+        if value.dtype.kind != "f":
+            raise ValueError(f"--loss {spec}: `{name}` is an array of {value.dtype}, and a "
+                             f"gradient needs a float loss: {need}")
+        if index is None:
+            raise ValueError(f"--loss {spec}: `{name}` is an array (shape {value.shape}); the "
+                             f"loss is one number: name one element, such as `--loss {example}`")
+        if len(index) != value.ndim:
+            raise ValueError(f"--loss {spec}: `{name}` has {value.ndim} dimension(s), so the "
+                             f"element needs {value.ndim} index(es), such as `--loss {example}`")
+        fixed = []
+        for i, n in zip(index, value.shape):
+            if not -n <= i < n:
+                raise ValueError(f"--loss {spec}: index {i} is out of range for `{name}` of "
+                                 f"shape {value.shape}")
+            fixed.append(i + n if i < 0 else i)
+        return tuple(fixed)
+    if index is not None:
+        raise ValueError(f"--loss {spec}: `{name}` is a scalar, not an array: write "
+                         f"`--loss {name}`")
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (float, np.floating)):
+        kind = "a bool" if isinstance(value, (bool, np.bool_)) else (
+            "an int" if isinstance(value, (int, np.integer)) else f"a {type(value).__name__}")
+        raise ValueError(f"--loss {spec}: `{name}` is {kind} ({value!r}), and a gradient needs "
+                         f"a float loss: {need}")
+    return None
 
 
 def cell_wording(message: str) -> str:
-    """Say "notebook variable" where the compiler, seeing a function, says "argument"."""
-    message = re.sub(r" \(in reversible function " + CELL_FUNCTION + r"\)$", "", message)
-    message = re.sub(r"arguments `(\w+)` and `(\w+)` of " + CELL_FUNCTION,
+    """Say "notebook variable" where the compiler, seeing a function, says "argument".
+
+    The cell program's function is ``cell`` (``~cell`` running backwards); the
+    user wrote no function, so neither name should reach them.
+    """
+    c = r"~?" + CELL_FUNCTION
+    message = re.sub(r" \(in reversible function " + c + r"\)$", "", message)
+    message = re.sub(r"arguments `(\w+)` and `(\w+)` of " + c + r"\b",
                      r"notebook variables `\1` and `\2`", message)
-    message = re.sub(r"argument `(\w+)` of " + CELL_FUNCTION, r"notebook variable `\1`", message)
-    message = re.sub(r"`(\w+)` of " + CELL_FUNCTION + r"\b", r"`\1` of the cell program", message)
+    message = re.sub(r"argument `(\w+)` of " + c + r"\b", r"notebook variable `\1`", message)
+    message = re.sub(r"`(\w+)` of " + c + r"\b", r"`\1` of the cell program", message)
+    message = re.sub(r"\b(compile|in|of|to) " + c + r"\b", r"\1 the cell program", message)
+    message = message.replace("(pass a copy)", "(make a copy first: `x = x.copy()`)")
     message = message.replace("allocating over an argument", "allocating over it")
     return message.replace("is an argument", "is a notebook variable")
 
@@ -327,10 +629,21 @@ def _classify_names(cell: Cell, namespace: Mapping[str, Any],
         if name in namespace:
             (variables if is_data(namespace[name]) else others).append(name)
         elif strict and not hasattr(builtins, name) and fn_rules.canonical(name) is None:
+            from revbench.lang import suggest  # "did you mean": a typo is the likeliest cause
+
             if name in called:
+                pure = suggest.close_function(name)
+                rev = suggest.close_reversible(name, namespace)
+                if pure is not None or rev is not None:
+                    near = " or ".join(f"`{n}`" for n in (pure, rev) if n is not None)
+                    raise cell.error(node, f"`{name}` is not defined. Did you mean {near}?")
                 raise cell.error(node, f"`{name}` is not defined: define the reversible function "
                                        f"`{name}` (a %%reversible cell of `def`s) before calling it")
-            raise cell.error(node, f"`{name}` is not defined: a cell program reads and updates the "
+            known = [*local, *(k for k, v in namespace.items()
+                               if isinstance(k, str) and not k.startswith("_") and is_data(v))]
+            hint = suggest.did_you_mean(name, known)
+            hint = f".{hint} A" if hint else ": a"
+            raise cell.error(node, f"`{name}` is not defined{hint} cell program reads and updates the "
                                    f"notebook's variables, so define `{name}` in an earlier cell, "
                                    f"or allocate it here as an ancilla (`{name} = 0.0` ... "
                                    f"`del {name}`)")
@@ -404,3 +717,141 @@ def _is_docstring(s: ast.stmt) -> bool:
 def _line(source: str, line: int | None) -> str | None:
     lines = source.splitlines()
     return lines[line - 1] if line is not None and 1 <= line <= len(lines) else None
+
+
+def _cell_syntax_error(exc: SyntaxError, filename: str, source: str) -> ReversibilitySyntaxError:
+    """Python's syntax error in the cell body, told in cell lines.
+
+    The line numbers Python's message mentions ("... on line 1") are the body's:
+    they are shifted to the cell's.  An indentation error points at the line's
+    first character (Python's column may lie inside the indentation).
+    """
+    shift = FIRST_BODY_LINE - 1
+    line = None if exc.lineno is None else exc.lineno + shift
+    text = _line(source, line) if line else exc.text
+    msg = re.sub(r"\bline (\d+)\b", lambda m: f"line {int(m.group(1)) + shift}", exc.msg or "")
+    col = None if exc.offset is None else max(exc.offset - 1, 0)
+    end_line = getattr(exc, "end_lineno", None)
+    end_col = getattr(exc, "end_offset", None)
+    end_col = None if end_col is None or end_col < 1 else end_col - 1
+    if isinstance(exc, IndentationError) or (text is not None and col is not None
+                                             and col >= len(text.rstrip("\n")) + 1):
+        col = None if text is None else len(text) - len(text.lstrip())
+        end_line = end_col = None
+    if end_line is not None:
+        end_line += shift
+    if end_col is not None and (col is None or (end_line == line and end_col < col)):
+        end_line = end_col = None
+    return ReversibilitySyntaxError(msg, filename, line, col, text, end_line, end_col, stage="parse")
+
+
+# -- how to fix a failed check -----------------------------------------------------------
+
+_INVERSE_OPS = {ast.Add: "-=", ast.Sub: "+=", ast.Mult: "/=", ast.Div: "*=", ast.BitXor: "^="}
+
+
+def fix_hint(exc: BaseException, place: Place | None) -> str | None:
+    """Advice on the usual fix of a failed check at ``place``, read from the user's source.
+
+    A dirty ancilla: the updates to undo before its ``del`` (the inverse
+    statements, when they can be read off the block).  A branch that changes
+    its own condition: give the ``if`` a postcondition.  None for other errors.
+    """
+    if not isinstance(exc, ReversibilityError) or place is None:
+        return None
+    message = str(exc)
+    try:
+        if message.startswith("ancilla `"):
+            return _ancilla_hint(message.split("`")[1].split("[")[0], place)
+        if message.startswith("postcondition `") and "of the if statement" in message:
+            quoted = message.split("`")
+            return _if_hint(quoted[1], quoted[3], place)
+    except Exception:  # pragma: no cover - advice is optional; the error is what matters
+        return None
+    return None
+
+
+def _user_tree(filename: str) -> ast.Module | None:
+    """The user's source of ``filename`` (a cell or a file) as an AST in its own line numbers."""
+    lines = linecache.getlines(filename)
+    if lines and lines[0].startswith("%%"):
+        lines = ["\n", *lines[1:]]  # the magic's line: keep the numbering
+    try:
+        return ast.parse("".join(lines))
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _blocks(tree: ast.AST) -> Iterator[list[ast.stmt]]:
+    for node in ast.walk(tree):
+        for name in ("body", "orelse"):
+            block = getattr(node, name, None)
+            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+                yield block
+
+
+def _ancilla_hint(var: str, place: Place) -> str:
+    generic = (f"to fix it, bring `{var}` back to its allocated value before `del {var}`: after "
+               f"its last use, undo its updates in reverse order (`{var} -= ...` for each "
+               f"`{var} += ...`), or compute it in a `with routine:` block and undo that with "
+               f"`~routine`")
+    tree = _user_tree(place.filename)
+    if tree is None:
+        return generic
+    for block in _blocks(tree):
+        dels = [i for i, s in enumerate(block) if isinstance(s, ast.Delete) and any(
+            isinstance(t, ast.Name) and t.id == var for t in s.targets)]
+        allocs = [i for i, s in enumerate(block) if isinstance(s, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == var for t in s.targets)]
+        hit = [i for i in dels + allocs if block[i].lineno == place.line]
+        if not hit or not dels or not allocs:
+            continue
+        start = max(i for i in allocs if i < dels[0]) if any(i < dels[0] for i in allocs) else None
+        if start is None:
+            continue
+        undo = []
+        for s in block[start + 1:dels[0]]:
+            if not isinstance(s, ast.AugAssign) or not isinstance(s.target, ast.Name) \
+                    or s.target.id != var:
+                continue
+            op = _INVERSE_OPS.get(type(s.op))
+            if op is None:
+                return generic
+            undo.append(f"{var} {op} {ast.unparse(s.value)}")
+        if not undo:
+            return generic
+        steps = "; ".join(f"`{u}`" for u in reversed(undo))
+        return (f"to fix it, undo the updates of `{var}` after its last use and before "
+                f"`del {var}`: {steps} (or compute it in a `with routine:` block and undo "
+                f"that with `~routine`)")
+    return generic
+
+
+def _if_hint(post: str, cond: str, place: Place) -> str:
+    changed: list[str] = []
+    tree = _user_tree(place.filename)
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.If) and node.lineno == place.line:
+            test = node.test.elts[0] if isinstance(node.test, ast.Tuple) and node.test.elts \
+                else node.test
+            read = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+            for s in ast.walk(ast.Module(body=node.body + node.orelse, type_ignores=[])):
+                targets = []
+                if isinstance(s, ast.AugAssign):
+                    targets = [s.target]
+                elif isinstance(s, ast.Assign):
+                    targets = [e for t in s.targets for e in (t.elts if isinstance(t, ast.Tuple) else [t])]
+                elif isinstance(s, ast.Call):
+                    targets = list(s.args)
+                for t in targets:
+                    base = t.value if isinstance(t, ast.Subscript) else t
+                    if isinstance(base, ast.Name) and base.id in read and base.id not in changed:
+                        changed.append(base.id)
+            break
+    if post != cond:
+        return (f"to fix it, correct the postcondition: it must be true after the branch exactly "
+                f"when `{cond}` was true before it")
+    what = (f"the branch changes {', '.join(f'`{n}`' for n in changed)}, which its condition "
+            f"reads: " if changed else "")
+    return (f"{what}to fix it, write `if ({cond}, POST):` with a POST that is true after the "
+            f"branch exactly when `{cond}` was true before it")

@@ -13,6 +13,8 @@ failed so that "Run all" stops there.
 
 from __future__ import annotations
 
+import ast
+import difflib
 import re
 from collections import OrderedDict
 from typing import Any
@@ -29,13 +31,17 @@ from revbench.jupyter.cell import (
     CELL_LABELS,
     Cell,
     CellProgram,
+    Place,
     cell_filename,
     cell_wording,
     compile_program,
     define_cell,
+    fix_hint,
     parse_loss,
+    places_of,
     program_key,
     read_cell,
+    user_line_note,
 )
 from revbench.lang.errors import ReversibilityError, ReversibilitySyntaxError
 
@@ -44,10 +50,11 @@ SHOW_KINDS = ("forward", "inverse", "adjoint")
 PROGRAM_CACHE_SIZE = 64
 #: exceptions that a user's cell program raises while it runs (shown without traceback)
 _PROGRAM_ERRORS = (ReversibilityError, AssertionError, IndexError, ArithmeticError)
-_NOTE = re.compile(r"in reversible function (?P<function>\w+)(?: \(running its (?P<dir>[\w-]+)\))?, "
+_NOTE = re.compile(r"in reversible function (?P<function>~?\w+)(?: \(running its (?P<dir>[\w-]+)\))?, "
                    r"(?P<file>.+), line (?P<line>\d+): ")
-_ASSERT_WHERE = re.compile(r" \(in " + CELL_FUNCTION + r", line (?P<line>\d+)\)$")
-_TRAILING_WHERE = re.compile(r" \(in reversible function \w+(?:,| \().*\)$")
+_ASSERT_WHERE = re.compile(r" \(in (?P<function>\w+), line (?P<line>\d+)\)$")
+_TRAILING_WHERE = re.compile(r" \(in reversible function ~?\w+(?:,| \().*\)$")
+_NO_LINES = "compiled code does not know its lines"
 
 
 class Gradients(dict):
@@ -101,7 +108,10 @@ class ReversibleMagics(Magics):
         and loop variables stay inside it.  A failing cell leaves every notebook
         variable as it was.  ``--loss`` returns the gradients as the cell's result.
         """
-        args = parse_argstring(self.reversible, line)
+        if _asks_for_help(line):
+            print(usage())
+            return None
+        args = _parse_flags(self.reversible, line)
         header = f"%%reversible {line}".rstrip()
         filename = cell_filename(f"{header}\n{cell}")
         self._label_cell(filename)
@@ -111,7 +121,7 @@ class ReversibleMagics(Magics):
             # shown as IPython shows any syntax error: cell line, caret, message
             raise exc.with_traceback(None) from None
         except Exception as exc:
-            if not isinstance(exc, _PROGRAM_ERRORS) and _user_line_note(exc) is None:
+            if not _is_users(exc):
                 raise  # not the user's program: keep the traceback, it is a bug to report
             # shown in one line at the cell line; the traceback stays for %tb, %debug and %pdb
             exc._render_traceback_ = _Renderer(self.shell, exc, filename)  # type: ignore[attr-defined]
@@ -128,9 +138,10 @@ class ReversibleMagics(Magics):
             return None
         program = self._program(cell, options)
         fn = program.function.inverse if args.inverse else program.function
-        loss = None if args.loss is None else self._loss(args.loss, program)
+        loss = None if args.loss is None else self._loss(args.loss, program, ns)
         for kind in args.show or ():  # the cell's own forward, inverse or adjoint, as written
-            display(Code(program.function.source(kind, *program.values(ns)), language="python"))
+            display(Code(program.function.source(kind, *program.arguments(program.values(ns))),
+                         language="python"))
         if args.debug:
             return self._debug(fn, program, loss)
         if loss is not None:
@@ -139,7 +150,8 @@ class ReversibleMagics(Magics):
         return None
 
     def _define(self, cell: Cell, args, options: dict) -> None:
-        for flag, advice in (("inverse", "run a function backwards with ~f(...)"),
+        for flag, advice in (("inverse", "run a function backwards with (~f)(...) or "
+                                         "f.inverse(...)"),
                              ("debug", "debug a function with revbench.debug(f, *args)"),
                              ("loss", "differentiate a function with revbench.grad(f, loss=...)")):
             if getattr(args, flag) not in (None, False):
@@ -171,9 +183,9 @@ class ReversibleMagics(Magics):
         return program
 
     @staticmethod
-    def _loss(spec: str, program: CellProgram) -> str | tuple:
+    def _loss(spec: str, program: CellProgram, ns) -> str | tuple:
         try:
-            return parse_loss(spec, program.names)
+            return parse_loss(spec, program.names, ns)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
 
@@ -186,7 +198,7 @@ class ReversibleMagics(Magics):
                              "installation of revbench lacks")
         # the debugger steps through copies: the notebook variables are left as they are
         values = tuple(v.copy() if isinstance(v, np.ndarray) else v
-                       for v in program.values(self.shell.user_ns))
+                       for v in program.arguments(program.values(self.shell.user_ns)))
         display(debug(fn, *values, loss=loss))
 
     # -- where errors point ---------------------------------------------------------------
@@ -202,11 +214,14 @@ class ReversibleMagics(Magics):
 
 
 class _Renderer:
-    """``exc._render_traceback_``: the error told at the cell line, without the traceback.
+    """``exc._render_traceback_``: the error told at the user's lines, without the traceback.
 
     IPython calls it (instead of formatting a traceback) for any exception that
-    has it, and still marks the cell failed.  The layout is IPython's own syntax
-    error display, so static and runtime errors look alike.
+    has it, and still marks the cell failed.  Each line is shown as IPython shows
+    a syntax error -- file and line, the line, a caret -- so static and runtime
+    errors look alike: first the cell's line, then, for an error inside a
+    reversible function the cell calls, the lines of the calls down to the
+    failing one, then the one-line message.
     """
 
     def __init__(self, shell: InteractiveShell, exc: BaseException, cell_file: str):
@@ -216,64 +231,224 @@ class _Renderer:
 
     def __call__(self) -> list[str]:
         exc = self.exc
-        headline, where = _headline_and_place(exc, self.cell_file)
+        places = _places(exc, self.cell_file)
+        headline = _headline(exc, places[-1] if places else None)
         name = type(exc).__name__
-        if where is None:
+        if not places:
             return [f"{name}: {headline}"]
-        filename, line = where
+        parts = []
+        for i, place in enumerate(places):
+            last = i == len(places) - 1
+            text = _source_line(place)
+            col = place.col if place.col is not None else _caret_column(
+                text, exc if last else None, None if last else places[i + 1])
+            parts.append(self._located(name, headline if last else "", place, col, last))
+        return ["".join(parts)]
+
+    def _located(self, name: str, message: str, place: Place, col: int, last: bool) -> str:
         try:
-            fake = type(name, (SyntaxError,), {})(headline, (filename, line, None, None))
+            fake = type(name, (SyntaxError,), {})(message, (place.filename, place.line, col + 1, None))
             tb = self.shell.SyntaxTB
-            return [tb.stb2text(tb.structured_traceback(type(fake), fake, []))]
+            text = tb.stb2text(tb.structured_traceback(type(fake), fake, []))
         except Exception:  # pragma: no cover - an IPython without SyntaxTB: plain text
-            return [f"  File {filename}, line {line}", f"{name}: {headline}"]
+            text = f"  File {place.filename}, line {place.line}\n{name}: {message}"
+        if not last:  # a calling line: its place, line and caret; the message comes last
+            text = text.rstrip("\n").rsplit("\n", 1)[0]
+        return text.rstrip("\n") + "\n"
 
 
-def _headline_and_place(exc: BaseException, cell_file: str) -> tuple[str, tuple[str, int] | None]:
-    """The one-line message of an error, and the (file, line) it points at."""
-    text = str(exc).strip() or type(exc).__name__
+def _is_users(exc: BaseException) -> bool:
+    """Is this an error of the user's program (shown compactly), not of revbench?"""
+    return isinstance(exc, _PROGRAM_ERRORS) or places_of(exc) is not None or \
+        user_line_note(exc) is not None
+
+
+def _places(exc: BaseException, cell_file: str) -> tuple[Place, ...]:
+    """The user's lines to show, outermost first (the last one failed)."""
+    places = places_of(exc)
+    if places:
+        return places
+    note = user_line_note(exc)
+    if note is not None:
+        return (Place(note["file"], int(note["line"]), None, note["function"], note["dir"]),)
+    if isinstance(exc, AssertionError):
+        m = _ASSERT_WHERE.search(str(exc).strip().splitlines()[0] if str(exc).strip() else "")
+        if m is not None and m["function"] == CELL_FUNCTION:
+            return (Place(cell_file, int(m["line"]), None, CELL_FUNCTION),)
+    if isinstance(exc, ReversibilityError) and exc.filename and exc.lineno:
+        m = _NOTE.search(str(exc))
+        return (Place(exc.filename, exc.lineno, None, exc.function, m["dir"] if m else None),)
+    return ()
+
+
+def _headline(exc: BaseException, place: Place | None) -> str:
+    """The one-line message of an error, in the cell's terms, with the fix when one is known."""
+    text = getattr(exc, "revbench_message", None) or str(exc).strip() or type(exc).__name__
     first, *rest = text.splitlines()
     first = _TRAILING_WHERE.sub("", first)
-    where = None
-    in_cell = _ASSERT_WHERE.search(first) if isinstance(exc, AssertionError) else None
-    if in_cell is not None:  # a failed `assert` of the cell program: "(in cell, line N)"
-        first = first[:in_cell.start()]
-        where = (cell_file, int(in_cell["line"]))
-    details = _NOTE.search(rest[0]) if rest else None
-    if details is None:
-        details = _user_line_note(exc)
-    function = direction = None
-    if details is not None:
-        where = (details["file"], int(details["line"]))
-        function, direction = details["function"], details["dir"]
-    elif isinstance(exc, ReversibilityError) and exc.filename and exc.lineno:
-        where, function = (exc.filename, exc.lineno), exc.function
+    if isinstance(exc, AssertionError):  # "... (in f, line N)": the place shows it
+        first = _ASSERT_WHERE.sub("", first)
+    function, direction = (place.function, place.direction) if place else (None, None)
+    if place is None:
+        details = _NOTE.search(rest[0]) if rest else None
+        if details is not None:
+            function, direction = details["function"], details["dir"]
     if isinstance(exc, ReversibilityError) and not exc.lineno:
         first += "".join(f" {r.strip()}" for r in rest)  # no line to show: keep the whole story
-    about = [_plain_note(n) for n in getattr(exc, "__notes__", None) or () if not _NOTE.search(n)]
+    about = [_plain_note(n) for n in getattr(exc, "__notes__", None) or ()
+             if not _NOTE.search(n) and not (place is not None and _NO_LINES in n)]
+    function = (function or "").lstrip("~")
     if function and function != CELL_FUNCTION:
         about.append(f"in reversible function {function}")
-    if direction:
-        about.append(f"running its {direction}")
+    if direction and direction != "forward":
+        about.append(f"running its {direction}" if function != CELL_FUNCTION
+                     else f"running the cell's {direction}")
     first = cell_wording(first)
+    hint = fix_hint(exc, place)
+    if hint:
+        first += f"; {hint}"
     if about:
         first += f" ({', '.join(about)})"
-    return first, where
+    return first
+
+
+def _source_line(place: Place) -> str:
+    import linecache
+
+    return linecache.getline(place.filename, place.line).rstrip("\n")
+
+
+def _caret_column(text: str, exc: BaseException | None, callee: Place | None) -> int:
+    """Where the caret goes on a runtime error's line (0-based).
+
+    Under the call of the next function down, for a calling line; under the
+    variable, condition or operand the error names, if the line shows it;
+    else under the statement's first character.
+    """
+    start = len(text) - len(text.lstrip())
+    words = []
+    if callee is not None and callee.function:
+        words.append(callee.function.lstrip("~"))
+    variable = getattr(exc, "variable", None)
+    if isinstance(variable, str) and variable:
+        words += [variable, variable.split("[")[0]]
+    for word in words:
+        pattern = re.escape(word)
+        if word[:1].isidentifier():
+            pattern = r"(?<![\w.])" + pattern
+        if word[-1:].isalnum() or word[-1:] == "_":
+            pattern += r"(?!\w)"
+        m = re.compile(pattern).search(text, start)
+        if m is not None:
+            return m.start()
+    return start
 
 
 def _plain_note(note: str) -> str:
     """A note of the compiler, said for a cell (``--no-jit`` is how a cell picks the backend)."""
-    note = re.sub(r"^in reversible function " + CELL_FUNCTION + r" \((.*)\)$", r"\1", note.strip())
+    note = re.sub(r"^in reversible function ~?" + CELL_FUNCTION + r" \((.*)\)$", r"\1", note.strip())
     return note.replace("backend='python'", "--no-jit")
 
 
-def _user_line_note(exc: BaseException):
-    """The ``in reversible function f, FILE, line N: ...`` note the Python backend adds, if any."""
-    for note in getattr(exc, "__notes__", ()) or ():
-        m = _NOTE.search(note)
-        if m is not None:
-            return m
-    return None
+# -- flags ---------------------------------------------------------------------------------
+
+
+def _asks_for_help(line: str) -> bool:
+    return any(word in ("--help", "-h") for word in line.split())
+
+
+def usage() -> str:
+    """What ``%%reversible --help`` prints: the usage line and the flags."""
+    text = ReversibleMagics.reversible.parser.format_help()
+    text = re.sub(r"^::\n\n\s*", "usage: ", text)
+    return re.sub(r"\n\s+(\[)", r" \1", text, count=3).rstrip()
+
+
+def _parse_flags(magic, line: str):
+    """The parsed flags: no abbreviations (``--los`` is not ``--loss``); near misses are named."""
+    line = re.sub(r"\[([^\]]*)\]", lambda m: "[" + m.group(1).replace(" ", "") + "]", line)
+    try:
+        return parse_argstring(magic, line)
+    except UsageError as exc:
+        flags = [o for a in magic.parser._actions for o in a.option_strings]
+        words = str(exc).split(":", 1)[1].split() if str(exc).startswith("unrecognized") else []
+        near = []
+        for word in (w.split("=")[0] for w in words if w.startswith("-")):
+            close = [f for f in flags if f.startswith(word)] or difflib.get_close_matches(word, flags, 1, 0.8)
+            near += [f"{word}: did you mean {close[0]}?"] if close else []
+        if near:
+            raise UsageError(f"{exc} ({'; '.join(near)}; %%reversible --help lists the flags)") from None
+        raise
+
+
+# -- `~f(...)` in a Python cell -------------------------------------------------------------
+
+
+class _InvertCall(ast.NodeTransformer):
+    """``~f(args)`` in a notebook's Python cell -> ``~_invert_call(f, "~f(args)")(args)``.
+
+    In Python ``~f(x)`` is ``~(f(x))``: it would run ``f`` forward, changing the
+    arrays passed to it, and then fail on ``~`` of the tuple ``f`` returns.  For a
+    reversible ``f`` the rewritten call refuses before anything runs, and says to
+    write ``(~f)(x)``; for any other ``f`` it is exactly ``~f(x)``.
+    """
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
+        self.generic_visit(node)
+        if not (isinstance(node.op, ast.Invert) and isinstance(node.operand, ast.Call)):
+            return node
+        call = node.operand
+        helper = ast.Attribute(
+            value=ast.Call(func=ast.Name("__import__", ast.Load()),
+                           args=[ast.Constant(__name__)],
+                           keywords=[ast.keyword("fromlist", ast.List([ast.Constant("_")], ast.Load()))]),
+            attr="_invert_call", ctx=ast.Load())
+        checked = ast.Call(func=helper, args=[call.func, ast.Constant(ast.unparse(node))], keywords=[])
+        new = ast.Call(func=checked, args=call.args, keywords=call.keywords)
+        for n in ast.walk(new):
+            ast.copy_location(n, call)
+        return ast.copy_location(ast.UnaryOp(op=ast.Invert(), operand=new), node)
+
+
+def _invert_call(f: Any, text: str) -> Any:
+    """``f`` itself, unless it is a reversible function: then a call that explains ``(~f)(...)``."""
+    from revbench.function import ReversibleFunction
+
+    if not isinstance(f, ReversibleFunction):
+        return f
+    m = re.fullmatch(r"~\s*(.+?)\((.*)\)\s*", text, re.S)
+    name, args = (m.group(1), m.group(2)) if m else (f.__name__, "...")
+
+    def refuse(*args_: Any, **kwargs: Any):
+        exc = TypeError(
+            f"`{text}` means `~({name}({args}))` in Python: it would run `{name}` forward and "
+            f"then apply `~` to the tuple it returns. To run `{name}` backwards, write "
+            f"`(~{name})({args})` (or `{name}.inverse({args})`). Nothing was run")
+        exc._render_traceback_ = _WithoutFrame(exc, refuse.__code__)  # type: ignore[attr-defined]
+        raise exc
+
+    return refuse
+
+
+class _WithoutFrame:
+    """IPython's usual traceback of ``exc``, without the frame of ``code`` (a helper's)."""
+
+    def __init__(self, exc: BaseException, code):
+        self.exc = exc
+        self.code = code
+
+    def __call__(self) -> list[str]:
+        from IPython import get_ipython
+
+        tb, entries = self.exc.__traceback__, []
+        while tb is not None:
+            entries.append(tb)
+            tb = tb.tb_next
+        if len(entries) > 1 and entries[-1].tb_frame.f_code is self.code:
+            entries[-2].tb_next = None
+        shell = get_ipython()
+        return shell.InteractiveTB.structured_traceback(type(self.exc), self.exc,
+                                                        entries[0] if entries else None)
 
 
 def _html(text: str) -> str:
@@ -294,18 +469,33 @@ def _show_syntax_error(shell: InteractiveShell, etype, value, tb, tb_offset=None
     shell.showtraceback((etype, value, tb))
 
 
+def _is_invert_call(t: Any) -> bool:
+    """Is this AST transformer ours (this module's, or a %reload_ext-ed one's)?"""
+    return type(t).__name__ == "_InvertCall" and type(t).__module__ == __name__
+
+
 def load_ipython_extension(ip: InteractiveShell) -> None:
-    """``%load_ext revbench``: register ``%%reversible`` (again, cleanly, on ``%reload_ext``)."""
+    """``%load_ext revbench``: register ``%%reversible`` (again, cleanly, on ``%reload_ext``).
+
+    Also rewrites ``~f(...)`` in Python cells so that, for a reversible ``f``, it
+    explains ``(~f)(...)`` instead of running ``f`` forward (see :class:`_InvertCall`).
+    """
     ip.register_magics(ReversibleMagics)
+    ip.ast_transformers[:] = [t for t in ip.ast_transformers if not _is_invert_call(t)]
+    ip.ast_transformers.append(_InvertCall())
     if not ip.custom_exceptions:  # the one handler slot is free: show static errors compactly
         ip.set_custom_exc((ReversibilitySyntaxError,), _show_syntax_error)
 
 
 def unload_ipython_extension(ip: InteractiveShell) -> None:
-    """Remove ``%%reversible`` and the syntax error display (``%unload_ext revbench``)."""
+    """Remove ``%%reversible``, the ``~f(...)`` rewriting and the syntax error display."""
     ip.magics_manager.magics["cell"].pop("reversible", None)
+    ip.ast_transformers[:] = [t for t in ip.ast_transformers if not _is_invert_call(t)]
     if ip.custom_exceptions == (ReversibilitySyntaxError,):
         ip.set_custom_exc((), None)
 
+
+# no abbreviations: `--los y` must not be taken for `--loss y`
+ReversibleMagics.reversible.parser.allow_abbrev = False
 
 __all__ = ["Gradients", "ReversibleMagics", "load_ipython_extension", "unload_ipython_extension"]

@@ -19,10 +19,12 @@ might alias at run time (``x[i] += x[j]``) for the backend's runtime checks.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from itertools import count
+from typing import Any
 
-from revbench.lang import ir
+from revbench.lang import ir, suggest
 from revbench.lang.errors import ReversibilitySyntaxError
 from revbench.transforms.invert import invert_body
 
@@ -50,6 +52,7 @@ class Checker:
     def __init__(self, func: ir.Function):
         self.func = func
         self._ids = count(1)
+        self._open: list[list[tuple[str | None, ir.Block]]] = []  # open routines, per body
 
     def error(self, loc: ir.Loc, message: str) -> ReversibilitySyntaxError:
         return ReversibilitySyntaxError(
@@ -68,8 +71,12 @@ class Checker:
         bid = next(self._ids) if new_block else block_id
         routines: list[tuple[str | None, ir.Block]] = []
         out = []
-        for s in body:
-            out.append(self.stmt(s, scope, bid, routines))
+        self._open.append(routines)  # routines open in this statement list (for `del`)
+        try:
+            for s in body:
+                out.append(self.stmt(s, scope, bid, routines))
+        finally:
+            self._open.pop()
         for name, blk in routines:
             what = "routine" if name is None else f"routine {name}"
             undo = "~routine" if name is None else f"~{name}"
@@ -147,7 +154,8 @@ class Checker:
             line = scope.ancillas[name].alloc.loc.line
             raise self.error(s.loc, f"plain assignment `{name} = ...` is not reversible: ancilla "
                                     f"`{name}` is already allocated (line {line}). Update it with "
-                                    f"`{name} += ...` or `{name} -= ...`, or `del {name}` first to "
+                                    f"`{name} += ...` or `{name} -= ...`, swap it with another "
+                                    f"variable (`{name}, t = t, {name}`), or `del {name}` first to "
                                     "reuse the name")
         self.reads(s.init, scope)
         scope.ancillas[name] = _Ancilla(s, bid)
@@ -168,6 +176,27 @@ class Checker:
                                             f"inside a nested block (line {s.loc.line}), so not "
                                             "on every path: deallocate it in the block that "
                                             "allocated it")
+        # a routine still open in this statement list deallocates its ancillas itself, at its
+        # `~routine` (a nested routine's body may: that routine is undone before this one)
+        for rname, blk in self._open[-1]:
+            if any(a is anc.alloc for a in _left_allocated(blk.body)):
+                undo = "~routine" if rname is None else f"~{rname}"
+                raise self.error(s.loc, f"`{name}` was allocated by the routine at line "
+                                        f"{blk.loc.line}, which is still open: its `{undo}` "
+                                        f"deallocates `{name}`, so remove this `del {name}` (or "
+                                        "allocate it outside the routine)")
+        # Run backwards, this `del` allocates `name` again from its expression: everything
+        # that expression reads must still be there (ancillas are freed last allocated first).
+        gone = sorted({n for n in _names_used(anc.alloc.init) if not scope.defined(n)})
+        if gone:
+            what = " and ".join(f"`{g}`" for g in gone)
+            text = _text(anc.alloc.init)
+            raise self.error(s.loc, f"`del {name}` comes after {what} {'was' if len(gone) == 1 else 'were'} "
+                                    f"deallocated, but `{name}` was allocated from `{text}` "
+                                    f"(line {anc.alloc.loc.line}), which reads {what}: run "
+                                    f"backwards, this `del` recomputes `{name}` from it. "
+                                    f"Deallocate `{name}` before {what} (free ancillas in the "
+                                    "reverse order of their allocation)")
         del scope.ancillas[name]
         return replace(s, init=anc.alloc.init)
 
@@ -187,8 +216,26 @@ class Checker:
                                     "undone last opened, first undone")
         routines.pop()
         # The uncompute runs the routine's inverse in this same block: apply its
-        # effect on the scope, so ancillas the routine allocated are freed here.
-        _scope_effect(invert_body(blk.body), scope, bid)
+        # effect on the scope, so ancillas the routine allocated are freed here
+        # (and those it freed are allocated again, which needs their names free).
+        undo = f"~{s.name or 'routine'}"
+
+        def check(st: ir.Alloc | ir.Dealloc, now: _Scope) -> None:
+            if isinstance(st, ir.Alloc) and st.name in now.ancillas:
+                line = now.ancillas[st.name].alloc.loc.line
+                raise self.error(s.loc, f"`{undo}` allocates `{st.name}` again (the routine at "
+                                        f"line {blk.loc.line} deallocated it), but `{st.name}` "
+                                        f"is allocated now (line {line}): deallocate it before "
+                                        f"`{undo}`")
+            gone = sorted({n for n in _names_used(st.init) if not now.defined(n)})
+            if gone:
+                what = " and ".join(f"`{g}`" for g in gone)
+                did = (f"allocates `{st.name}` again, from" if isinstance(st, ir.Alloc)
+                       else f"deallocates `{st.name}`, allocated from")
+                raise self.error(s.loc, f"`{undo}` {did} `{_text(st.init)}`, which reads {what}, "
+                                        f"deallocated since: deallocate {what} after `{undo}`")
+
+        _scope_effect(invert_body(blk.body), scope, bid, check)
         return ir.Inverted(blk.body, "~" + blk.label, s.loc)
 
     # -- updates -------------------------------------------------------------
@@ -197,8 +244,9 @@ class Checker:
             raise self.error(t.loc, f"`{t.name}` is a for-loop variable, which is read-only; "
                                     f"copy it into an ancilla to {what} it")
         if not scope.defined(t.name):
+            live = {*scope.params, *scope.ancillas, *scope.loop_vars}
             raise self.error(t.loc, f"`{t.name}` is not allocated here (allocate it first, "
-                                    f"e.g. `{t.name} = 0.0`)")
+                                    f"e.g. `{t.name} = 0.0`)." + suggest.did_you_mean(t.name, live))
         if isinstance(t, ir.Elem):
             for idx in t.indices:
                 self.reads(idx, scope)
@@ -211,6 +259,12 @@ class Checker:
         t = s.target
         self.writable(t, scope, "update")
         self.reads(s.value, scope)
+        if s.op in ("*=", "/=") and _literal_zero(s.value):  # visible here: no need to run it
+            text = self.func.line_text(s.loc.line).strip()
+            raise self.error(s.value.loc, (
+                f"multiplying by zero cannot be undone: `{text}` would lose the value of "
+                f"`{_text(t)}`" if s.op == "*=" else
+                f"dividing by zero cannot be undone: `{text}` has no finite result"))
         checks = []
         for e in ir.walk_expr(s.value):
             if isinstance(e, (ir.Var, ir.Elem)) and e.name == t.name:
@@ -261,8 +315,28 @@ class Checker:
             name = getattr(n, "name", None) if isinstance(n, (ir.Var, ir.Elem, ir.Len, ir.Shape)) \
                 else getattr(n, "source", None)
             if name is not None and not scope.defined(name):
+                live = {*scope.params, *scope.ancillas, *scope.loop_vars}
                 raise self.error(n.loc, f"`{name}` is not defined here (not an argument, a live "
-                                        "ancilla or a loop variable of this block)")
+                                        "ancilla or a loop variable of this block)."
+                                        + suggest.did_you_mean(name, live))
+
+
+def _names_used(e: ir.Expr) -> set[str]:
+    """Every variable an expression needs: values read, ``len``/``shape``, arrays copied."""
+    out: set[str] = set()
+    for n in ir.walk_expr(e):
+        if isinstance(n, (ir.Var, ir.Elem, ir.Len, ir.Shape)):
+            out.add(n.name)
+        elif isinstance(n, ir.ArrayAlloc) and n.source:
+            out.add(n.source)
+    return out
+
+
+def _literal_zero(e: ir.Expr) -> bool:
+    """Is ``e`` a literal zero (``0``, ``0.0``, ``-0.0``, ``False``, ``0j``), as written?"""
+    while isinstance(e, ir.UnaryOp) and e.op in ("-", "+"):
+        e = e.operand
+    return isinstance(e, ir.Const) and e.value == 0
 
 
 def _provably_distinct(a: ir.Target, b: ir.Expr) -> bool:
@@ -277,21 +351,32 @@ def _provably_distinct(a: ir.Target, b: ir.Expr) -> bool:
     return False
 
 
-def _scope_effect(body, scope: _Scope, bid: int) -> None:
+def _scope_effect(body, scope: _Scope, bid: int,
+                  check: Callable[[ir.Alloc | ir.Dealloc, _Scope], None] | None = None) -> None:
     """Apply what an already-checked statement list allocates and frees to ``scope``.
 
     Routine bodies and their uncomputes share their block's scope, so they are
     entered; every other nested block is balanced on its own and has no effect.
+    ``check(statement, scope)`` is called before each allocation and deallocation.
     """
     for s in body:
+        if isinstance(s, (ir.Alloc, ir.Dealloc)) and check is not None:
+            check(s, scope)
         if isinstance(s, ir.Alloc):
             scope.ancillas[s.name] = _Ancilla(s, bid)
         elif isinstance(s, ir.Dealloc):
             scope.ancillas.pop(s.name, None)
         elif isinstance(s, ir.Block) and s.label != "inverted":
-            _scope_effect(s.body, scope, bid)
+            _scope_effect(s.body, scope, bid, check)
         elif isinstance(s, ir.Inverted) and s.label != "inverted":
-            _scope_effect(invert_body(s.body), scope, bid)
+            _scope_effect(invert_body(s.body), scope, bid, check)
+
+
+def _left_allocated(body) -> list[ir.Alloc]:
+    """The allocations of an already-checked routine body still live after it."""
+    tmp = _Scope(frozenset())
+    _scope_effect(body, tmp, 0)
+    return [a.alloc for a in tmp.ancillas.values()]
 
 
 def _text(t: ir.Target) -> str:
@@ -303,3 +388,25 @@ def _text(t: ir.Target) -> str:
 def check_function(func: ir.Function) -> ir.Function:
     """Run the static checks (stage ``check``) and return the resolved IR."""
     return Checker(func).run()
+
+
+def check_calls(func: ir.Function, lookup: Callable[[str], Any]) -> None:
+    """Refuse a call whose number of arguments does not match its callee's parameters,
+    where ``lookup(name)`` already finds the callee (a reversible function); the error
+    points at the call.  A callee not defined yet is checked at the first call instead
+    (:meth:`revbench.compiler.Program.callee`)."""
+    for s in ir.walk_stmts(func.body):
+        if not isinstance(s, ir.Call) or s.func == func.name:
+            continue  # (its own name is about to mean this very function)
+        callee = lookup(s.func)
+        params = getattr(callee, "params", None) if type(callee).__name__ == "ReversibleFunction" \
+            else None
+        if params is not None and len(params) != len(s.args):
+            raise Checker(func).error(s.loc, arity_message(s, params))
+
+
+def arity_message(call: ir.Call, params: tuple[str, ...]) -> str:
+    """What to say about ``call`` passing a number of arguments ``params`` does not take."""
+    n = len(params)
+    return (f"`{call.func}` takes {n} argument{'' if n == 1 else 's'} ({', '.join(params)}) but "
+            f"this call passes {len(call.args)}: pass one variable or element per parameter")

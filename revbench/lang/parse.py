@@ -17,13 +17,16 @@ import builtins
 import inspect
 import math
 import numbers
+import operator
+import typing
+import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 
-from revbench.lang import ir
+from revbench.lang import ir, suggest
 from revbench.lang.errors import ReversibilitySyntaxError
 from revbench.rules import functions as fn_rules
 from revbench.rules.instructions import REFUSED_UPDATES, UPDATES
@@ -126,7 +129,40 @@ class Parser:
             raise self.error(s, _REFUSED_STATEMENTS.get(
                 type(s).__name__, f"`{type(s).__name__}` statements are not part of the "
                                   "reversible language"))
-        return method(s)
+        r = method(s)
+        if r is not None:
+            self._check_int_constants(r)
+        return r
+
+    def _check_int_constants(self, s: ir.Stmt) -> None:
+        """Refuse integer constants outside int64 (constant arithmetic is folded first, so
+        ``-2**63`` is fine and ``2**70`` is not): integers are 64-bit and never wrap."""
+        for e in _own_expressions(s):
+            for n in ir.walk_expr(e):
+                if isinstance(n, ir.Const) and type(n.value) is int \
+                        and not -(2**63) <= n.value < 2**63:
+                    v = n.value
+                    shown = str(v) if v.bit_length() < 128 else f"of {v.bit_length()} bits"
+                    raise ReversibilitySyntaxError(
+                        f"the integer constant {shown} does not fit in int64 (-2**63 to "
+                        "2**63 - 1): revbench integers are 64-bit and never wrap around; use a "
+                        "float if you need a larger number (in reversible function "
+                        f"{self.function_name})", self.src.filename, n.loc.line, n.loc.col,
+                        self.src.text(n.loc.line), n.loc.end_line, n.loc.end_col, stage="parse")
+
+    def _fold_int(self, node: ast.BinOp, op: str, a: ir.Expr, b: ir.Expr) -> ir.Expr | None:
+        """``a op b`` computed exactly when both are integer constants (``None`` otherwise)."""
+        if not (isinstance(a, ir.Const) and isinstance(b, ir.Const)
+                and type(a.value) is int and type(b.value) is int):
+            return None
+        x, y = a.value, b.value
+        if op == "/" or (op in ("//", "%") and y == 0) or (op == "**" and y < 0):
+            return None  # a float, or an error the program raises when it runs
+        if max(abs(x), abs(y)).bit_length() > 256 or (op == "**" and abs(x) > 1 and y > 256):
+            return ir.Const(2**300, self.loc(node))  # far outside int64: refused as such
+        v = {"+": operator.add, "-": operator.sub, "*": operator.mul, "**": operator.pow,
+             "//": operator.floordiv, "%": operator.mod}[op](x, y)
+        return ir.Const(v, self.loc(node))
 
     def stmt_Pass(self, s: ast.Pass) -> None:
         return None
@@ -318,7 +354,7 @@ class Parser:
             if t.id not in self.local_names:
                 raise self.error(t, f"`{t.id}` is not an argument or ancilla of this function; "
                                     "only local variables can be updated (allocate one with "
-                                    f"`{t.id} = 0.0`)")
+                                    f"`{t.id} = 0.0`)." + suggest.did_you_mean(t.id, self.local_names))
             return ir.Var(t.id, self.loc(t))
         if isinstance(t, ast.Subscript):
             e = self.expr(t)
@@ -436,7 +472,8 @@ class Parser:
             if op is None:
                 raise self.error(e, f"operator in `{ast.unparse(e)}` is not supported; use "
                                     "+ - * / ** // %")
-            return ir.BinOp(op, self.expr(e.left), self.expr(e.right), loc)
+            left, right = self.expr(e.left), self.expr(e.right)
+            return self._fold_int(e, op, left, right) or ir.BinOp(op, left, right, loc)
         if isinstance(e, ast.UnaryOp):
             if isinstance(e.op, ast.USub):
                 inner = self.expr(e.operand)
@@ -475,14 +512,22 @@ class Parser:
                 return ir.Shape(base.value.id, k.value, loc)
             raise self.error(e, "x.shape[k] needs a constant axis k")
         if not (isinstance(base, ast.Name) and base.id in self.local_names):
-            raise self.error(e, f"`{ast.unparse(e)}`: only local arrays can be indexed")
+            hint = suggest.did_you_mean(base.id, self.local_names) \
+                if isinstance(base, ast.Name) else ""
+            raise self.error(e, f"`{ast.unparse(e)}`: only local arrays can be indexed.{hint}")
         idx = e.slice
         parts = idx.elts if isinstance(idx, ast.Tuple) else [idx]
         for p in parts:
             if isinstance(p, ast.Slice):
                 raise self.error(e, "slices are not supported; index single elements (`x[i]`) "
                                     "or update the whole array (`y += a * x`)")
-        return ir.Elem(base.id, tuple(self.expr(p) for p in parts), loc)
+        indices = tuple(self.expr(p) for p in parts)
+        for p, i in zip(parts, indices):
+            if isinstance(i, ir.Const) and isinstance(i.value, bool):
+                # NumPy would read a bool as a mask, not as the element 0 or 1
+                raise self.error(p, f"`{ast.unparse(p)}` is a bool, and an index must be an "
+                                    f"integer: write `{base.id}[{int(i.value)}]`")
+        return ir.Elem(base.id, indices, loc)
 
     def _pure_call(self, e: ast.Call) -> ir.Expr:
         loc = self.loc(e)
@@ -502,7 +547,8 @@ class Parser:
             if obj is not None and type(obj).__name__ == "ReversibleFunction":
                 raise self.error(e, f"`{what}` is a reversible function: call it as a statement "
                                     f"(`{what}(x, y)`), not inside an expression")
-            raise self.error(e, f"`{what}` is not a revbench function; built-ins are "
+            raise self.error(e, f"`{what}` is not a revbench function.{self._function_hint(what)}"
+                                " The built-ins are "
                                 f"{', '.join(sorted(fn_rules.BUILTIN_FUNCTIONS))}, and "
                                 "revbench.register(fn, partials=...) adds your own")
         rule = fn_rules.lookup(canon)
@@ -510,14 +556,28 @@ class Parser:
             raise self.error(e, f"{canon}() takes {rule.nargs} argument(s), got {len(e.args)}")
         return ir.Func(canon, tuple(self.expr(a) for a in e.args), loc)
 
+    def _function_hint(self, what: str) -> str:
+        """" Did you mean `sin`?" for a misspelt pure function (or reversible function)."""
+        near = suggest.close_function(what)
+        if near is not None:
+            return f" Did you mean `{near}`?"
+        rev = suggest.close_reversible(what, self.namespace)
+        if rev is not None:
+            return (f" Did you mean the reversible function `{rev}`? (It is called as a "
+                    f"statement, `{rev}(x, y)`, not inside an expression.)")
+        return ""
+
     def _frozen_constant(self, node: ast.expr, dotted: str) -> ir.Expr:
         head, *rest = dotted.split(".")
         obj: Any = self.namespace[head] if head in self.namespace else getattr(builtins, head, _MISSING)
+        owner: Any = _MISSING
         for attr in rest:
+            owner = obj
             obj = getattr(obj, attr, _MISSING) if obj is not _MISSING else _MISSING
         if obj is _MISSING:
             raise self.error(node, f"`{dotted}` is not defined: it is not an argument, ancilla or "
-                                   "loop variable here, nor a module-level constant")
+                                   "loop variable here, nor a module-level constant."
+                                   + self._name_hint(dotted, owner))
         if isinstance(obj, (bool, np.bool_)):
             return ir.Const(bool(obj), self.loc(node))
         if isinstance(obj, numbers.Number) and not isinstance(obj, np.ndarray):
@@ -528,8 +588,34 @@ class Parser:
                                "function can read only its arguments, its ancillas and numeric "
                                "module-level constants (pass arrays as arguments)")
 
+    def _name_hint(self, dotted: str, owner: Any = None) -> str:
+        """" Did you mean `x`?" for a misspelt variable or numeric constant."""
+        head, _, last = dotted.rpartition(".")
+        if head:  # np.pii: the numeric attributes of what the prefix names
+            if owner is None or owner is _MISSING:
+                return ""
+            pool = []
+            with warnings.catch_warnings():  # some module attributes warn when read
+                warnings.simplefilter("ignore")
+                for a in dir(owner):
+                    try:
+                        if not a.startswith("_") and _is_number(getattr(owner, a, None)):
+                            pool.append(a)
+                    except Exception:  # an attribute that cannot be read is no suggestion
+                        continue
+            return suggest.did_you_mean(last, pool, prefix=head + ".")
+        pool = set(self.local_names)
+        pool.update(k for k, v in list(self.namespace.items())
+                    if isinstance(k, str) and _is_number(v))
+        return suggest.did_you_mean(dotted, pool)
+
 
 _MISSING = object()
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (numbers.Number, np.bool_)) and not isinstance(v, np.ndarray)
+
 
 _REFUSED_STATEMENTS = {
     "Return": "`return` is not used in reversible functions: every argument is in-out, and "
@@ -548,6 +634,18 @@ _REFUSED_STATEMENTS = {
     "Continue": "`continue` is not supported; use an if statement in the loop body",
     "Match": "`match` is not supported; use if/elif/else",
 }
+
+
+_EXPRESSION_TYPES = typing.get_args(ir.Expr)
+
+
+def _own_expressions(s: ir.Stmt):
+    """The expressions of a statement itself (not of the statements nested in it)."""
+    for f in fields(s):
+        v = getattr(s, f.name)
+        for item in v if isinstance(v, tuple) else (v,):
+            if isinstance(item, _EXPRESSION_TYPES):
+                yield item
 
 
 def _dotted(node: ast.expr) -> str | None:

@@ -253,7 +253,14 @@ class TypeInference:
                                         f"{len(e.indices)} index(es)")
             for i in e.indices:
                 it = self._expr(i, False)
-                if it.dtype not in ("int", "bool"):
+                if it.dtype == "bool" and not it.is_array:
+                    # NumPy would read a bool index as a mask, not as the element 0 or 1
+                    err = self.error(i.loc, f"the index `{ir_text(i)}` of `{e.name}[...]` is a "
+                                            "bool, and an index must be an integer (pass an int, "
+                                            "or compute an int index in an ancilla)")
+                    err.variable = i.name if isinstance(i, ir.Var) else e.name
+                    raise err
+                if it.dtype != "int":
                     raise self.error(i.loc, f"an index must be an integer, got {it}")
             return t.scalar()
         if isinstance(e, ir.BinOp):

@@ -153,21 +153,35 @@ def prune(func: ir.Function) -> ir.Function:
     """``func`` without the statements whose results neither a parameter nor a kept
     statement reads.  Only for code without runtime checks (checks read values)."""
     body, _ = prune_body(func.body, set(func.params))
-    allocated = {s.name for s in ir.walk_stmts(body) if isinstance(s, ir.Alloc)}
-    return replace(func, body=_drop_deallocs(body, allocated))
+    return replace(func, body=_drop_deallocs(body, set()))
 
 
 def _drop_deallocs(body: tuple[ir.Stmt, ...], allocated: set[str]) -> tuple[ir.Stmt, ...]:
-    """Without the ``del`` of each ancilla whose allocation was pruned."""
+    """Without the ``del`` of each ancilla whose allocation was pruned.
+
+    Walks the code in execution order with the ancillas allocated at each point
+    (``allocated``, updated in place): a ``del`` is kept only where its ancilla is
+    allocated.  The same name may be allocated in one block and pruned in another
+    (the replay of a routine and its uncompute), so a name allocated *somewhere*
+    is not enough.  Routine blocks share their enclosing scope; the bodies of
+    branches and loops allocate and free their own ancillas.  (No ``Inverted``
+    is left here: :func:`prune_body` turned them into blocks in execution order.)
+    """
     out = []
     for s in body:
-        if isinstance(s, ir.Dealloc) and s.name not in allocated:
-            continue
-        if isinstance(s, ir.If):
-            s = replace(s, then=_drop_deallocs(s.then, allocated),
-                        orelse=_drop_deallocs(s.orelse, allocated))
-        elif isinstance(s, (ir.Block, ir.While, ir.For)):
+        if isinstance(s, ir.Alloc):
+            allocated.add(s.name)
+        elif isinstance(s, ir.Dealloc):
+            if s.name not in allocated:
+                continue
+            allocated.discard(s.name)
+        elif isinstance(s, ir.If):
+            s = replace(s, then=_drop_deallocs(s.then, set(allocated)),
+                        orelse=_drop_deallocs(s.orelse, set(allocated)))
+        elif isinstance(s, ir.Block):
             s = replace(s, body=_drop_deallocs(s.body, allocated))
+        elif isinstance(s, (ir.While, ir.For)):
+            s = replace(s, body=_drop_deallocs(s.body, set(allocated)))
         out.append(s)
     return tuple(out)
 
