@@ -6,12 +6,12 @@ failed, and what the notebook's variables are afterwards.  Most cells run with
 ``--no-jit`` (the Python backend) for speed; a few run compiled with Numba.
 """
 
+# ruff: noqa: F811  (the shell and ip fixtures come from ipython_harness)
 from __future__ import annotations
 
 import re
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -19,66 +19,12 @@ import pytest
 
 pytest.importorskip("IPython", reason="IPython is not installed: pip install -e '.[notebook]'")
 
-from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
-from traitlets.config import Config
+from ipython_harness import ANSI as _ANSI
+from ipython_harness import Ran, ip, run, run_ok, shell  # noqa: F401
 
 import revbench
 from revbench.jupyter import magic as magic_module
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-@dataclass
-class Ran:
-    """One executed cell: IPython's result and what the user saw."""
-
-    result: object
-    out: str  # stdout and stderr, colours stripped
-    displayed: list  # rich outputs (display(...)), as IPython's RichOutput objects
-
-    @property
-    def success(self) -> bool:
-        return self.result.success
-
-    @property
-    def error(self) -> BaseException | None:
-        return self.result.error_in_exec or self.result.error_before_exec
-
-    @property
-    def number(self) -> int:
-        return self.result.execution_count
-
-
-@pytest.fixture(scope="module")
-def shell():
-    config = Config()
-    config.HistoryManager.hist_file = ":memory:"  # the cells are numbered, but not saved anywhere
-    ip = InteractiveShell.instance(config=config)
-    ip.run_line_magic("load_ext", "revbench")
-    yield ip
-    ip.run_line_magic("unload_ext", "revbench")
-
-
-@pytest.fixture
-def ip(shell):
-    shell.reset(new_session=False)
-    shell.run_cell("import numpy as np")
-    return shell
-
-
-def run(ip, source: str) -> Ran:
-    """Run a cell as a notebook does (it gets an ``In[n]`` number)."""
-    with capture_output() as cap:
-        result = ip.run_cell(source, store_history=True)
-    return Ran(result, _ANSI.sub("", cap.stdout + cap.stderr), cap.outputs)
-
-
-def run_ok(ip, source: str) -> Ran:
-    ran = run(ip, source)
-    assert ran.success, ran.out
-    return ran
-
 
 POLY = """%%reversible --no-jit
 def poly(y, x):

@@ -7,79 +7,25 @@ failing cell changes no notebook variable.  Each group below starts from an exam
 issue 9 and then tries variations of the same class.
 """
 
+# ruff: noqa: F811  (the shell and ip fixtures come from ipython_harness)
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 import numpy as np
 import pytest
 
 pytest.importorskip("IPython", reason="IPython is not installed: pip install -e '.[notebook]'")
 
-from IPython.core.interactiveshell import InteractiveShell
-from IPython.utils.capture import capture_output
-from traitlets.config import Config
+from ipython_harness import ANSI as _ANSI  # noqa: F401
+from ipython_harness import Ran, ip, run, run_ok, shell  # noqa: F401
 
 import revbench
 from revbench.jupyter import cell as cell_module
 from revbench.jupyter import magic as magic_module
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _INTERNALS = ("Traceback", "revbench/", "rbgen_", "~cell", " of cell", "_rb_", "pyobject",
               "backend='python'")
-
-
-@dataclass
-class Ran:
-    result: object
-    out: str
-
-    @property
-    def success(self) -> bool:
-        return self.result.success
-
-    @property
-    def error(self) -> BaseException | None:
-        return self.result.error_in_exec or self.result.error_before_exec
-
-    @property
-    def number(self) -> int:
-        return self.result.execution_count
-
-    @property
-    def lines(self) -> list[str]:
-        return self.out.strip().splitlines()
-
-
-@pytest.fixture(scope="module")
-def shell():
-    config = Config()
-    config.HistoryManager.hist_file = ":memory:"
-    ip = InteractiveShell.instance(config=config)
-    if "revbench" not in ip.extension_manager.loaded:
-        ip.run_line_magic("load_ext", "revbench")
-    yield ip
-    ip.run_line_magic("unload_ext", "revbench")
-
-
-@pytest.fixture
-def ip(shell):
-    shell.reset(new_session=False)
-    shell.run_cell("import numpy as np")
-    return shell
-
-
-def run(ip, source: str) -> Ran:
-    with capture_output() as cap:
-        result = ip.run_cell(source, store_history=True)
-    return Ran(result, _ANSI.sub("", cap.stdout + cap.stderr))
-
-
-def run_ok(ip, source: str) -> Ran:
-    ran = run(ip, source)
-    assert ran.success, ran.out
-    return ran
 
 
 def snapshot(ip) -> dict:
