@@ -134,6 +134,21 @@ class Program:
             direction = "backward" if direction == "forward" else "backward-inverse"
         return obj._program, direction
 
+    def _called_from(self, exc: ReversibilityTypeError, call: ir.Call) -> ReversibilityTypeError:
+        """``exc`` (found while compiling a callee for this call's argument types), with
+        the calling line added: the mistake may be the call's as well as the callee's."""
+        text = self.ir.line_text(call.loc.line).strip()
+        where = f"{self.ir.filename}, line {call.loc.line}: {text}"
+        if where in str(exc):
+            return exc
+        error = ReversibilityTypeError(
+            f"{exc}\n  called from reversible function {self.ir.name}, {where}",
+            variable=exc.variable, function=exc.function, filename=exc.filename,
+            lineno=exc.lineno, stage=exc.stage)
+        error.call_sites = [*getattr(exc, "call_sites", []),
+                            (self.ir.name, self.ir.filename, call.loc.line)]
+        return error
+
     def _callee_hint(self, name: str, obj: Any) -> str:
         """How to fix a call of something that is not a reversible function: a close
         reversible function's name, or the pure function the user probably meant."""
@@ -220,7 +235,10 @@ class Program:
                 off = frozenset(p for p, off in zip(prog.ir.params, call.inactive)
                                 if off and p not in written) if call.backward else frozenset()
                 sub_key = (cdir, backend, eff_check, types, call.lanes, off)
-                sub = prog.compile(*sub_key)
+                try:
+                    sub = prog.compile(*sub_key)
+                except ReversibilityTypeError as exc:
+                    raise self._called_from(exc, call) from None
                 if deps is not None:
                     deps.append((call.func, prog, sub_key, sub))
                 symbol = f"_rb_call_{prog.ir.name}_{sub.generated.key[:12]}"

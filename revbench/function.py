@@ -142,6 +142,7 @@ class ReversibleFunction:
         return p.compile(self._direction, p.backend, p.check, signature)
 
     def __call__(self, *args: Any) -> tuple:
+        __tracebackhide__ = True  # pytest (and IPython, above the last frame) skip this frame
         try:
             sig = self.signature_of(args)
             compiled = self.compiled(sig)
@@ -154,6 +155,7 @@ class ReversibleFunction:
 
     def _execute(self, compiled, args: tuple) -> tuple:
         """Run compiled code on ``args``; with checks on, arrays are restored if it fails."""
+        __tracebackhide__ = True
         p = self._program
         atol, rtol = get_tolerance()
         call_args = [a.item() if isinstance(a, np.generic) else a for a in args]
@@ -174,10 +176,12 @@ class ReversibleFunction:
 
                 if is_numba_error(exc):
                     raise translate_numba_error(exc, self.__name__) from None
-                if isinstance(exc, IndexError) and hasattr(exc, "add_note"):
-                    exc.add_note(f"in reversible function {self.__name__} (compiled code does not "
-                                 "know its lines: run it with backend='python' to see the line)")
-            _add_user_line_note(exc)
+            if not _add_user_line_note(exc) and hasattr(exc, "add_note"):
+                # compiled code (an IndexError, a ZeroDivisionError, ...): no line to show,
+                # but the message must still say where it came from
+                exc.add_note(f"in reversible function {self.__name__}" + (
+                    " (compiled code does not know its lines: run it with backend='python' to "
+                    "see the line)" if p.backend == "numba" else ""))
             raise
         # raised outside the handler, so the generated code's CheckFailed is not its
         # __context__ (tools such as hypothesis tell failures apart by their context)
@@ -277,8 +281,9 @@ def _restore(snapshots) -> None:
         arr[...] = saved
 
 
-def _add_user_line_note(exc: BaseException) -> None:
-    """Point a Python-backend exception at the user's line, not the generated one."""
+def _add_user_line_note(exc: BaseException) -> bool:
+    """Point a Python-backend exception at the user's line, not the generated one;
+    False when its traceback has no line of generated code to point at."""
     tb = exc.__traceback__
     hit = None
     while tb is not None:
@@ -293,6 +298,8 @@ def _add_user_line_note(exc: BaseException) -> None:
         table, line = hit
         exc.add_note(f"in reversible function {table.function}, {table.filename}, line {line}: "
                      f"{table.source_lines.get(line, '').strip()}")
+        return True
+    return False
 
 
 def _validate_options(check: Any, backend: Any, atol: Any, rtol: Any) -> None:

@@ -699,3 +699,68 @@ def test_misspelt_names_in_a_cell_program(body, want):
     else:
         assert "Did you mean `np.sqrt`?" in err.msg, err.msg
     assert ns == {"y": 0.0, "x": 1.0, "np": np, "h": h}
+
+
+# =========================================================================== #
+# A type mismatch found in a callee also names the calling line
+# =========================================================================== #
+@pytest.mark.parametrize("backend", ["python", "numba"])
+@pytest.mark.parametrize("args, needle", [
+    ((1.0, np.ones(3)), "is an array"),
+    ((1, 2.0), "`y` is int but the right-hand side is float"),
+    ((True, 1.0), "`+=` is not defined for `y`"),
+])
+def test_a_callee_type_error_names_the_call(backend, args, needle):
+    fns = revbench.define(textwrap.dedent("""
+        def h(y, x):
+            y += x * 2.0
+
+        def f(y, v):
+            h(y, v)
+    """).lstrip("\n"), {}, filename=FILENAME, backend=backend)
+    with pytest.raises(ReversibilityTypeError) as info:
+        fns["f"](*args)
+    msg = str(info.value)
+    assert needle in msg
+    assert "in reversible function h, <issue9>, line 2" in msg  # where it was found
+    assert msg.splitlines()[-1] == "  called from reversible function f, <issue9>, line 5: h(y, v)"
+    assert info.value.call_sites == [("f", FILENAME, 5)]
+
+
+def test_a_callee_type_error_through_two_calls_names_both():
+    fns = revbench.define(textwrap.dedent("""
+        def h(y, x):
+            y ^= x
+
+        def g(y, x):
+            h(y, x)
+
+        def f(y, x):
+            g(y, x)
+    """).lstrip("\n"), {}, filename=FILENAME, backend="python")
+    with pytest.raises(ReversibilityTypeError) as info:
+        fns["f"](1.0, 2.0)
+    lines = str(info.value).splitlines()
+    assert lines[-2:] == ["  called from reversible function g, <issue9>, line 5: h(y, x)",
+                          "  called from reversible function f, <issue9>, line 8: g(y, x)"]
+    assert fns["f"](1, 2) == (3, 2)  # the failed compile left nothing behind
+
+
+# =========================================================================== #
+# An update refused while running backwards names the statement it undoes
+# =========================================================================== #
+@pytest.mark.parametrize("backend", ["python", "numba"])
+def test_a_refused_inverse_update_names_the_written_statement(backend):
+    f = revbench.define("def f(y, x):\n    y *= x\n    y += 1.0\n", {}, filename=FILENAME,
+                        backend=backend)["f"]
+    with pytest.raises(revbench.ReversibilityError) as info:
+        (~f)(1.0, 0.0)
+    first, where = str(info.value).splitlines()
+    assert first == ("`/=` by `x`: the operand is zero, which cannot be undone (undoing `y *= x`): "
+                     "got 0.0")
+    assert where.endswith("(running its inverse), <issue9>, line 2: y *= x")
+    with pytest.raises(revbench.ReversibilityError, match=r"overflows to infinity \(undoing `y \*= x`\)"):
+        (~f)(1e300 + 1.0, 1e-300)
+    with pytest.raises(revbench.ReversibilityError) as info:
+        f(1.0, 0.0)
+    assert "undoing" not in str(info.value)  # forwards, the statement is the one written

@@ -47,15 +47,18 @@ def test_import_revbench_does_not_import_ipython():
     assert out.stdout.split() == ["False", "False"]
 
 
+SHOWN = (revbench.ReversibilitySyntaxError, revbench.ReversibilityError, TypeError, ValueError)
+
+
 def test_load_reload_and_unload(shell):
     assert "reversible" in shell.magics_manager.magics["cell"]
-    assert shell.custom_exceptions == (revbench.ReversibilitySyntaxError,)
+    assert shell.custom_exceptions == SHOWN
     with capture_output() as cap:
         shell.run_line_magic("load_ext", "revbench")
     assert "already loaded" in cap.stdout
     shell.run_line_magic("reload_ext", "revbench")
     assert "reversible" in shell.magics_manager.magics["cell"]
-    assert shell.custom_exceptions == (revbench.ReversibilitySyntaxError,)
+    assert shell.custom_exceptions == SHOWN
     shell.run_line_magic("unload_ext", "revbench")
     assert "reversible" not in shell.magics_manager.magics["cell"]
     assert shell.custom_exceptions == ()

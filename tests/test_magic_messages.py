@@ -625,3 +625,49 @@ def test_a_failing_cell_says_where_in_cell_terms_and_changes_nothing(ip, flags, 
     else:
         assert len(lines) == 1, ran.out
     assert_unchanged(ip, before)
+
+
+# --------------------------------------------------------------------------- #
+# Errors of revbench's Python API in plain Python cells: the user's lines only
+# --------------------------------------------------------------------------- #
+def test_a_python_cell_calling_a_function_on_wrong_types_shows_the_calls(ip):
+    run_ok(ip, "%%reversible\ndef h(y, x):\n    y += x * 2.0\n")
+    run_ok(ip, "%%reversible\ndef f(y, x):\n    h(y, x)\n")
+    ran = run(ip, "v = np.ones(3)\nf(1.0, v)")
+    assert not ran.success and isinstance(ran.error, revbench.ReversibilityTypeError)
+    assert "Traceback" not in ran.out and "revbench/" not in ran.out
+    lines = [ln.strip() for ln in ran.lines]
+    assert lines[0] == f"Cell In[{ran.number}], line 2"
+    assert lines[1:3] == ["f(1.0, v)", "^"]
+    assert lines[3] == f"Cell In[{ran.number - 1}], line 3"  # the call in f
+    assert lines[4] == "h(y, x)"
+    assert lines[6] == f"Cell In[{ran.number - 2}], line 3"  # the failing line in h
+    assert lines[-1].startswith("ReversibilityTypeError: `x` is an array")
+    assert lines[-1].endswith("(in reversible function h)")
+
+
+def test_a_python_cell_whose_call_fails_a_check_shows_the_failing_line(ip):
+    run_ok(ip, "import revbench\n@revbench.reversible\ndef g(y, x):\n    y *= x\n")
+    run_ok(ip, "def wrap(a):\n    return (~g)(1.0, a)\n")
+    ran = run(ip, "wrap(0.0)")
+    assert isinstance(ran.error, revbench.ReversibilityError)
+    assert [ln.strip() for ln in ran.lines[1::3][:3]] == ["wrap(0.0)", "return (~g)(1.0, a)", "y *= x"]
+    assert ran.lines[-1].startswith("ReversibilityError: `/=` by `x`: the operand is zero")
+    assert "running its inverse" in ran.lines[-1]
+
+
+def test_revbench_api_misuse_in_a_python_cell_shows_no_internal_frames(ip):
+    run_ok(ip, "import revbench\n@revbench.reversible\ndef g(y, x):\n    y *= x\n")
+    for source, error in [("revbench.grad(g, loss='q')", "ValueError: loss 'q' is not an argument"),
+                          ("g(1.0, [1])", "ReversibilityTypeError: argument `x` of g"),
+                          ("revbench.check_grad(g, loss='y', eps=0)", "ValueError")]:
+        ran = run(ip, source)
+        assert not ran.success
+        assert "revbench/" not in ran.out, ran.out  # no frame of revbench's files
+        assert source in ran.out and ran.lines[-1].startswith(error), ran.out
+
+
+def test_other_errors_in_python_cells_keep_their_traceback(ip):
+    ran = run(ip, "def bad():\n    return int('x')\nbad()")
+    assert isinstance(ran.error, ValueError) and "Traceback" in ran.out
+    assert "return int('x')" in ran.out  # the user's inner frame is kept

@@ -600,7 +600,8 @@ def test_recursion_is_refused_as_when_compiling():
         revbench.trace(fns["f"], 0.0, 1.0)
     with pytest.raises(ReversibilityTypeError) as compiled:
         fns["f"](0.0, 1.0)
-    assert str(info.value) == str(compiled.value)
+    # the same message (compiled code adds the calls that led there)
+    assert str(compiled.value).startswith(str(info.value))
 
 
 def test_registered_functions_and_their_partials():

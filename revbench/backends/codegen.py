@@ -100,6 +100,8 @@ INT_HELPERS: dict[str, fn_rules.FunctionRule] = {
         ("abs", "iabs", runtime.int_abs, 3))
 }
 _INT64_MIN_CODE = "(-9223372036854775807 - 1)"
+#: what a float shift calls when its result is not finite (it decides which check failed)
+SHIFT_FAILED = _helper_rule("shift_failed", runtime.shift_failed, 5)
 
 
 # --------------------------------------------------------------------------- #
@@ -274,7 +276,10 @@ class Emitter:
         """A condition that holds when ``actual`` equals ``expected`` (within tolerance)."""
         if dtype in ("int", "bool"):
             return f"{actual} == {expected}"
-        return f"abs({actual} - {expected}) <= _rb_atol + _rb_rtol * abs({expected})"
+        # equal values first: an infinite ancilla is back at inf (inf - inf is nan), and a
+        # nan one is back at nan (the inverse recomputes the same nan)
+        return (f"({actual} == {expected} or abs({actual} - {expected}) <= _rb_atol + _rb_rtol * "
+                f"abs({expected}) or ({actual} != {actual} and {expected} != {expected}))")
 
     # -- statements -----------------------------------------------------------
     def function(self, name: str) -> None:
@@ -340,10 +345,14 @@ class Emitter:
         if self.opt.check and dtype == "int":
             self.int_update_checked(s, target, value)
             return
-        if self.opt.check and rule.nonzero_operand and not integer \
-                and not s.target.name.startswith("_rb_adj"):  # adjoints are never undone
-            self.float_scale_checked(s, target, op, value)
-            return
+        undone = not s.target.name.startswith("_rb_adj")  # adjoints are never undone
+        if self.opt.check and undone and not integer:
+            if rule.nonzero_operand:
+                self.float_scale_checked(s, target, op, value)
+                return
+            if s.op in ("+=", "-="):
+                self.float_shift_checked(s, target, op, value)
+                return
         self.emit(f"{target} {op}= {value}", s.loc)
 
     def int_update_checked(self, s: ir.Update, target: str, value: str) -> None:
@@ -364,8 +373,9 @@ class Emitter:
 
     def float_scale_checked(self, s: ir.Update, target: str, op: str, value: str) -> None:
         """A float or complex ``*=`` / ``/=`` that raises where it cannot be undone: an
-        infinite or nan operand, or a finite target made 0, subnormal or inf such that the
-        inverse would not give it back (checked only when the result is one of those)."""
+        infinite or nan operand, or a finite target made 0, subnormal, inf or so large that
+        the inverse would not give it back (checked only when the result, or the target, is
+        that small or that large)."""
         const = isinstance(s.value, ir.Const)
         if self.dtype(s.value) in ("float", "complex") and not (const and _finite(s.value.value)):
             k = self.check("nonfinite", expr_text(s.value), s.loc, s.op)
@@ -376,12 +386,38 @@ class Emitter:
         k = self.check("result", expr_text(s.target), s.loc,
                        f"{expr_text(s.target)} {s.op} {expr_text(s.value)}")
         inv = UPDATES[UPDATES[s.op].inverse].python_op
-        self.emit(f"if not ({runtime.FLOAT_TINY!r} <= abs({r}) < _rb_math.inf) "
+        self.emit(f"if not ({runtime.FLOAT_TINY!r} <= abs({r}) <= {runtime.FLOAT_HUGE!r} "
+                  f"and abs({target}) <= {runtime.FLOAT_HUGE!r}) "
                   f"and abs({target}) < _rb_math.inf "
                   f"and not abs({r} {inv} {value} - {target}) <= {runtime.SCALE_RTOL!r} * abs({target}):",
                   s.loc)
         self.emit("    " + self.fail(k, target, r), s.loc)
         self.emit(f"{target} = {r}", s.loc)
+
+    def float_shift_checked(self, s: ir.Update, target: str, op: str, value: str) -> None:
+        """A float or complex ``+=`` / ``-=`` that raises where it cannot be undone: a
+        shift by an infinite or nan operand (``inf - inf`` is nan), or a finite target
+        made infinite (an overflow).  The update itself is written as is; the common case
+        costs a register copy of the old value and one comparison of the result."""
+        old = self.tmp("o")
+        self.emit(f"{old} = {target}", s.loc)
+        self.emit(f"{target} {op}= {value}", s.loc)
+        k = self.check("nonfinite", expr_text(s.value), s.loc, s.op)
+        self.check("result", expr_text(s.target), s.loc,
+                   f"{expr_text(s.target)} {s.op} {expr_text(s.value)}")  # k + 1
+        self.user_functions[SHIFT_FAILED.impl] = SHIFT_FAILED
+        self.emit(f"if not {self.finite(target, self.dtype(s.target))}:", s.loc)
+        operand = value if self.dtype(s.value) in ("float", "complex") else "0.0"  # ints are finite
+        self.emit(f"    {SHIFT_FAILED.impl}({old}, {target}, {operand}, _RB_MODULE, {k})", s.loc)
+
+    @staticmethod
+    def finite(x: str, dtype: str) -> str:
+        """A condition that holds when ``x`` is finite (not inf, not nan)."""
+        if dtype == "complex":
+            return f"(abs({x}.real) < _rb_math.inf and abs({x}.imag) < _rb_math.inf)"
+        if dtype in ("int", "bool"):
+            return "True"
+        return f"abs({x}) < _rb_math.inf"
 
     def elementwise_loops(self, name: str, ndim: int, value, loc: ir.Loc) -> tuple[str, ...]:
         """Open loops over every element of array ``name``; returns the index names."""

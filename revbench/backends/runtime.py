@@ -10,6 +10,7 @@ variable, the expected and actual values, the function and the source line.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from revbench.lang.errors import ReversibilityError
@@ -72,6 +73,9 @@ INT64_MAX = 2**63 - 1
 #: within SCALE_RTOL (two roundings)
 FLOAT_TINY = 2.2250738585072014e-308
 SCALE_RTOL = 2.0**-51
+#: a product or quotient above this (half the largest float) is checked the same way:
+#: its inverse may round up to inf
+FLOAT_HUGE = 2.0**1023
 #: |a|, |b| <= this: a * b fits in int64 (3037000499 ** 2 < 2 ** 63)
 _MUL_SAFE = 3037000499
 
@@ -108,7 +112,8 @@ def to_user_error(exc: CheckFailed) -> ReversibilityError:
         r = complex(actual)
         why = ("is nan" if r != r else "overflows to infinity" if abs(r) == float("inf")
                else "underflows to zero" if r == 0 else "underflows (it is subnormal, so digits "
-               "are lost)")
+               "are lost)" if abs(r) < FLOAT_TINY else "is so close to the largest float that "
+               "its inverse would overflow")
         what = MESSAGES["result"].format(detail=info.detail, why=why)
         values = f"`{var}` was {_fmt(expected)}, the result is {_fmt(actual)}"
     elif info.kind in ("alias", "call-alias"):
@@ -120,11 +125,28 @@ def to_user_error(exc: CheckFailed) -> ReversibilityError:
     else:
         values = f"expected {_fmt(expected)}, got {_fmt(actual)}"
     text = table.source_lines.get(info.line, "").strip()
+    op = info.detail if info.kind in ("zero", "nonfinite") else \
+        (info.detail.split(" ")[1:2] or [""])[0] if info.kind == "result" else ""
+    if op and text and op not in text:  # an update run backwards (or inside `with inverted:`)
+        what = f"{what} (undoing `{text}`)"
     direction = "" if table.direction == "forward" else f" (running its {table.direction})"
     msg = (f"{what}: {values}\n  in reversible function {table.function}{direction}, "
            f"{table.filename}, line {info.line}: {text}")
     return ReversibilityError(msg, variable=var, expected=expected, actual=actual,
                               function=table.function, filename=table.filename, lineno=info.line)
+
+
+# --------------------------------------------------------------------------- #
+# A float shift that went wrong (generated code with checks on calls this)
+# --------------------------------------------------------------------------- #
+def shift_failed(old, new, value, module, k):
+    """``y += value`` (or ``-=``) made ``y`` infinite or nan: raise check ``k`` (an
+    infinite or nan operand) or ``k + 1`` (a finite ``old`` overflowed); return when
+    ``old`` was already infinite or nan (shifted by a finite amount, it stays so)."""
+    if not (abs(value.real) < math.inf and abs(value.imag) < math.inf):
+        raise CheckFailed(module, k, 0, value)
+    if abs(old.real) < math.inf and abs(old.imag) < math.inf:
+        raise CheckFailed(module, k + 1, old, new)
 
 
 # --------------------------------------------------------------------------- #

@@ -39,6 +39,7 @@ import numpy as np
 
 from revbench.backends import codegen
 from revbench.backends.runtime import (
+    FLOAT_HUGE,
     FLOAT_TINY,
     INT64_MAX,
     INT64_MIN,
@@ -188,15 +189,21 @@ _ZERO = {"bool": False, "int": 0, "float": 0.0, "complex": 0j}
 
 
 def _close(actual: Any, expected: Any, dtype: str, atol: float, rtol: float) -> bool:
+    """As ``codegen.Emitter.close``: equal values (inf included), within tolerance, or
+    both nan."""
     if dtype in ("int", "bool"):
         return bool(actual == expected)
-    return bool(abs(actual - expected) <= atol + rtol * abs(expected))
+    with np.errstate(invalid="ignore"):
+        return bool(actual == expected or abs(actual - expected) <= atol + rtol * abs(expected)
+                    or (actual != actual and expected != expected))
 
 
 def _close_array(actual: np.ndarray, expected: Any, dtype: str, atol: float, rtol: float) -> np.ndarray:
     if dtype in ("int", "bool"):
         return actual == expected
-    return np.abs(actual - expected) <= atol + rtol * np.abs(expected)
+    with np.errstate(invalid="ignore"):
+        return (actual == expected) | (np.abs(actual - expected) <= atol + rtol * np.abs(expected)) \
+            | (np.isnan(actual) & np.isnan(expected))
 
 
 def _wrap(i: Any, n: int) -> int:
@@ -659,8 +666,10 @@ class Tracer:
                     self.check_failed(run, line, "update", action, k, int(old), int(val))
 
             return int_guard
-        if not UPDATES[s.op].nonzero_operand or s.target.name.startswith("_rb_adj"):
+        if s.target.name.startswith("_rb_adj"):  # adjoints are never undone
             return None
+        if s.op in ("+=", "-="):
+            return self._shift_guard(c, s)
         fn = _OPS[UPDATES[s.op].python_op]
         inv = _OPS[UPDATES[UPDATES[s.op].inverse].python_op]
         k_op = c.add_check("nonfinite", codegen.expr_text(s.value), s.loc, s.op) \
@@ -672,11 +681,36 @@ class Tracer:
                 self.check_failed(run, line, "update", action, k_op, 0, val)
             with np.errstate(all="ignore"):
                 r = fn(old, val)
-                if not FLOAT_TINY <= abs(r) < math.inf and abs(old) < math.inf \
+                if not (FLOAT_TINY <= abs(r) <= FLOAT_HUGE and abs(old) <= FLOAT_HUGE) \
+                        and abs(old) < math.inf \
                         and not abs(inv(r, val) - old) <= SCALE_RTOL * abs(old):
                     self.check_failed(run, line, "update", action, k_res, old, r)
 
         return float_guard
+
+    def _shift_guard(self, c: _Code, s: ir.Update):
+        """``codegen.Emitter.float_shift_checked``: a float ``+=`` / ``-=`` by an infinite
+        or nan operand, or one that overflows a finite target, cannot be undone."""
+        line, action = s.loc.line, stmt_text(s)
+        target, text = codegen.expr_text(s.target), stmt_text(s)
+        fn = _OPS[UPDATES[s.op].python_op]
+        k_op = c.add_check("nonfinite", codegen.expr_text(s.value), s.loc, s.op)
+        k_res = c.add_check("result", target, s.loc, text)
+
+        def finite(v: Any) -> bool:
+            v = complex(v)
+            return abs(v.real) < math.inf and abs(v.imag) < math.inf
+
+        def shift_guard(run: _Run, old: Any, val: Any) -> None:
+            with np.errstate(all="ignore"):
+                r = fn(old, val)
+            if not finite(r):
+                if not finite(val):
+                    self.check_failed(run, line, "update", action, k_op, 0, val)
+                if finite(old):
+                    self.check_failed(run, line, "update", action, k_res, old, r)
+
+        return shift_guard
 
     def s_Swap(self, c: _Code, s: ir.Swap) -> Callable[[_Run], None]:
         line, action = s.loc.line, stmt_text(s)

@@ -191,6 +191,12 @@ def places_of(exc: BaseException) -> tuple[Place, ...] | None:
     return getattr(exc, "revbench_places", None)
 
 
+def call_places(exc: BaseException) -> tuple[Place, ...]:
+    """The calls that led to a type error found in a callee, outermost first."""
+    return tuple(Place(file, line, None, function)
+                 for function, file, line in reversed(getattr(exc, "call_sites", ())))
+
+
 @dataclass
 class CellProgram:
     """A cell program compiled as ``cell(*names)``, bound to the notebook variables ``names``."""
@@ -341,7 +347,7 @@ class CellProgram:
             elif chain and (chain[-1].filename, chain[-1].line) == (inner.filename, inner.line):
                 places = (*chain[:-1], inner)
             else:
-                places = (inner,)
+                places = (*call_places(exc), inner)
             exc.revbench_places = places  # type: ignore[attr-defined]
         except Exception:  # pragma: no cover - explaining must never hide the user's error
             pass

@@ -32,6 +32,7 @@ from revbench.jupyter.cell import (
     Cell,
     CellProgram,
     Place,
+    call_places,
     cell_filename,
     cell_wording,
     compile_program,
@@ -277,7 +278,8 @@ def _places(exc: BaseException, cell_file: str) -> tuple[Place, ...]:
             return (Place(cell_file, int(m["line"]), None, CELL_FUNCTION),)
     if isinstance(exc, ReversibilityError) and exc.filename and exc.lineno:
         m = _NOTE.search(str(exc))
-        return (Place(exc.filename, exc.lineno, None, exc.function, m["dir"] if m else None),)
+        direction = m["dir"] if m else None
+        return (*call_places(exc), Place(exc.filename, exc.lineno, None, exc.function, direction))
     return ()
 
 
@@ -460,13 +462,66 @@ def _html(text: str) -> str:
 # --------------------------------------------------------------------------- #
 
 
-def _show_syntax_error(shell: InteractiveShell, etype, value, tb, tb_offset=None) -> None:
-    """Show a ReversibilitySyntaxError as IPython shows a cell's syntax error: no stack.
+def _show_error(shell: InteractiveShell, etype, value, tb, tb_offset=None) -> None:
+    """Show revbench's errors at the user's lines, without revbench's frames.
 
-    Raised from a running cell, IPython would list the frames the error went
-    through (the magic's, the compiler's); they say nothing to the user.
+    A ReversibilitySyntaxError is shown as IPython shows a cell's syntax error
+    (raised from a running cell, IPython would list the frames the error went
+    through: the magic's, the compiler's; they say nothing to the user).  A
+    ReversibilityError raised in a Python cell (``f(x)`` on arguments ``f``
+    cannot run on, a failed check) is shown as a ``%%reversible`` cell's error
+    is: the cell's calling line, the calls down to the failing line of the
+    reversible function, then the message.
     """
+    if isinstance(value, ReversibilitySyntaxError) or hasattr(value, "_render_traceback_"):
+        shell.showtraceback((etype, value, tb))
+        return
+    if not isinstance(value, ReversibilityError):  # a TypeError or ValueError
+        if _raised_by_revbench(tb):
+            _cut_at_revbench(tb)  # the user's frames, then the message: no internals
+        shell.showtraceback((etype, value, tb))
+        return
+    if not hasattr(value, "_render_traceback_"):
+        inner = _places(value, "")
+        names = getattr(shell.compile, "_filename_map", None) or {}
+        cells, frame = [], tb
+        while frame is not None:
+            code = frame.tb_frame.f_code
+            if code.co_filename in names:
+                cells.append(Place(code.co_filename, frame.tb_lineno, None, None))
+            frame = frame.tb_next
+        if inner and cells:
+            value.revbench_places = (*cells, *inner)  # type: ignore[attr-defined]
+            value._render_traceback_ = _Renderer(shell, value, "")  # type: ignore[attr-defined]
+    if not hasattr(value, "_render_traceback_") and _raised_by_revbench(tb):
+        _cut_at_revbench(tb)
     shell.showtraceback((etype, value, tb))
+
+
+def _is_revbench_frame(tb) -> bool:
+    return str(tb.tb_frame.f_globals.get("__name__", "")).startswith("revbench.")
+
+
+def _raised_by_revbench(tb) -> bool:
+    """Was the error raised by revbench's own code (its checks of the user's arguments)?"""
+    last = tb
+    while last is not None and last.tb_next is not None:
+        last = last.tb_next
+    return last is not None and _is_revbench_frame(last)
+
+
+def _cut_at_revbench(tb) -> None:
+    """End the traceback at the user's last frame before revbench's (it is mutable)."""
+    while tb is not None and tb.tb_next is not None:
+        if _is_revbench_frame(tb.tb_next):
+            tb.tb_next = None
+            return
+        tb = tb.tb_next
+
+
+#: the errors :func:`_show_error` shows (TypeError and ValueError: only those raised by
+#: revbench about a user's arguments lose revbench's frames; the rest are shown as usual)
+_SHOWN = (ReversibilitySyntaxError, ReversibilityError, TypeError, ValueError)
 
 
 def _is_invert_call(t: Any) -> bool:
@@ -483,15 +538,16 @@ def load_ipython_extension(ip: InteractiveShell) -> None:
     ip.register_magics(ReversibleMagics)
     ip.ast_transformers[:] = [t for t in ip.ast_transformers if not _is_invert_call(t)]
     ip.ast_transformers.append(_InvertCall())
-    if not ip.custom_exceptions:  # the one handler slot is free: show static errors compactly
-        ip.set_custom_exc((ReversibilitySyntaxError,), _show_syntax_error)
+    if not ip.custom_exceptions or ip.custom_exceptions == _SHOWN:
+        # the one handler slot is free: show revbench's errors at the user's lines
+        ip.set_custom_exc(_SHOWN, _show_error)
 
 
 def unload_ipython_extension(ip: InteractiveShell) -> None:
     """Remove ``%%reversible``, the ``~f(...)`` rewriting and the syntax error display."""
     ip.magics_manager.magics["cell"].pop("reversible", None)
     ip.ast_transformers[:] = [t for t in ip.ast_transformers if not _is_invert_call(t)]
-    if ip.custom_exceptions == (ReversibilitySyntaxError,):
+    if ip.custom_exceptions == _SHOWN:
         ip.set_custom_exc((), None)
 
 

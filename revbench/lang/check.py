@@ -26,7 +26,7 @@ from typing import Any
 
 from revbench.lang import ir, suggest
 from revbench.lang.errors import ReversibilitySyntaxError
-from revbench.transforms.invert import invert_body
+from revbench.rules.inverse import invert_body
 
 
 @dataclass
@@ -83,11 +83,28 @@ class Checker:
             raise self.error(blk.loc, f"this {what} is never undone: add `{undo}` later in the "
                                       "same block (routines are undone last opened, first undone)")
         if new_block:
-            for name, anc in scope.ancillas.items():
-                if anc.block == bid:
+            left = [(name, anc) for name, anc in scope.ancillas.items() if anc.block == bid]
+            changed, called = _changed_names(out)
+            # names whose value is fixed in this block: loop variables, and the ancillas
+            # (themselves names for shapes) it neither updates, swaps nor passes to a call
+            fixed = set(scope.loop_vars)
+            for n, a in scope.ancillas.items():  # in allocation order: earlier names first
+                if n not in changed and n not in called and _is_int_name(a.alloc.init, fixed):
+                    fixed.add(n)
+            for name, anc in reversed(left):  # freed last allocated, first freed
+                init = anc.alloc.init
+                # a float scratch passed to a call is likely accumulated into: it needs a `del`
+                scratch = name in called and any(isinstance(n, ir.Const) and type(n.value) is not int
+                                                 for n in ir.walk_expr(init))
+                if name in changed or scratch or not _is_shape_name(init, fixed) or \
+                        not all(scope.defined(n) for n in _names_used(init)):
                     raise self.error(anc.alloc.loc, f"ancilla `{name}` is allocated here but not "
                                                     f"deallocated in the same block: add `del {name}` "
                                                     "before the block ends (on every path)")
+                # a name for a shape or a constant, never changed: freed here implicitly (a
+                # real deallocation, checked at run time like a written `del`)
+                out.append(ir.Dealloc(name, init, anc.alloc.loc))
+                del scope.ancillas[name]
         return tuple(out)
 
     def stmt(self, s: ir.Stmt, scope: _Scope, bid: int, routines) -> ir.Stmt:
@@ -321,6 +338,50 @@ class Checker:
                                         + suggest.did_you_mean(name, live))
 
 
+def _is_shape_name(e: ir.Expr, fixed: set[str]) -> bool:
+    """Is ``e`` a name for a shape or a constant: a numeric literal (``0.5``, ``-1``), or
+    integer arithmetic (``+ - * //``) of integer literals, ``len(x)``, ``x.shape[k]`` and
+    the ``fixed`` names (loop variables, other such names)?  An ancilla set from one and
+    never changed needs no ``del``: its value can be recomputed at the end of its block,
+    so the language frees it there.  (Float arithmetic, ``t = 1.0 * i``, is a computed
+    value and keeps its ``del``.)"""
+    if isinstance(e, ir.UnaryOp) and e.op == "-" and isinstance(e.operand, ir.Const):
+        e = e.operand
+    if isinstance(e, ir.Const):
+        return not isinstance(e.value, complex)
+    return _is_int_name(e, fixed)
+
+
+def _is_int_name(e: ir.Expr, fixed: set[str]) -> bool:
+    if isinstance(e, (ir.Len, ir.Shape)):
+        return True
+    if isinstance(e, ir.Var):
+        return e.name in fixed
+    if isinstance(e, ir.Const):
+        return type(e.value) is int
+    if isinstance(e, ir.BinOp) and e.op in ("+", "-", "*", "//"):
+        return _is_int_name(e.left, fixed) and _is_int_name(e.right, fixed)
+    if isinstance(e, ir.UnaryOp) and e.op in ("-", "+"):
+        return _is_int_name(e.operand, fixed)
+    return False
+
+
+def _changed_names(body) -> tuple[set[str], set[str]]:
+    """The variables a checked statement list updates or swaps, and those it passes to
+    calls (which may change them too: an ancilla a callee changes fails its
+    deallocation check at run time)."""
+    changed: set[str] = set()
+    called: set[str] = set()
+    for st in ir.walk_stmts(body):
+        if isinstance(st, ir.Update):
+            changed.add(st.target.name)
+        elif isinstance(st, ir.Swap):
+            changed.update((st.a.name, st.b.name))
+        elif isinstance(st, ir.Call):
+            called.update(a.name for a in st.args)
+    return changed, called
+
+
 def _names_used(e: ir.Expr) -> set[str]:
     """Every variable an expression needs: values read, ``len``/``shape``, arrays copied."""
     out: set[str] = set()
@@ -345,7 +406,9 @@ def _provably_distinct(a: ir.Target, b: ir.Expr) -> bool:
     if not (isinstance(a, ir.Elem) and isinstance(b, ir.Elem)):
         return False
     for i, j in zip(a.indices, b.indices):
-        if isinstance(i, ir.Const) and isinstance(j, ir.Const) and not isinstance(i.value, bool) \
+        # integer constants only: a float, complex or bool index is refused later (by type)
+        if isinstance(i, ir.Const) and isinstance(j, ir.Const) \
+                and type(i.value) is int and type(j.value) is int \
                 and i.value >= 0 and j.value >= 0 and i.value != j.value:
             return True
     return False

@@ -61,6 +61,18 @@ class SourceInfo:
         return self.lines[i].rstrip("\n") if 0 <= i < len(self.lines) else ""
 
 
+#: How deep a function may nest.  Generated code nests like the user's code (a whole-array
+#: statement adds one loop per axis), and must stay within what Python compiles: 20 nested
+#: loop or `with` blocks, 100 indentation levels (a chain of `elif`s is generated as nested
+#: `else: if`), 200 nested brackets; revbench's own passes recurse over the same depth.
+#: Deeper code is refused here, at its line, rather than failing inside the compiler.
+MAX_LOOP_DEPTH = 16
+MAX_BLOCK_DEPTH = 80
+MAX_EXPR_DEPTH = 100
+_LOOPS = (ast.For, ast.While, ast.With, ast.AsyncFor, ast.AsyncWith)
+_BLOCKS = _LOOPS + (ast.If, ast.Try)
+
+
 class Parser:
     """Turns one ``ast.FunctionDef`` into an :class:`ir.Function`."""
 
@@ -101,6 +113,7 @@ class Parser:
             self._check_user_name(p, p.arg)
         if len(set(params)) != len(params):
             raise self.error(node, "duplicate argument names")
+        self._check_nesting(node)
         self.local_names = set(params) | _bound_names(node.body)
         body = list(node.body)
         if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
@@ -109,6 +122,33 @@ class Parser:
         return ir.Function(
             node.name, params, self.block(body), self.src.filename,
             self.src.line_offset + 1, tuple(self.src.lines))
+
+    def _check_nesting(self, node: ast.FunctionDef) -> None:
+        """Refuse statements or expressions nested deeper than the MAX_*_DEPTH limits
+        (walked without recursion, so the check itself cannot overflow the stack)."""
+        stack: list[tuple[ast.AST, int, int, int]] = [(s, 0, 0, 0) for s in node.body]
+        while stack:
+            n, blocks, loops, exprs = stack.pop()
+            if isinstance(n, ast.expr):
+                exprs += 1
+                if exprs > MAX_EXPR_DEPTH:
+                    raise self.error(n, f"this expression is nested more than {MAX_EXPR_DEPTH} "
+                                        "levels deep (operators, calls, brackets): split it, "
+                                        "computing part of it into an ancilla first")
+            elif isinstance(n, ast.stmt):
+                exprs = 0
+                if isinstance(n, _BLOCKS):
+                    blocks += 1
+                    loops += isinstance(n, _LOOPS)
+                    if loops > MAX_LOOP_DEPTH:
+                        raise self.error(n, f"more than {MAX_LOOP_DEPTH} nested `for`, `while` and "
+                                            "`with` blocks: move the inner ones into another "
+                                            "reversible function and call it")
+                    if blocks > MAX_BLOCK_DEPTH:
+                        raise self.error(n, f"statements nested more than {MAX_BLOCK_DEPTH} levels "
+                                            "deep (each `elif` is one more level): move the inner "
+                                            "ones into another reversible function and call it")
+            stack.extend((child, blocks, loops, exprs) for child in ast.iter_child_nodes(n))
 
     def _check_user_name(self, node: ast.AST, name: str) -> None:
         if name.startswith("_rb"):

@@ -14,19 +14,30 @@ undone.  The table states, once per instruction:
   the instruction read.
 
 Swap, allocation and calls have fixed, simple inverses that live in
-:mod:`revbench.transforms.invert`; everything with choices lives here.
+:mod:`revbench.rules.inverse`; everything with choices lives here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from revbench.lang.ir import BinOp, Stmt, Update
+from revbench.lang.ir import BinOp, Expr, Stmt, Target, Update
 
-if TYPE_CHECKING:  # the adjoint transform passes its context; no import cycle at run time
-    from revbench.transforms.adjoint import AdjointContext
+
+class AdjointContext(Protocol):
+    """What an adjoint rule may ask of the adjoint transform that applies it
+    (:class:`revbench.transforms.adjoint.AdjointContext` implements it; the
+    table names only this interface, so the rules need nothing from above them)."""
+
+    def adj(self, t: Target) -> Target | None: ...
+
+    def accumulate(self, e: Expr, seed: Expr, op: str) -> list[Stmt]: ...
+
+    def conj(self, e: Expr) -> Expr: ...
+
+    def mul(self, a: Expr, b: Expr) -> Expr: ...
 
 
 @dataclass(frozen=True)

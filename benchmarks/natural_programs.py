@@ -1,0 +1,233 @@
+"""Natural revbench programs, written from the documentation (docs/*.md) only.
+
+Each program is written the way the formula stands: straightforward loops, ancillas
+computed and uncomputed with ``with routine:`` / ``~routine``, the documented standard
+library (``revbench.lib``) where it has the operation.  Nothing is restructured for
+speed.  ``benchmarks/natural.py`` times them against hand-written Numba code
+(``natural_reference.py``) and, where installed, JAX and PyTorch.
+
+Every program is defined as a plain Python function and then made reversible twice:
+``NAME`` (checks on, the default) and ``NAME_fast`` (``check=False``, which the docs
+recommend "for speed once a function is known to be correct").
+
+Places where the language made the code less natural than the formula are marked
+``# UNNATURAL:`` with the line we wanted to write.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from revbench import reversible
+from revbench.lib import csr_bilinear, csr_matvec, logsumexp, sumsq
+
+# ---------------------------------------------------------------------------------------
+# 1. GMM log-posterior (ADBench)
+# ---------------------------------------------------------------------------------------
+
+
+def gmm_objective_src(err, alphas, means, icf, x, gamma, m, wishart_const):
+    # UNNATURAL: `n, d = x.shape` -- shapes are ancillas that must be `del`eted at the end
+    n = x.shape[0]
+    d = x.shape[1]
+    k_comp = len(alphas)
+    for i in range(n):
+        with routine as main:                      # noqa: F821 (a revbench keyword)
+            main_term = np.zeros(k_comp)
+            for k in range(k_comp):
+                # UNNATURAL: `xc = x[i] - means[k]`: no slices, no row views
+                with routine as qx_of_k:           # noqa: F821
+                    xc = np.zeros(d)
+                    qx = np.zeros(d)
+                    for j in range(d):
+                        xc[j] += x[i, j] - means[k, j]
+                    for j in range(d):
+                        qx[j] += math.exp(icf[k, j]) * xc[j]
+                    p = d                          # running index into the lower triangle
+                    for l in range(d):             # noqa: E741
+                        for j in range(l + 1, d):
+                            qx[j] += icf[k, p] * xc[l]
+                            p += 1
+                # UNNATURAL: `main_term[k] = alphas[k] + sum(icf[k, :d]) - 0.5 * sqnorm(qx)`
+                main_term[k] += alphas[k]
+                for j in range(d):
+                    main_term[k] += icf[k, j]
+                for j in range(d):
+                    main_term[k] -= 0.5 * qx[j] * qx[j]
+                ~qx_of_k
+        logsumexp(err, main_term)
+        ~main
+    # UNNATURAL: `err -= n * logsumexp(alphas)`: a call is a statement, not an expression
+    with routine as lse:                           # noqa: F821
+        lse_alphas = 0.0
+        logsumexp(lse_alphas, alphas)
+    err -= n * lse_alphas
+    ~lse
+    err -= n * d * 0.5 * math.log(2.0 * math.pi)
+    # the Wishart prior
+    for k in range(k_comp):
+        for j in range(d):
+            err += 0.5 * gamma * gamma * math.exp(2.0 * icf[k, j]) - m * icf[k, j]
+        for j in range(d, icf.shape[1]):
+            err += 0.5 * gamma * gamma * icf[k, j] * icf[k, j]
+    # UNNATURAL: the prior's constant needs lgamma, which is not a pure function: it is
+    # computed outside (`wishart_constant` below) and passed in
+    err -= k_comp * wishart_const
+    del k_comp
+    del d
+    del n
+
+
+gmm_objective = reversible(gmm_objective_src)
+gmm_objective_fast = reversible(check=False)(gmm_objective_src)
+
+
+def wishart_constant(gamma: float, m: int, d: int) -> float:
+    """The part of the log Wishart prior that does not depend on the parameters."""
+    n = d + m + 1
+    lgamma_p = 0.25 * d * (d - 1) * math.log(math.pi) + sum(
+        math.lgamma(0.5 * n + 0.5 * (1 - j)) for j in range(1, d + 1))
+    return n * d * (math.log(gamma) - 0.5 * math.log(2.0)) - lgamma_p
+
+
+# ---------------------------------------------------------------------------------------
+# 2. Bundle adjustment: the reprojection residual of one observation
+# ---------------------------------------------------------------------------------------
+
+
+def ba_residual_src(r, cam, X, w, feat):
+    # UNNATURAL: `Xc = X - cam[3:6]`, `rotate(cam[0:3], Xc)`: no slices, so the
+    # components are written out
+    with routine as proj:                          # noqa: F821
+        xc = np.zeros(3)
+        for j in range(3):
+            xc[j] += X[j] - cam[3 + j]
+        xr = np.zeros(3)                           # the rotated point (Rodrigues)
+        sqtheta = cam[0] * cam[0] + cam[1] * cam[1] + cam[2] * cam[2]
+        if sqtheta != 0.0:
+            theta = math.sqrt(sqtheta)
+            c = math.cos(theta)
+            s = math.sin(theta)
+            w0 = cam[0] / theta
+            w1 = cam[1] / theta
+            w2 = cam[2] / theta
+            wx = (w0 * xc[0] + w1 * xc[1] + w2 * xc[2]) * (1.0 - c)
+            xr[0] += xc[0] * c + (w1 * xc[2] - w2 * xc[1]) * s + w0 * wx
+            xr[1] += xc[1] * c + (w2 * xc[0] - w0 * xc[2]) * s + w1 * wx
+            xr[2] += xc[2] * c + (w0 * xc[1] - w1 * xc[0]) * s + w2 * wx
+            del wx
+            del w2
+            del w1
+            del w0
+            del s
+            del c
+            del theta
+        else:
+            xr[0] += xc[0] + cam[1] * xc[2] - cam[2] * xc[1]
+            xr[1] += xc[1] + cam[2] * xc[0] - cam[0] * xc[2]
+            xr[2] += xc[2] + cam[0] * xc[1] - cam[1] * xc[0]
+        del sqtheta
+        # perspective division, radial distortion
+        u = xr[0] / xr[2]
+        v = xr[1] / xr[2]
+        rsq = u * u + v * v
+        dist = 1.0 + cam[9] * rsq + cam[10] * rsq * rsq
+    r[0] += w * (u * dist * cam[6] + cam[7] - feat[0])
+    r[1] += w * (v * dist * cam[6] + cam[8] - feat[1])
+    ~proj
+
+
+ba_residual = reversible(ba_residual_src)
+ba_residual_fast = reversible(check=False)(ba_residual_src)
+
+
+# ---------------------------------------------------------------------------------------
+# 3. Sparse: x^T A y and sum((A x)^2), A in CSR (data, indices, indptr)
+# ---------------------------------------------------------------------------------------
+
+
+def sparse_bilinear_lib_src(s, x, data, indices, indptr, y):
+    csr_bilinear(s, x, data, indices, indptr, y)
+
+
+def sparse_bilinear_loop_src(s, x, data, indices, indptr, y):
+    for i in range(len(indptr) - 1):
+        for p in range(indptr[i], indptr[i + 1]):
+            s += x[i] * data[p] * y[indices[p]]
+
+
+def sparse_sqnorm_lib_src(s, x, data, indices, indptr):
+    with routine as ax:                            # noqa: F821
+        y = np.zeros(len(indptr) - 1)
+        csr_matvec(y, data, indices, indptr, x)
+    sumsq(s, y)
+    ~ax
+
+
+def sparse_sqnorm_loop_src(s, x, data, indices, indptr):
+    for i in range(len(indptr) - 1):
+        with routine as row:                       # noqa: F821
+            t = 0.0
+            for p in range(indptr[i], indptr[i + 1]):
+                t += data[p] * x[indices[p]]
+        s += t * t
+        ~row
+
+
+sparse_bilinear_lib = reversible(sparse_bilinear_lib_src)
+sparse_bilinear_lib_fast = reversible(check=False)(sparse_bilinear_lib_src)
+sparse_bilinear_loop = reversible(sparse_bilinear_loop_src)
+sparse_bilinear_loop_fast = reversible(check=False)(sparse_bilinear_loop_src)
+sparse_sqnorm_lib = reversible(sparse_sqnorm_lib_src)
+sparse_sqnorm_lib_fast = reversible(check=False)(sparse_sqnorm_lib_src)
+sparse_sqnorm_loop = reversible(sparse_sqnorm_loop_src)
+sparse_sqnorm_loop_fast = reversible(check=False)(sparse_sqnorm_loop_src)
+
+
+# ---------------------------------------------------------------------------------------
+# 4. Explicit heat equation, T steps, loss = sum(u_T^2)
+# ---------------------------------------------------------------------------------------
+
+
+def heat_src(loss, u, c):
+    # UNNATURAL: `u = u + c * laplacian(u)` repeated in place would overwrite the state;
+    # the plain reversible form keeps the whole trajectory: `u` is (T + 1, n), row 0 is
+    # the initial state and row t + 1 is written from row t (fixed ends)
+    n_steps = u.shape[0] - 1
+    n = u.shape[1]
+    for t in range(n_steps):
+        u[t + 1, 0] += u[t, 0]
+        for i in range(1, n - 1):
+            u[t + 1, i] += u[t, i] + c * (u[t, i - 1] - 2.0 * u[t, i] + u[t, i + 1])
+        u[t + 1, n - 1] += u[t, n - 1]
+    for i in range(n):
+        loss += u[n_steps, i] * u[n_steps, i]
+    del n
+    del n_steps
+
+
+heat = reversible(heat_src)
+heat_fast = reversible(check=False)(heat_src)
+
+
+def heat_step_src(u_new, u, t, c):
+    """One step, for ``revbench.checkpoint.TimeLoop`` (the docs' way for long loops)."""
+    n = len(u)
+    u_new[0] += u[0]
+    for i in range(1, n - 1):
+        u_new[i] += u[i] + c * (u[i - 1] - 2.0 * u[i] + u[i + 1])
+    u_new[n - 1] += u[n - 1]
+    del n
+
+
+def heat_loss_src(out, u, c):
+    for i in range(len(u)):
+        out += u[i] * u[i]
+
+
+heat_step = reversible(heat_step_src)
+heat_step_fast = reversible(check=False)(heat_step_src)
+heat_loss = reversible(heat_loss_src)
+heat_loss_fast = reversible(check=False)(heat_loss_src)
