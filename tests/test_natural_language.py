@@ -1,7 +1,10 @@
 """The language as users write it (issue 10): constructs that need no bookkeeping.
 
 * names for shapes and constants (``n = len(x)``, ``m = x.shape[1] - 1``, ``c = 0.5``)
-  that are never changed need no ``del``: they are freed at the end of their block.
+  that are never changed need no ``del``: they are freed at the end of their block;
+* a reversible function whose first argument accumulates its result can be called in
+  the value of an update (``out -= n * logsumexp(alpha)``) or to allocate an ancilla
+  (``t = logsumexp(alpha)`` ... ``del t``): computed into an ancilla, used, uncomputed.
 """
 
 from __future__ import annotations
@@ -14,10 +17,12 @@ import pytest
 
 import revbench
 from revbench import ReversibilityError, ReversibilitySyntaxError, grad
+from revbench.lib import dot, logsumexp
 
 
 def define(source: str, backend: str = "python", **options):
-    fns = revbench.define(textwrap.dedent(source).lstrip("\n"), {"np": np, "math": math},
+    ns = {"np": np, "math": math, "logsumexp": logsumexp, "dot": dot}
+    fns = revbench.define(textwrap.dedent(source).lstrip("\n"), ns,
                           filename="<natural>", backend=backend, **options)
     return list(fns.values())[-1]
 
@@ -135,3 +140,106 @@ def test_integer_names_and_literals_are_freed_implicitly(init):
     x = np.arange(3.0)
     y, _ = f(0.0, x)
     assert (~f)(y, x)[0] == pytest.approx(0.0, abs=1e-12)
+
+
+# --------------------------------------------------------------------------- #
+# reversible functions inside expressions
+# --------------------------------------------------------------------------- #
+def _lse(a):
+    return math.log(np.exp(a).sum())
+
+
+A = np.array([0.1, 0.5, -0.3])
+X = np.array([1.0, 2.0, 3.0])
+
+
+@pytest.mark.parametrize("backend", ["python", "numba"])
+def test_calls_in_an_update_value_run_forwards_backwards_and_differentiate(backend):
+    f = define("""
+        def f(out, alpha, x, n):
+            out -= n * logsumexp(alpha) + 2.0 * dot(alpha, x)
+    """, backend)
+    out, *_ = f(0.0, A, X, 3.0)
+    assert out == pytest.approx(-(3.0 * _lse(A) + 2.0 * A @ X), rel=1e-14)
+    assert (~f)(out, A, X, 3.0)[0] == pytest.approx(0.0, abs=1e-14)
+    g = grad(f, loss="out")(0.0, A, X, 3.0)
+    softmax = np.exp(A) / np.exp(A).sum()
+    np.testing.assert_allclose(g[1], -(3.0 * softmax + 2.0 * X), rtol=1e-13)
+    np.testing.assert_allclose(g[2], -2.0 * A, rtol=1e-13)
+    assert g[3] == pytest.approx(-_lse(A), rel=1e-13)
+    revbench.check_grad(f, 0.0, A, X, 3.0, loss="out")
+
+
+@pytest.mark.parametrize("backend", ["python", "numba"])
+def test_an_ancilla_allocated_from_a_call_is_uncomputed_by_its_del(backend):
+    f = define("""
+        def f(out, alpha):
+            lse = logsumexp(alpha)
+            out += lse * lse
+            del lse
+    """, backend)
+    out, _ = f(0.0, A)
+    assert out == pytest.approx(_lse(A) ** 2, rel=1e-14)
+    assert (~f)(out, A)[0] == pytest.approx(0.0, abs=1e-14)
+    softmax = np.exp(A) / np.exp(A).sum()
+    np.testing.assert_allclose(grad(f, loss="out")(0.0, A)[1], 2 * _lse(A) * softmax, rtol=1e-13)
+
+
+def test_the_call_is_plain_ir_compute_use_uncompute():
+    f = define("""
+        def f(out, alpha):
+            out += 2.0 * logsumexp(alpha)
+    """)
+    src = f.source("forward")
+    body = [ln.strip() for ln in src.splitlines()]
+    calls = [ln for ln in body if "logsumexp" in ln]
+    assert len(calls) == 2  # the compute and the uncompute
+    assert any("_rb_v1 = 0.0" in ln for ln in body)
+    assert src.index(calls[0]) < src.index("out += (2.0 * _rb_v1)") < src.index(calls[1])
+
+
+def test_a_routine_holding_an_allocation_from_a_call_uncomputes_it():
+    f = define("""
+        def f(out, alpha):
+            with routine:
+                lse = logsumexp(alpha)
+            out += lse
+            ~routine
+    """)
+    assert f(0.0, A)[0] == pytest.approx(_lse(A), rel=1e-14)
+    np.testing.assert_allclose(grad(f, loss="out")(0.0, A)[1], np.exp(A) / np.exp(A).sum(),
+                               rtol=1e-13)
+
+
+def test_the_debugger_steps_through_the_compute_and_uncompute():
+    f = define("""
+        def f(out, alpha):
+            out += logsumexp(alpha)
+    """)
+    rec = revbench.trace(f, 0.0, A)
+    assert rec.error is None
+
+
+@pytest.mark.parametrize("source, needle", [
+    ("def f(out, a):\n    a[0] += logsumexp(a)\n", "`a` is read by `logsumexp(a)`"),
+    ("def f(out, a):\n    out += logsumexp(out)\n", "`out` is read by `logsumexp(out)`"),
+    ("def f(out, a):\n    if logsumexp(a) > 0.0:\n        out += 1.0\n",
+     "not in a condition, an index or a bound"),
+    ("def f(out, a):\n    t = 2.0 * logsumexp(a)\n    del t\n", "on its own (`t = f(x)`)"),
+    ("def f(out, a):\n    out += logsumexp(dot(a, a))\n", "must be variables or elements"),
+])
+def test_calls_in_expressions_that_cannot_be_undone_are_refused(source, needle):
+    with pytest.raises(ReversibilitySyntaxError) as info:
+        define(source)
+    assert needle in str(info.value)
+    assert info.value.lineno == 2
+
+
+def test_a_call_on_a_wrong_type_names_the_line_in_the_expression():
+    f = define("""
+        def f(out, a):
+            out += logsumexp(a[0])
+    """)
+    with pytest.raises(revbench.ReversibilityTypeError) as info:
+        f(0.0, A)
+    assert str(info.value).splitlines()[-1].endswith("line 2: out += logsumexp(a[0])")

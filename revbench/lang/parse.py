@@ -21,7 +21,7 @@ import operator
 import typing
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -115,6 +115,8 @@ class Parser:
             raise self.error(node, "duplicate argument names")
         self._check_nesting(node)
         self.local_names = set(params) | _bound_names(node.body)
+        self._values = 0  # ancillas holding the value of a reversible call in an expression
+        self._from_call: dict[str, ir.Call] = {}  # ancillas allocated as `t = f(x)`
         body = list(node.body)
         if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
                 and isinstance(body[0].value.value, str):
@@ -159,19 +161,21 @@ class Parser:
         out: list[ir.Stmt] = []
         for s in stmts:
             r = self.stmt(s)
-            if r is not None:
+            if isinstance(r, list):  # a call in an expression: compute, use, uncompute
+                out.extend(r)
+            elif r is not None:
                 out.append(r)
         return tuple(out)
 
-    def stmt(self, s: ast.stmt) -> ir.Stmt | None:
+    def stmt(self, s: ast.stmt) -> ir.Stmt | list[ir.Stmt] | None:
         method = getattr(self, "stmt_" + type(s).__name__, None)
         if method is None:
             raise self.error(s, _REFUSED_STATEMENTS.get(
                 type(s).__name__, f"`{type(s).__name__}` statements are not part of the "
                                   "reversible language"))
         r = method(s)
-        if r is not None:
-            self._check_int_constants(r)
+        for one in (r if isinstance(r, list) else [r] if r is not None else []):
+            self._check_int_constants(one)
         return r
 
     def _check_int_constants(self, s: ir.Stmt) -> None:
@@ -213,7 +217,61 @@ class Parser:
             why = REFUSED_UPDATES.get(op, "it is not reversible")
             raise self.error(s, f"`{op}` is not a reversible instruction: {why}. "
                                 "Reversible updates are +=, -=, *=, /= and ^=")
-        return ir.Update(self.target(s.target), op, self.expr(s.value), self.loc(s))
+        calls = self._reversible_calls(s.value)
+        if not calls:
+            return ir.Update(self.target(s.target), op, self.expr(s.value), self.loc(s))
+        target = self.target(s.target)
+        pre: list[ir.Stmt] = []
+        post: list[ir.Stmt] = []
+        names: dict[int, str] = {}
+        for c in calls:
+            v = self._value_name()
+            names[id(c)] = v
+            call = self._call_into(c, v, s, reads_not=target.name)
+            loc = self.loc(c)
+            pre += [ir.Alloc(v, ir.Const(0.0, loc), loc), call]
+            post = [replace(call, inverted=not call.inverted), ir.Dealloc(v, None, loc), *post]
+        value = _ReplaceCalls(names).visit(_copy_ast(s.value))
+        return [*pre, ir.Update(target, op, self.expr(value), self.loc(s)), *post]
+
+    # -- reversible functions inside expressions -------------------------------
+    # ``y -= n * logsumexp(a)`` means: allocate an ancilla v = 0.0, call
+    # ``logsumexp(v, a)`` (the callee accumulates its result into its first
+    # argument), ``y -= n * v``, undo the call with ``~logsumexp(v, a)``, ``del v``
+    # (compute, copy, uncompute).  It is plain IR afterwards: the inverse, the
+    # adjoint and the checks follow from those of calls and ancillas.
+    def _reversible_calls(self, e: ast.expr) -> list[ast.Call]:
+        """The calls of reversible functions inside an expression."""
+        out = []
+        for node in ast.walk(e):
+            if isinstance(node, ast.Call):
+                name = _dotted(node.func)
+                if name and name.split(".")[0] not in self.local_names \
+                        and self._is_reversible_object(name):
+                    out.append(node)
+        return out
+
+    def _value_name(self) -> str:
+        self._values += 1
+        name = f"_rb_v{self._values}"
+        self.local_names.add(name)
+        return name
+
+    def _call_into(self, c: ast.Call, v: str, s: ast.stmt, reads_not: str | None) -> ir.Call:
+        """``f(a, b)`` in an expression as the statement ``f(v, a, b)``."""
+        name = _dotted(c.func)
+        for a in c.args:
+            if isinstance(a, ast.Call):
+                raise self.error(a, f"the arguments of `{name}(...)` inside an expression must be "
+                                    "variables or elements (the call runs as a statement)")
+            if reads_not is not None and any(isinstance(n, ast.Name) and n.id == reads_not
+                                             for n in ast.walk(a)):
+                raise self.error(a, f"`{reads_not}` is read by `{ast.unparse(c)}` on its own "
+                                    f"right-hand side: an update cannot read its own target "
+                                    f"(copy `{reads_not}` into an ancilla first)")
+        into = ast.copy_location(ast.Name(id=v, ctx=ast.Load()), c)
+        call = ast.copy_location(ast.Call(func=c.func, args=[into, *c.args], keywords=c.keywords), c)
+        return self._call(call, s, inverted=False)
 
     def stmt_Assign(self, s: ast.Assign) -> ir.Stmt:
         if len(s.targets) != 1:
@@ -224,6 +282,9 @@ class Parser:
             return self._swap(s, tgt)
         if isinstance(tgt, ast.Name):
             self._check_user_name(tgt, tgt.id)
+            calls = self._reversible_calls(s.value)
+            if calls:
+                return self._alloc_from_call(tgt.id, s, calls)
             return ir.Alloc(tgt.id, self.alloc_init(s.value), self.loc(s))
         if isinstance(tgt, ast.Subscript):
             text = ast.unparse(tgt)
@@ -231,6 +292,16 @@ class Parser:
                                 f"overwrite the old value. Write `{text} += ...`, `{text} -= ...` "
                                 "or swap it with another variable")
         raise self.error(s, "only a new local name can be assigned (allocating an ancilla)")
+
+    def _alloc_from_call(self, name: str, s: ast.stmt, calls: list[ast.Call]) -> list[ir.Stmt]:
+        """``t = f(a)``: ``t = 0.0`` then ``f(t, a)``; its ``del t`` undoes the call first."""
+        if len(calls) != 1 or calls[0] is not s.value:
+            raise self.error(s, f"an ancilla can be allocated from a reversible function call on "
+                                f"its own (`{name} = f(x)`), not from an expression holding one: "
+                                f"allocate `{name} = f(x)` first, then compute with it")
+        call = self._call_into(calls[0], name, s, reads_not=None)
+        self._from_call[name] = call
+        return [ir.Alloc(name, ir.Const(0.0, self.loc(s)), self.loc(s)), call]
 
     def stmt_AnnAssign(self, s: ast.AnnAssign) -> ir.Stmt:
         if not isinstance(s.target, ast.Name) or s.value is None:
@@ -247,10 +318,15 @@ class Parser:
             raise self.error(s, "the only tuple assignment is a swap of two targets: `a, b = b, a`")
         return ir.Swap(self.target(tgt.elts[0]), self.target(tgt.elts[1]), self.loc(s))
 
-    def stmt_Delete(self, s: ast.Delete) -> ir.Stmt:
+    def stmt_Delete(self, s: ast.Delete) -> ir.Stmt | list[ir.Stmt]:
         if len(s.targets) != 1 or not isinstance(s.targets[0], ast.Name):
             raise self.error(s, "`del` takes one ancilla name per statement: `del t`")
-        return ir.Dealloc(s.targets[0].id, None, self.loc(s))
+        name = s.targets[0].id
+        call = self._from_call.pop(name, None)
+        if call is not None:  # allocated by `t = f(x)`: undo the call, then free t (it is 0.0)
+            return [replace(call, inverted=not call.inverted, loc=self.loc(s)),
+                    ir.Dealloc(name, None, self.loc(s))]
+        return ir.Dealloc(name, None, self.loc(s))
 
     def stmt_Expr(self, s: ast.Expr) -> ir.Stmt:
         v = s.value
@@ -585,8 +661,11 @@ class Parser:
             what = name or ast.unparse(e.func)
             obj = self._lookup_global(what.split(".")[0]) if name else None
             if obj is not None and type(obj).__name__ == "ReversibleFunction":
-                raise self.error(e, f"`{what}` is a reversible function: call it as a statement "
-                                    f"(`{what}(x, y)`), not inside an expression")
+                raise self.error(e, f"`{what}` is a reversible function: it can be called as a "
+                                    f"statement (`{what}(y, x)`), in the value of an update "
+                                    f"(`y += 2.0 * {what}(x)`, computed into an ancilla and "
+                                    f"uncomputed) or to allocate an ancilla (`t = {what}(x)`), "
+                                    "not in a condition, an index or a bound")
             raise self.error(e, f"`{what}` is not a revbench function.{self._function_hint(what)}"
                                 " The built-ins are "
                                 f"{', '.join(sorted(fn_rules.BUILTIN_FUNCTIONS))}, and "
@@ -767,3 +846,26 @@ def parse_function(pyfunc, namespace: Mapping[str, Any] | None = None) -> ir.Fun
 def parse_definition(node: ast.FunctionDef, info: SourceInfo, namespace: Mapping[str, Any]) -> ir.Function:
     """Parse an already-parsed ``def`` (used for source strings and notebook cells)."""
     return Parser(info, namespace).function(node)
+
+
+class _ReplaceCalls(ast.NodeTransformer):
+    """Replace the calls ``names`` maps (by ``id`` of the original node) by their ancilla."""
+
+    def __init__(self, names: dict[int, str]):
+        self.names = names
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        name = self.names.get(getattr(node, "_rb_origin", None))
+        if name is not None:
+            return ast.copy_location(ast.Name(id=name, ctx=ast.Load()), node)
+        return self.generic_visit(node)
+
+
+def _copy_ast(e: ast.expr) -> ast.expr:
+    """A deep copy of ``e`` whose call nodes remember the original's ``id``."""
+    import copy
+
+    for node in ast.walk(e):
+        if isinstance(node, ast.Call):
+            node._rb_origin = id(node)  # type: ignore[attr-defined]
+    return copy.deepcopy(e)
