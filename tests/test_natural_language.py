@@ -243,3 +243,36 @@ def test_a_call_on_a_wrong_type_names_the_line_in_the_expression():
     with pytest.raises(revbench.ReversibilityTypeError) as info:
         f(0.0, A)
     assert str(info.value).splitlines()[-1].endswith("line 2: out += logsumexp(a[0])")
+
+
+@pytest.mark.parametrize("backend", ["python", "numba"])
+def test_a_shape_unpacks_into_names(backend):
+    f = define("""
+        def f(y, a):
+            m, n = a.shape
+            for i in range(m):
+                for j in range(n):
+                    y += a[i, j]
+    """, backend)
+    a = np.arange(6.0).reshape(2, 3)
+    assert f(0.0, a)[0] == 15.0 and (~f)(15.0, a)[0] == 0.0
+
+
+@pytest.mark.parametrize("shape", [(3,), (2, 2, 2)])
+def test_a_shape_unpacked_into_the_wrong_number_of_names_is_a_type_error(shape):
+    f = define("""
+        def f(y, a):
+            m, n = a.shape
+            y += m * n
+    """)
+    with pytest.raises(revbench.ReversibilityTypeError, match=f"has {len(shape)} dimension"):
+        f(0.0, np.ones(shape))
+
+
+@pytest.mark.parametrize("source, needle", [
+    ("def f(y, a):\n    m, n = b.shape\n    y += m\n", "`.shape` of a local array only"),
+    ("def f(y, a):\n    m, a[0] = a.shape\n    y += m\n", "unpack a shape into new names"),
+])
+def test_shape_unpacking_mistakes_are_static_errors(source, needle):
+    with pytest.raises(ReversibilitySyntaxError, match=needle.replace("(", r"\(")):
+        define(source)

@@ -89,6 +89,8 @@ class Shape:
     name: str
     axis: int
     loc: Loc = field(default=NO_LOC, compare=False)
+    #: ``m, n = x.shape`` unpacks all the axes: their number (checked against ``x``'s)
+    unpacked: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True)

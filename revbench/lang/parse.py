@@ -278,6 +278,9 @@ class Parser:
             raise self.error(s, "chained assignment `a = b = ...` is not reversible; "
                                 "allocate each ancilla on its own line")
         tgt = s.targets[0]
+        if isinstance(tgt, ast.Tuple) and isinstance(s.value, ast.Attribute) \
+                and s.value.attr == "shape":
+            return self._shape_names(s, tgt, s.value)
         if isinstance(tgt, ast.Tuple):
             return self._swap(s, tgt)
         if isinstance(tgt, ast.Name):
@@ -308,6 +311,21 @@ class Parser:
             raise self.error(s, "an annotated assignment must allocate a new local: `t: float = 0.0`")
         self._check_user_name(s.target, s.target.id)
         return ir.Alloc(s.target.id, self.alloc_init(s.value), self.loc(s))
+
+    def _shape_names(self, s: ast.Assign, tgt: ast.Tuple, shape: ast.Attribute) -> list[ir.Stmt]:
+        """``m, n = x.shape``: one ancilla per axis (names for shapes need no ``del``).
+        The number of names must be the array's number of axes (checked with the types)."""
+        if not (isinstance(shape.value, ast.Name) and shape.value.id in self.local_names):
+            raise self.error(shape, "`.shape` of a local array only: `m, n = x.shape`")
+        out: list[ir.Stmt] = []
+        for axis, t in enumerate(tgt.elts):
+            if not isinstance(t, ast.Name):
+                raise self.error(t, "unpack a shape into new names: `m, n = x.shape`")
+            self._check_user_name(t, t.id)
+            loc = self.loc(t)
+            out.append(ir.Alloc(t.id, ir.Shape(shape.value.id, axis, loc, len(tgt.elts)),
+                                self.loc(s)))
+        return out
 
     def _swap(self, s: ast.Assign, tgt: ast.Tuple) -> ir.Stmt:
         val = s.value
@@ -784,6 +802,9 @@ def _bound_names(body: list[ast.stmt]) -> set[str]:
             for t in node.targets:
                 if isinstance(t, ast.Name):
                     out.add(t.id)
+                elif isinstance(t, ast.Tuple) and isinstance(node.value, ast.Attribute) \
+                        and node.value.attr == "shape":  # m, n = x.shape
+                    out.update(e.id for e in t.elts if isinstance(e, ast.Name))
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             out.add(node.target.id)
         elif isinstance(node, ast.For) and isinstance(node.target, ast.Name):

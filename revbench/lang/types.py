@@ -311,6 +311,9 @@ class TypeInference:
             axis = e.axis if isinstance(e, ir.Shape) else 0
             if not t.is_array:
                 raise self.error(e.loc, f"`{e.name}` is a scalar ({t}); len() and .shape need an array")
+            if isinstance(e, ir.Shape) and e.unpacked and e.unpacked != t.ndim:
+                raise self.error(e.loc, f"`{e.name}` has {t.ndim} dimension(s), so its shape "
+                                        f"unpacks into {t.ndim} name(s), not {e.unpacked}")
             if axis >= t.ndim or axis < -t.ndim:
                 raise self.error(e.loc, f"`{e.name}` has {t.ndim} dimension(s); axis {axis} "
                                         "does not exist")
