@@ -191,11 +191,9 @@ def rb_ba_residuals(fn, b: dict) -> np.ndarray:
 
 
 def rb_ba_jacobian(fn):
-    """``revbench.jacobian`` per observation; ``wrt`` takes one argument, so three calls
-    (cam, X, w) per observation, concatenated into the 2 x 15 block."""
-    jc = jacobian(fn, outputs="r", wrt="cam")
-    jx = jacobian(fn, outputs="r", wrt="X")
-    jw = jacobian(fn, outputs="r", wrt="w")
+    """``revbench.jacobian`` per observation: one call gives the blocks for the camera,
+    the point and the weight, placed side by side in the 2 x 15 block."""
+    jac = jacobian(fn, outputs="r", wrt=("cam", "X", "w"))
 
     def run(b: dict) -> np.ndarray:
         n = len(b["cam_idx"])
@@ -204,9 +202,7 @@ def rb_ba_jacobian(fn):
         for o in range(n):
             args = (r0, b["cams"][b["cam_idx"][o]], b["points"][b["pt_idx"][o]],
                     b["weights"][o], b["feats"][o])
-            J[o, :, 0:11] = jc(*args)
-            J[o, :, 11:14] = jx(*args)
-            J[o, :, 14:15] = jw(*args)
+            J[o, :, 0:11], J[o, :, 11:14], J[o, :, 14:15] = jac(*args)
         return J
 
     return run

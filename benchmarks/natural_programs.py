@@ -29,9 +29,7 @@ from revbench.lib import csr_bilinear, csr_matvec, logsumexp, sumsq
 
 
 def gmm_objective_src(err, alphas, means, icf, x, gamma, m, wishart_const):
-    # UNNATURAL: `n, d = x.shape` -- shapes are ancillas that must be `del`eted at the end
-    n = x.shape[0]
-    d = x.shape[1]
+    n, d = x.shape                                 # names for shapes: no `del` needed
     k_comp = len(alphas)
     for i in range(n):
         with routine as main:                      # noqa: F821 (a revbench keyword)
@@ -59,12 +57,7 @@ def gmm_objective_src(err, alphas, means, icf, x, gamma, m, wishart_const):
                 ~qx_of_k
         logsumexp(err, main_term)
         ~main
-    # UNNATURAL: `err -= n * logsumexp(alphas)`: a call is a statement, not an expression
-    with routine as lse:                           # noqa: F821
-        lse_alphas = 0.0
-        logsumexp(lse_alphas, alphas)
-    err -= n * lse_alphas
-    ~lse
+    err -= n * logsumexp(alphas)                   # computed, used and uncomputed
     err -= n * d * 0.5 * math.log(2.0 * math.pi)
     # the Wishart prior
     for k in range(k_comp):
@@ -75,9 +68,6 @@ def gmm_objective_src(err, alphas, means, icf, x, gamma, m, wishart_const):
     # UNNATURAL: the prior's constant needs lgamma, which is not a pure function: it is
     # computed outside (`wishart_constant` below) and passed in
     err -= k_comp * wishart_const
-    del k_comp
-    del d
-    del n
 
 
 gmm_objective = reversible(gmm_objective_src)
@@ -195,8 +185,8 @@ def heat_src(loss, u, c):
     # UNNATURAL: `u = u + c * laplacian(u)` repeated in place would overwrite the state;
     # the plain reversible form keeps the whole trajectory: `u` is (T + 1, n), row 0 is
     # the initial state and row t + 1 is written from row t (fixed ends)
-    n_steps = u.shape[0] - 1
-    n = u.shape[1]
+    rows, n = u.shape
+    n_steps = rows - 1
     for t in range(n_steps):
         u[t + 1, 0] += u[t, 0]
         for i in range(1, n - 1):
@@ -204,8 +194,6 @@ def heat_src(loss, u, c):
         u[t + 1, n - 1] += u[t, n - 1]
     for i in range(n):
         loss += u[n_steps, i] * u[n_steps, i]
-    del n
-    del n_steps
 
 
 heat = reversible(heat_src)
@@ -219,7 +207,6 @@ def heat_step_src(u_new, u, t, c):
     for i in range(1, n - 1):
         u_new[i] += u[i] + c * (u[i - 1] - 2.0 * u[i] + u[i + 1])
     u_new[n - 1] += u[n - 1]
-    del n
 
 
 def heat_loss_src(out, u, c):

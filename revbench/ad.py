@@ -326,52 +326,79 @@ def grad(f: ReversibleFunction, loss: Loss, wrt: Any = None) -> Callable[..., tu
 JACOBIAN_LANES = 8
 
 
-def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any) -> Callable[..., np.ndarray]:
+def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any) -> Callable[..., Any]:
     """``jacobian(f, outputs="r", wrt="x")(*args)``: the dense Jacobian d r_out / d x_in.
 
     Shape ``(r.size, x.size)``, both flattened in C order.  The forward run
     happens once; each reverse sweep then carries up to :data:`JACOBIAN_LANES`
     seeds at once (one per output element), sharing the uncomputation.
+
+    ``wrt`` and ``outputs`` may each name several arguments (a tuple of names or
+    positions): the result is then a tuple of blocks, one per name, as JAX's
+    ``jacrev`` with several ``argnums`` gives (``outputs`` outermost:
+    ``J[k][l]`` is d outputs[k] / d wrt[l]).  All blocks come from the same
+    forward run and the same reverse sweeps.
     """
-    b = _Backward(f, wrt)  # other read-only arguments need no adjoint
+    many_out, many_wrt = not isinstance(outputs, (str, int)), not isinstance(wrt, (str, int))
+    out_names = tuple(outputs) if many_out else (outputs,)
+    wrt_names = tuple(wrt) if many_wrt else (wrt,)
+    for what, names in (("outputs", out_names), ("wrt", wrt_names)):
+        if not names:
+            raise ValueError(f"jacobian: {what} names no argument")
+    b = _Backward(f, wrt_names + out_names)  # other read-only arguments need no adjoint
 
     def run(*args):
         sig = f.signature_of(args)
-        ko = _param_index(f, outputs, "outputs")
-        kw = _param_index(f, wrt, "wrt")
-        for k, what in ((ko, "outputs"), (kw, "wrt")):
-            if sig[k].dtype != "float":
-                raise ReversibilityTypeError(
-                    f"{what} `{f.params[k]}` of {f.__name__} must be float (got {sig[k]})",
-                    variable=f.params[k], function=f.name, stage="ad")
+        ko = [_param_index(f, o, "outputs") for o in out_names]
+        kw = [_param_index(f, w, "wrt") for w in wrt_names]
+        for what, ks in (("outputs", ko), ("wrt", kw)):
+            for k in ks:
+                if sig[k].dtype != "float":
+                    raise ReversibilityTypeError(
+                        f"{what} `{f.params[k]}` of {f.__name__} must be float (got {sig[k]})",
+                        variable=f.params[k], function=f.name, stage="ad")
+            if len(set(ks)) != len(ks):
+                raise ValueError(f"jacobian: {what} names an argument twice")
         outs = b.forward(args)
         saved = b.snapshot(outs)
-        m = outs[ko].size if sig[ko].is_array else 1
-        n = outs[kw].size if sig[kw].is_array else 1
-        lanes = min(m, JACOBIAN_LANES)
+        sizes_out = [outs[k].size if sig[k].is_array else 1 for k in ko]
+        sizes_wrt = [outs[k].size if sig[k].is_array else 1 for k in kw]
+        m = sum(sizes_out)
+        rows = [(k, r) for k, size in zip(ko, sizes_out) for r in range(size)]  # seed per row
+        lanes = max(1, min(m, JACOBIAN_LANES))
         _, backward = b.prepare(args, lanes)
         per_lane = len(b.zero_adjoints(sig, saved))
-        so, sw = b.adjoint_slot(sig, ko), b.adjoint_slot(sig, kw)
-        J = np.zeros((m, n))
+        slots_out = {k: b.adjoint_slot(sig, k) for k in ko}
+        slots_wrt = [b.adjoint_slot(sig, k) for k in kw]
+        J = np.zeros((m, sum(sizes_wrt)))
         for start in range(0, m, lanes):
             state = b.snapshot(saved)
             adjs = []
             for lane in range(lanes):
                 lane_adjs = b.zero_adjoints(sig, state)
-                row = start + lane
-                if row < m:  # the last sweep may have idle lanes (zero seeds)
-                    if sig[ko].is_array:
-                        lane_adjs[so].reshape(-1)[row] = 1.0
+                if start + lane < m:  # the last sweep may have idle lanes (zero seeds)
+                    k, r = rows[start + lane]
+                    if sig[k].is_array:
+                        lane_adjs[slots_out[k]].reshape(-1)[r] = 1.0
                     else:
-                        lane_adjs[so] = 1.0
+                        lane_adjs[slots_out[k]] = 1.0
                 adjs += lane_adjs
             adj_out, error = b.sweep(backward, state, adjs, args, f"jacobian({f.__name__})")
             if error is not None:
                 raise error from None
             for lane in range(min(lanes, m - start)):
-                g = adj_out[lane * per_lane + sw]
-                J[start + lane] = np.asarray(g, dtype=float).reshape(-1)
-        return J
+                J[start + lane] = np.concatenate([
+                    np.asarray(adj_out[lane * per_lane + sw], dtype=float).reshape(-1)
+                    for sw in slots_wrt])
+        row_edges = np.cumsum([0, *sizes_out])
+        col_edges = np.cumsum([0, *sizes_wrt])
+        blocks = tuple(tuple(J[row_edges[a]:row_edges[a + 1], col_edges[c]:col_edges[c + 1]]
+                             for c in range(len(kw))) for a in range(len(ko)))
+        if many_out and many_wrt:
+            return blocks
+        if many_out:
+            return tuple(row[0] for row in blocks)
+        return blocks[0] if many_wrt else blocks[0][0]
 
     run.__name__ = f"jacobian({f.__name__})"
     return run

@@ -276,3 +276,189 @@ def test_a_shape_unpacked_into_the_wrong_number_of_names_is_a_type_error(shape):
 def test_shape_unpacking_mistakes_are_static_errors(source, needle):
     with pytest.raises(ReversibilitySyntaxError, match=needle.replace("(", r"\(")):
         define(source)
+
+
+# --------------------------------------------------------------------------- #
+# sums in expressions: sum(x), np.sum(a * b), np.dot(a, b)
+# --------------------------------------------------------------------------- #
+SUMS = """
+def f(out, a, b, A):
+    out += np.sum(a * b) + 2.0 * sum(a) + np.dot(a, b) ** 2 + np.sum(A * A)
+"""
+
+
+def _sums_value(a, b, A):
+    return (a * b).sum() + 2 * a.sum() + (a @ b) ** 2 + (A * A).sum()
+
+
+@pytest.mark.parametrize("backend", ["python", "numba"])
+@pytest.mark.parametrize("check", [True, False])
+def test_sums_run_forwards_backwards_and_differentiate(backend, check):
+    f = define(SUMS, backend, check=check)
+    rng = np.random.default_rng(1)
+    a, b, A = rng.normal(size=5), rng.normal(size=5), rng.normal(size=(3, 4))
+    out = f(0.0, a, b, A)[0]
+    assert out == pytest.approx(_sums_value(a, b, A), rel=1e-13)
+    assert (~f)(out, a, b, A)[0] == pytest.approx(0.0, abs=1e-12)
+    g = grad(f, loss="out")(0.0, a, b, A)
+    np.testing.assert_allclose(g[1], b + 2.0 + 2 * (a @ b) * b, rtol=1e-12)
+    np.testing.assert_allclose(g[2], a + 2 * (a @ b) * a, rtol=1e-12)
+    np.testing.assert_allclose(g[3], 2 * A, rtol=1e-12)
+
+
+def test_the_sum_is_a_loop_in_the_generated_code_and_the_backends_agree_bitwise():
+    f, g = define(SUMS, "python"), define(SUMS, "numba")
+    rng = np.random.default_rng(2)
+    args = (0.0, rng.normal(size=1000), rng.normal(size=1000), rng.normal(size=(30, 40)))
+    assert f(*args)[0] == g(*args)[0]
+    src = f.source("forward", *args)
+    assert "_rb_np.sum" not in src and "for _rb_i" in src
+
+
+def test_the_tracer_sums_in_the_same_order():
+    f = define(SUMS, "python")
+    rng = np.random.default_rng(3)
+    args = (0.0, rng.normal(size=7), rng.normal(size=7), rng.normal(size=(2, 3)))
+    rec = revbench.trace(f, *args)
+    assert rec.error is None
+
+
+@pytest.mark.parametrize("backend", ["python", "numba"])
+def test_a_sum_in_a_whole_array_statement_is_computed_once(backend):
+    f = define("""
+        def f(z, x, w):
+            z += x * np.sum(w)
+    """, backend)
+    x, w = np.array([1.0, 2.0, 3.0]), np.array([0.5, 1.5])
+    z = f(np.zeros(3), x, w)[0]
+    np.testing.assert_allclose(z, x * w.sum())
+    src = f.source("forward", np.zeros(3), x, w)
+    assert src.index("_rb_sum") < src.index("for _rb_i3")  # before the statement's loop
+    revbench.check_grad(f, np.zeros(3), x, w, loss=("z", 1))
+
+
+@pytest.mark.parametrize("backend", ["python", "numba"])
+def test_sums_of_ints_bools_and_complex_numbers(backend):
+    f = define("""
+        def f(n, c, k, m, z):
+            n += np.sum(k) + sum(m)
+            c += np.sum(z * z)
+    """, backend)
+    k, m, z = np.array([1, 2, 3]), np.array([True, False, True]), np.array([1 + 2j, 3 - 1j])
+    n, c, *_ = f(0, 0j, k, m, z)
+    assert n == 8 and isinstance(n, int)
+    assert c == pytest.approx(np.sum(z * z))
+
+
+@pytest.mark.parametrize("backend", ["python", "numba"])
+def test_an_int_sum_that_overflows_raises(backend):
+    f = define("""
+        def f(n, k):
+            n += np.sum(k)
+    """, backend)
+    with pytest.raises(ReversibilityError, match="integer overflow"):
+        f(0, np.array([2**62, 2**62]))
+
+
+@pytest.mark.parametrize("backend", ["python", "numba"])
+def test_sums_in_allocations_bounds_and_deallocations(backend):
+    f = define("""
+        def f(y, x, k):
+            s = np.sum(x * x)
+            for i in range(np.sum(k)):
+                y += s * x[i]
+            del s
+    """, backend)
+    x, k = np.array([1.0, 2.0, 3.0]), np.array([1, 1])
+    y = f(0.0, x, k)[0]
+    assert y == pytest.approx(14.0 * 3.0)
+    assert (~f)(y, x, k)[0] == pytest.approx(0.0)
+    revbench.check_grad(f, 0.0, x, k, loss="y")
+
+
+@pytest.mark.parametrize("source, error, needle", [
+    ("def f(y, x):\n    if np.sum(x) > 0.0:\n        y += 1.0\n", revbench.ReversibilityTypeError,
+     "cannot be part of a condition"),
+    ("def f(y, x):\n    while (y < np.sum(x), y > 0.0):\n        y += 1.0\n",
+     revbench.ReversibilityTypeError, "cannot be part of a condition"),
+    ("def f(y, x):\n    y += np.sum(y * 2.0)\n", ReversibilitySyntaxError, "own right-hand side"),
+    ("def f(y, x):\n    x[0] += np.sum(x)\n", ReversibilitySyntaxError, "own right-hand side"),
+    ("def f(y, x):\n    y += np.sum(x, 0)\n", ReversibilitySyntaxError, "no start value, axis"),
+    ("def f(y, x):\n    y += np.dot(x)\n", ReversibilitySyntaxError, "takes two arrays"),
+])
+def test_sums_that_cannot_work_are_refused(source, error, needle):
+    with pytest.raises(error, match=needle):
+        f = define(source)
+        f(0.0, np.ones(3))
+
+
+@pytest.mark.parametrize("expr, shape, needle", [
+    ("sum(x)", (2, 2), "sum() of 2-D arrays would not be a sum of every element"),
+    ("np.dot(x, x)", (2, 2), "a matrix product"),
+    ("np.sum(w[0] * 2.0)", (3,), "needs an array expression"),
+    ("np.sum(x * w)", (3,), "must have the same shape"),
+])
+def test_sums_of_the_wrong_shapes_are_errors(expr, shape, needle):
+    f = define(f"def f(y, x, w):\n    y += {expr}\n")
+    pattern = needle.replace("(", r"\(").replace(")", r"\)")
+    with pytest.raises((revbench.ReversibilityTypeError, ReversibilityError), match=pattern):
+        f(0.0, np.ones(shape), np.ones(2))
+
+
+def test_a_sum_of_an_empty_array_is_zero():
+    f = define("def f(y, x):\n    y += np.sum(x * x) + 1.0\n")
+    assert f(0.0, np.zeros(0))[0] == 1.0
+
+
+# --------------------------------------------------------------------------- #
+# jacobian with several outputs and several wrt
+# --------------------------------------------------------------------------- #
+def _fd_jacobian(f, args, out, wrt, eps=1e-6):
+    def value(v):
+        a = list(args)
+        a = [x.copy() if isinstance(x, np.ndarray) else x for x in a]
+        a[wrt] = v
+        return np.atleast_1d(np.asarray(f(*a)[out], dtype=float)).reshape(-1)
+    x0 = np.atleast_1d(np.asarray(args[wrt], dtype=float)).astype(float)
+    cols = []
+    for k in range(x0.size):
+        up, dn = x0.copy(), x0.copy()
+        up.reshape(-1)[k] += eps
+        dn.reshape(-1)[k] -= eps
+        conv = (lambda v: v.reshape(np.shape(args[wrt]))) if isinstance(args[wrt], np.ndarray) \
+            else (lambda v: float(v[0]))
+        cols.append((value(conv(up)) - value(conv(dn))) / (2 * eps))
+    return np.stack(cols, axis=1)
+
+
+@pytest.mark.parametrize("backend", ["python", "numba"])
+def test_jacobian_with_several_wrt_gives_one_block_per_name(backend):
+    f = define("""
+        def f(r, cam, X, w):
+            r[0] += w * (cam[0] * X[0] + cam[1] * X[1] * X[2])
+            r[1] += w * math.sin(cam[2] * X[1]) + cam[0] * w
+    """, backend)
+    rng = np.random.default_rng(4)
+    args = (np.zeros(2), rng.normal(size=3), rng.normal(size=3), 0.7)
+    blocks = revbench.jacobian(f, outputs="r", wrt=("cam", "X", "w"))(*args)
+    assert [b.shape for b in blocks] == [(2, 3), (2, 3), (2, 1)]
+    for b, k in zip(blocks, (1, 2, 3)):
+        np.testing.assert_allclose(b, _fd_jacobian(f, args, 0, k), rtol=1e-6, atol=1e-8)
+    single = revbench.jacobian(f, outputs="r", wrt="X")(*args)
+    np.testing.assert_array_equal(single, blocks[1])
+    both = revbench.jacobian(f, outputs=("r", "X"), wrt=("cam", "X"))(*args)
+    np.testing.assert_array_equal(both[0][1], blocks[1])
+    np.testing.assert_array_equal(both[1][1], np.eye(3))  # X is read only: dX/dX = I
+    np.testing.assert_array_equal(both[1][0], np.zeros((3, 3)))
+
+
+@pytest.mark.parametrize("outputs, wrt, needle", [
+    ("r", (), "wrt names no argument"),
+    ((), "x", "outputs names no argument"),
+    ("r", ("x", "x"), "names an argument twice"),
+    ("r", ("x", "q"), "'q' is not an argument"),
+])
+def test_jacobian_name_mistakes(outputs, wrt, needle):
+    f = define("def f(r, x):\n    r += x * x\n")
+    with pytest.raises(ValueError, match=needle):
+        revbench.jacobian(f, outputs=outputs, wrt=wrt)(0.0, 2.0)

@@ -60,6 +60,9 @@ def expr_text(e) -> str:
         return " ".join(parts)
     if isinstance(e, ir.BoolOp):
         return f" {e.op} ".join(_wrap(v) for v in e.values)
+    if isinstance(e, ir.Reduce):
+        name = {"sum": "np.sum", "sum1": "sum", "dot": "np.sum"}[e.kind]
+        return f"{name}({expr_text(e.arg)})"
     if isinstance(e, ir.ArrayAlloc):
         if e.kind == "zeros":
             shape = expr_text(e.shape[0]) if len(e.shape) == 1 else \
@@ -67,6 +70,45 @@ def expr_text(e) -> str:
             return f"np.zeros({shape})"
         return f"np.zeros_like({e.source})" if e.kind == "zeros_like" else f"{e.source}.copy()"
     return f"<{type(e).__name__}>"
+
+
+#: the zero each dtype's sum starts from
+_ZERO_CODE = {"int": "0", "float": "0.0", "complex": "0j", "bool": "0"}
+
+
+def _evaluated_first(s: ir.Stmt, check: bool) -> tuple[ir.Expr, ...]:
+    """The expressions a statement evaluates before it changes anything (where the
+    sums they hold can be computed first); not the conditions of ``if`` and ``while``,
+    which are evaluated again later (sums are refused there)."""
+    def indices(t) -> tuple:
+        return t.indices if isinstance(t, ir.Elem) else ()
+
+    if isinstance(s, ir.Update):
+        return (s.value, *indices(s.target))
+    if isinstance(s, ir.Swap):
+        return (*indices(s.a), *indices(s.b))
+    if isinstance(s, ir.Alloc):
+        return s.init.shape if isinstance(s.init, ir.ArrayAlloc) else (s.init,)
+    if isinstance(s, ir.Dealloc):
+        if not check or s.discard or s.init is None:
+            return ()
+        return s.init.shape if isinstance(s.init, ir.ArrayAlloc) else (s.init,)
+    if isinstance(s, ir.Call):
+        return tuple(i for a in s.args for i in indices(a))
+    if isinstance(s, ir.For):
+        return (s.start, s.stop, s.step)
+    if isinstance(s, ir.Print):
+        return tuple(a for a in s.args if not isinstance(a, str))
+    if isinstance(s, ir.Assert):
+        return (s.cond,)
+    return ()
+
+
+def _post_order(e: ir.Expr):
+    """Every sub-expression, children before their parent (inner sums first)."""
+    for c in ir.sub_expressions(e):
+        yield from _post_order(c)
+    yield e
 
 
 def _finite(v) -> bool:
@@ -149,6 +191,7 @@ class Emitter:
         self.user_functions: dict[str, object] = {}
         self._dtypes: dict[int, tuple[object, str]] = {}  # id(expr) -> (expr, its dtype)
         self._loc = ir.NO_LOC  # the statement being generated (for checks in expressions)
+        self._sums: dict[int, tuple[ir.Reduce, str]] = {}  # id(Reduce) -> (it, its local)
 
     # -- plumbing -------------------------------------------------------------
     def emit(self, text: str, loc: ir.Loc | None = None) -> None:
@@ -226,6 +269,21 @@ class Emitter:
             return "(" + " ".join(parts) + ")"
         if isinstance(e, ir.BoolOp):
             return "(" + f" {e.op} ".join(self.x(v, ew) for v in e.values) + ")"
+        if isinstance(e, ir.Reduce):
+            hit = self._sums.get(id(e))
+            if hit is not None and hit[0] is e:
+                return hit[1]
+            # outside a statement (the debugger's tracer compiles single expressions): the
+            # same sum, in the same order, as one expression
+            lead = next(n.name for n in ir.walk_expr(e.arg)
+                        if isinstance(n, ir.Var) and self.type_of(n.name).is_array)
+            t = self.dtype(e)
+            item = self.cast(self.x(e.arg, ("_rb_ix",)), self.dtype(e.arg), t)
+            # a lambda's defaults are evaluated where it is written: the names it reads
+            names = sorted({n.name for n in ir.walk_expr(e.arg)
+                            if isinstance(n, (ir.Var, ir.Elem, ir.Len, ir.Shape))})
+            bound = "".join(f", {n}={n}" for n in names)
+            return f"_rb_loop_sum(lambda _rb_ix{bound}: {item}, {lead}.shape, {_ZERO_CODE[t]})"
         raise TypeError(f"cannot generate {type(e).__name__}")
 
     def dtype(self, e) -> str:
@@ -306,8 +364,35 @@ class Emitter:
 
     def stmt(self, s: ir.Stmt) -> None:
         outer, self._loc = self._loc, s.loc
+        # sums are computed afresh for each statement (the same IR node may be emitted
+        # again later, in an uncompute, where what it reads has changed)
+        outer_sums, self._sums = self._sums, {}
+        for e in _evaluated_first(s, self.opt.check):
+            for n in _post_order(e):
+                if isinstance(n, ir.Reduce) and id(n) not in self._sums:
+                    self.reduction(n, s.loc)
         getattr(self, "s_" + type(s).__name__)(s)
-        self._loc = outer
+        self._loc, self._sums = outer, outer_sums
+
+    def reduction(self, e: ir.Reduce, loc: ir.Loc) -> None:
+        """Compute ``np.sum(arg)`` into a new local before the statement that uses it: a
+        loop over the elements of the first array ``arg`` reads, in index order."""
+        lead = next(n.name for n in ir.walk_expr(e.arg)
+                    if isinstance(n, ir.Var) and self.type_of(n.name).is_array)
+        t = self.dtype(e)
+        acc = self.tmp("sum")
+        self.emit(f"{acc} = {_ZERO_CODE[t]}", loc)
+        idx = self.elementwise_loops(lead, self.type_of(lead).ndim, e.arg, loc)
+        item = self.cast(self.x(e.arg, idx), self.dtype(e.arg), t)
+        if t == "int" and self.opt.check:
+            rule = INT_HELPERS["+"]
+            self.user_functions[rule.impl] = rule
+            k = self.check("overflow", expr_text(e), loc, f"+\t{expr_text(e)}")
+            self.emit(f"{acc} = {rule.impl}({acc}, {item}, _RB_MODULE, {k})", loc)
+        else:
+            self.emit(f"{acc} += {item}", loc)
+        self.level -= self.type_of(lead).ndim
+        self._sums[id(e)] = (e, acc)
 
     def s_Update(self, s: ir.Update) -> None:
         tt = self.env[s.target.name]
@@ -422,8 +507,9 @@ class Emitter:
     def elementwise_loops(self, name: str, ndim: int, value, loc: ir.Loc) -> tuple[str, ...]:
         """Open loops over every element of array ``name``; returns the index names."""
         if self.opt.check:
-            for other in sorted({n.name for n in ir.walk_expr(value)
-                                 if isinstance(n, ir.Var) and self.type_of(n.name).is_array}):
+            for other in sorted({n.name for n in ir.walk_elementwise(value)
+                                 if isinstance(n, ir.Var) and self.type_of(n.name).is_array
+                                 and n.name != name}):
                 k = self.check("shape", name, loc, other)
                 for ax in range(ndim):
                     self.emit(f"if {other}.shape[{ax}] != {name}.shape[{ax}]:", loc)

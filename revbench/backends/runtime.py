@@ -137,6 +137,20 @@ def to_user_error(exc: CheckFailed) -> ReversibilityError:
 
 
 # --------------------------------------------------------------------------- #
+# Sums in expressions, for the debugger's tracer (generated code loops instead)
+# --------------------------------------------------------------------------- #
+def loop_sum(item, shape, start):
+    """``start + item(i0) + item(i1) + ...`` over the indices of ``shape`` in order: the
+    order of generated code's loops (Python's ``sum`` of floats compensates rounding
+    from 3.12 on, which would differ in the last bits)."""
+    import numpy as np
+
+    for ix in np.ndindex(shape):
+        start += item(ix)
+    return start
+
+
+# --------------------------------------------------------------------------- #
 # A float shift that went wrong (generated code with checks on calls this)
 # --------------------------------------------------------------------------- #
 def shift_failed(old, new, value, module, k):

@@ -48,6 +48,7 @@ from revbench.backends.runtime import (
     CheckFailed,
     CheckInfo,
     CheckTable,
+    loop_sum,
     to_user_error,
 )
 from revbench.lang import ir
@@ -184,7 +185,8 @@ _OPS: dict[str, Callable[[Any, Any], Any]] = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
     "//": operator.floordiv, "^": operator.xor,
 }
-_BASE_GLOBALS = {"_rb_math": math, "_rb_np": np, "__builtins__": builtins.__dict__}
+_BASE_GLOBALS = {"_rb_math": math, "_rb_np": np, "_rb_loop_sum": loop_sum,
+                 "__builtins__": builtins.__dict__}
 _ZERO = {"bool": False, "int": 0, "float": 0.0, "complex": 0j}
 
 
@@ -589,7 +591,7 @@ class Tracer:
         """The whole-array statement's shape checks: every array it reads has its shape."""
         if not c.check:
             return ()
-        others = sorted({n.name for n in ir.walk_expr(value)
+        others = sorted({n.name for n in ir.walk_elementwise(value)
                          if isinstance(n, ir.Var) and c.env[n.name].is_array})
         return tuple((c.add_check("shape", name, loc, o), o) for o in others)
 

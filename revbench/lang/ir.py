@@ -118,6 +118,18 @@ class BoolOp:
 
 
 @dataclass(frozen=True)
+class Reduce:
+    """``np.sum(e)``: the sum of every element of the whole-array expression ``e`` (whose
+    arrays have one shape).  A scalar.  ``sum(e)`` (Python's) and ``np.dot(a, b)``
+    (``sum(a * b)``) are the same, for 1-D arrays only (on 2-D arrays NumPy gives a row
+    and a matrix product)."""
+
+    kind: str  # "sum"; "sum1" and "dot": the same, of 1-D arrays only
+    arg: Expr
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+
+@dataclass(frozen=True)
 class ArrayAlloc:
     """An array allocation: ``np.zeros(shape)``, ``np.zeros_like(x)``, ``x.copy()``.
 
@@ -132,7 +144,8 @@ class ArrayAlloc:
     loc: Loc = field(default=NO_LOC, compare=False)
 
 
-Expr = Union[Const, Var, Elem, BinOp, UnaryOp, Func, Len, Shape, IfExp, Compare, BoolOp, ArrayAlloc]
+Expr = Union[Const, Var, Elem, BinOp, UnaryOp, Func, Len, Shape, IfExp, Compare, BoolOp, Reduce,
+             ArrayAlloc]
 Target = Union[Var, Elem]
 
 # --------------------------------------------------------------------------- #
@@ -321,6 +334,8 @@ def sub_expressions(e: Expr) -> tuple[Expr, ...]:
         return e.operands
     if isinstance(e, BoolOp):
         return e.values
+    if isinstance(e, Reduce):
+        return (e.arg,)
     if isinstance(e, ArrayAlloc):
         return e.shape
     return ()
@@ -331,6 +346,15 @@ def walk_expr(e: Expr):
     yield e
     for c in sub_expressions(e):
         yield from walk_expr(c)
+
+
+def walk_elementwise(e: Expr):
+    """``walk_expr`` without the insides of sums: what a whole-array statement
+    evaluates per element (the arrays inside a sum are summed, not indexed)."""
+    yield e
+    if not isinstance(e, Reduce):
+        for c in sub_expressions(e):
+            yield from walk_elementwise(c)
 
 
 def names_read(e: Expr) -> set[str]:

@@ -672,6 +672,8 @@ class Parser:
             if len(e.args) == 1 and isinstance(e.args[0], ast.Name) and e.args[0].id in self.local_names:
                 return ir.Len(e.args[0].id, loc)
             raise self.error(e, "len() takes one array variable")
+        if name in _SUMS or name in _DOTS:
+            return self._reduction(e, name)
         canon = fn_rules.canonical(name) if name else None
         if canon is None and name and name.startswith("math.") and name[5:] in ("fabs",):
             canon = "abs"
@@ -692,6 +694,20 @@ class Parser:
         if rule is not None and len(e.args) != rule.nargs:
             raise self.error(e, f"{canon}() takes {rule.nargs} argument(s), got {len(e.args)}")
         return ir.Func(canon, tuple(self.expr(a) for a in e.args), loc)
+
+    def _reduction(self, e: ast.Call, name: str) -> ir.Reduce:
+        """``sum(e)`` / ``np.sum(e)`` of a whole-array expression, ``np.dot(a, b)``."""
+        loc = self.loc(e)
+        if name in _DOTS:
+            if len(e.args) != 2:
+                raise self.error(e, f"{name}() takes two arrays: `{name}(a, b)`")
+            a, b = (self.expr(x) for x in e.args)
+            return ir.Reduce("dot", ir.BinOp("*", a, b, loc), loc)
+        if len(e.args) != 1:
+            raise self.error(e, f"{name}() takes one array expression here: `{name}(a * b)` "
+                                "(no start value, axis or dtype)")
+        # Python's sum() of a 2-D array would be a row, NumPy's np.sum() every element
+        return ir.Reduce("sum" if name != "sum" else "sum1", self.expr(e.args[0]), loc)
 
     def _function_hint(self, what: str) -> str:
         """" Did you mean `sin`?" for a misspelt pure function (or reversible function)."""
@@ -792,6 +808,11 @@ def _dotted(node: ast.expr) -> str | None:
         base = _dotted(node.value)
         return None if base is None else base + "." + node.attr
     return None
+
+
+#: the spellings of a sum of every element, and of a dot product (of two 1-D arrays)
+_SUMS = frozenset({"sum", "np.sum", "numpy.sum"})
+_DOTS = frozenset({"np.dot", "numpy.dot", "np.inner", "numpy.inner"})
 
 
 def _bound_names(body: list[ast.stmt]) -> set[str]:

@@ -210,7 +210,26 @@ class TypeInference:
                                     f"{ir_text(init)}.copy()`")
         return t
 
+    def reduction(self, e: ir.Reduce) -> VarType:
+        """``np.sum(a * b)``: a scalar of the elements' type (a sum of bools counts them)."""
+        spelling = {"sum": "np.sum", "sum1": "sum", "dot": "np.dot"}[e.kind]
+        t = self._expr(e.arg, True)
+        if not t.is_array:
+            raise self.error(e.loc, f"{spelling}() needs an array expression (`{spelling}(x)`, "
+                                    f"`np.sum(a * b)`), got a scalar ({t}): add scalars with +")
+        if e.kind != "sum" and t.ndim != 1:
+            numpy_gives = "a row" if e.kind == "sum1" else "a matrix product"
+            raise self.error(e.loc, f"{spelling}() of {t.ndim}-D arrays would not be a sum of "
+                                    f"every element in NumPy ({numpy_gives}); use np.sum(...) "
+                                    "for the sum of every element")
+        return VarType("int" if t.dtype == "bool" else t.dtype)
+
     def condition(self, e: ir.Expr) -> None:
+        if any(isinstance(n, ir.Reduce) for n in ir.walk_expr(e)):
+            raise self.error(e.loc, "a sum (sum, np.sum, np.dot) cannot be part of a condition "
+                                    "(it is evaluated again where the branch or loop ends): "
+                                    "compute it into an ancilla first (`s = 0.0`, "
+                                    "`s += np.sum(x)`)")
         t = self.expr(e)
         if t.is_array:
             raise self.error(e.loc, f"a condition must be a scalar, got an array ({t})")
@@ -306,6 +325,8 @@ class TypeInference:
             else:
                 d = promote(*dts, "float")
             return VarType(d, nd)
+        if isinstance(e, ir.Reduce):
+            return self.reduction(e)
         if isinstance(e, (ir.Len, ir.Shape)):
             t = self._var(e.name, e.loc)
             axis = e.axis if isinstance(e, ir.Shape) else 0

@@ -152,6 +152,10 @@ class AdjointContext:
             self._walk(e.orelse, seed, orelse)
             out.extend((x, ir.IfExp(e.cond, zero, c)) for x, c in orelse)
             return
+        if isinstance(e, ir.Reduce):
+            # d sum(arg) / d x[i] = d arg[i] / d x[i]: a loop, built by accumulate()
+            out.append(_SumSeed(e, seed))
+            return
         # constants, len, shape, comparisons, bool ops: no gradient
 
     def _div(self, a: ir.Expr, b: ir.Expr) -> ir.Expr:
@@ -159,11 +163,52 @@ class AdjointContext:
 
     def accumulate(self, e: ir.Expr, seed: ir.Expr, op: str) -> list[ir.Stmt]:
         """Statements ``x_bar op seed * conj(de/dx)`` for every x read by ``e``."""
-        return [ir.Update(self.adj(x), op, c, getattr(e, "loc", ir.NO_LOC))
-                for x, c in self.contributions(e, seed)]
+        loc = getattr(e, "loc", ir.NO_LOC)
+        out: list[ir.Stmt] = []
+        for c in self.contributions(e, seed):
+            if isinstance(c, _SumSeed):
+                out += self._sum_adjoint(c.reduce, c.seed, op, loc)
+            else:
+                out.append(ir.Update(self.adj(c[0]), op, c[1], loc))
+        return out
+
+    def _sum_adjoint(self, r: ir.Reduce, seed: ir.Expr, op: str, loc: ir.Loc) -> list[ir.Stmt]:
+        """The adjoint of ``sum(arg)`` seeded with ``seed``: a loop over the elements
+        adding ``seed * d arg[i] / dx`` into the adjoint of everything ``arg[i]`` reads.
+        A seed that is not a plain variable or constant (it may hold a sum itself) is
+        computed once, into an ancilla, before the loop."""
+        env = self.typed.env
+        lead = next(n.name for n in ir.walk_expr(r.arg)
+                    if isinstance(n, ir.Var) and env[n.name].is_array)
+        ndim = env[lead].ndim
+        idx = tuple(self.fresh_loop_var() for _ in range(ndim))
+        for i in idx:
+            env[i] = VarType("int")
+        pre: list[ir.Stmt] = []
+        post: list[ir.Stmt] = []
+        if not isinstance(seed, (ir.Var, ir.Const)):
+            g = f"_rb_g{next(self._loops)}"
+            pre.append(ir.Alloc(g, seed, loc))
+            post.append(ir.Dealloc(g, None, loc, discard=True))
+            seed = ir.Var(g, loc)
+        at = tuple(ir.Var(i, loc) for i in idx)
+        item = _map_vars(r.arg, lambda v: ir.Elem(v.name, at, v.loc) if env[v.name].is_array else v)
+        body: tuple[ir.Stmt, ...] = tuple(self.accumulate(item, seed, op))
+        for ax in reversed(range(ndim)):
+            body = (ir.For(idx[ax], ir.Const(0), ir.Shape(lead, ax, loc), ir.Const(1), body,
+                           loc=loc),)
+        return [*pre, *body, *post]
 
     def fresh_loop_var(self) -> str:
         return f"_rb_w{next(self._loops)}"
+
+
+@dataclass(frozen=True)
+class _SumSeed:
+    """A contribution that is a whole sum: ``seed * d reduce / dx`` for the x it reads."""
+
+    reduce: ir.Reduce
+    seed: ir.Expr
 
 
 def _is_const(e: ir.Expr, v) -> bool:
