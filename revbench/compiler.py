@@ -219,9 +219,10 @@ class Program:
         func = typed.func
         if direction.startswith("backward"):
             func = drop_zero_adjoint_updates(func)
-            if not check:
-                # no runtime check reads the uncomputed ancillas: drop the dead inverse work
-                func = prune(func)
+        if not check:
+            # no runtime check reads the uncomputed ancillas: drop the dead inverse work
+            # (a reverse sweep's uncomputation, a forward run's `~routine`)
+            func = prune(func)
         typed = infer(hoist(func), typed.params)  # types again: hoisting adds locals
         injected: dict[str, object] = {}
 

@@ -102,3 +102,33 @@ def test_generated_programs_same_gradient_with_and_without_checks(p):
             assert b is None
         else:
             np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-12)
+
+
+ROUTINE = """
+def f(y, x):
+    with routine:
+        t = np.zeros(len(x))
+        for i in range(len(x)):
+            t[i] += x[i] * x[i]
+    for i in range(len(x)):
+        y += math.sin(t[i])
+    ~routine
+"""
+
+
+@pytest.mark.parametrize("backend", ["python", "numba"])
+def test_unchecked_forward_and_inverse_drop_an_uncompute_only_the_del_reads(backend):
+    ns = {"np": np, "math": math}
+    checked = revbench.define(ROUTINE, ns, backend=backend)["f"]
+    unchecked = revbench.define(ROUTINE, ns, backend=backend, check=False)["f"]
+    x = np.array([0.3, 0.7, 1.1])
+    for kind in ("forward", "inverse"):
+        on = checked.source(kind, 0.0, x)
+        off = unchecked.source(kind, 0.0, x)
+        assert on.count("t[i] -= ") == 1 or on.count("t[i] += ") == 2, on
+        assert "t[i] -= " not in off if kind == "forward" else off.count("t[i] += ") == 1, off
+    want = np.sin(x * x).sum()
+    assert checked(0.0, x)[0] == pytest.approx(want) and unchecked(0.0, x)[0] == pytest.approx(want)
+    assert (~unchecked)(want, x)[0] == pytest.approx(0.0, abs=1e-12)
+    np.testing.assert_allclose(grad(unchecked, loss="y")(0.0, x)[1],
+                               grad(checked, loss="y")(0.0, x)[1], rtol=1e-14)

@@ -141,6 +141,8 @@ def _prune_stmt(s: ir.Stmt, live: set[str]) -> tuple[ir.Stmt | None, set[str]]:
             body, body_in = prune_body(s.body, head)
             new = head | (body_in - {s.var})
             if new == head:
+                if not body:  # nothing left to do in it: no loop (its bounds have no effect)
+                    return None, live
                 return replace(s, body=body), head | _stmt_reads(s)
             head = new
     if isinstance(s, ir.Call | ir.Print | ir.Assert):
