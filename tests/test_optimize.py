@@ -132,3 +132,13 @@ def test_unchecked_forward_and_inverse_drop_an_uncompute_only_the_del_reads(back
     assert (~unchecked)(want, x)[0] == pytest.approx(0.0, abs=1e-12)
     np.testing.assert_allclose(grad(unchecked, loss="y")(0.0, x)[1],
                                grad(checked, loss="y")(0.0, x)[1], rtol=1e-14)
+
+
+@pytest.mark.parametrize("backend", ["python", "numba"])
+def test_pruning_never_removes_an_error_the_program_raises(backend):
+    """A dead allocation that fails (a negative size) still fails without checks."""
+    f = revbench.define("def f(y, n):\n    t = np.zeros(n)\n    y += 1.0\n    del t\n",
+                        {"np": np}, backend=backend, check=False)["f"]
+    assert f(0.0, 2) == (1.0, 2)
+    with pytest.raises(ValueError, match="negative"):
+        f(0.0, -1)

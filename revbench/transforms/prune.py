@@ -88,6 +88,18 @@ def _stmt_reads(s: ir.Stmt) -> set[str]:
     return set()
 
 
+def _may_raise(init: ir.Expr) -> bool:
+    """An allocation that can fail (``np.zeros(n)`` with a negative ``n``, a division by
+    a variable that may be zero) is kept even where nothing reads it: pruning removes
+    work, never an error the program raises."""
+    if isinstance(init, ir.ArrayAlloc):
+        return init.kind == "zeros" and not all(
+            isinstance(d, ir.Const) and type(d.value) is int and d.value >= 0 for d in init.shape)
+    return any(isinstance(n, ir.BinOp) and n.op in ("/", "//", "%")
+               and not (isinstance(n.right, ir.Const) and n.right.value != 0)
+               for n in ir.walk_expr(init))
+
+
 def prune_body(body: tuple[ir.Stmt, ...], live: set[str]) -> tuple[tuple[ir.Stmt, ...], set[str]]:
     """``(kept statements, names live before body)`` given the names live after it."""
     kept: list[ir.Stmt] = []
@@ -110,7 +122,7 @@ def _prune_stmt(s: ir.Stmt, live: set[str]) -> tuple[ir.Stmt | None, set[str]]:
             return None, live
         return s, live | _stmt_reads(s)
     if isinstance(s, ir.Alloc):
-        if s.name not in live:
+        if s.name not in live and not _may_raise(s.init):
             return None, live
         return s, (live - {s.name}) | uses(s.init)
     if isinstance(s, ir.Dealloc):
