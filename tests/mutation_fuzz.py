@@ -870,22 +870,27 @@ def _flat(v) -> list:
     return []
 
 
+def _magnitude(x: complex) -> float:
+    """max(|re|, |im|): unlike abs(), it cannot overflow for finite parts."""
+    return max(abs(x.real), abs(x.imag))
+
+
 def scale_of(*groups) -> float:
     s = 1.0
     for g in groups:
         for v in g:
             for x in _flat(v):
-                if math.isfinite(abs(x)):
-                    s = max(s, abs(x))
+                if math.isfinite(_magnitude(x)):
+                    s = max(s, _magnitude(x))
     return s
 
 
 def dynamic_range(*groups) -> float:
     """max / min of the finite non-zero magnitudes of the float and complex values."""
-    mags = [abs(x) for g in groups for v in g
+    mags = [_magnitude(x) for g in groups for v in g
             if isinstance(v, (float, complex, np.floating, np.complexfloating))
             or (isinstance(v, np.ndarray) and v.dtype.kind in "fc")
-            for x in _flat(v) if x != 0 and math.isfinite(abs(x))]
+            for x in _flat(v) if x != 0 and math.isfinite(_magnitude(x))]
     return max(mags) / min(mags) if mags else 1.0
 
 
