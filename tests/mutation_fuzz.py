@@ -292,32 +292,31 @@ def _pick(seq, k):
     return seq[k % len(seq)] if seq else None
 
 
-def m_augop(tree, pos, choice):
-    node = _pick(_nodes(tree, ast.AugAssign), pos)
+def _swap_operator(tree, pos, choice, kind, ops, label, get, put):
+    """Replace the operator of one ``kind`` node by one of ``ops`` (the three operator
+    mutations differ only in where the operator lives)."""
+    node = _pick(_nodes(tree, kind), pos)
     if node is None:
         return None
-    op = AUG_OPS[choice % len(AUG_OPS)]
-    old = type(node.op).__name__
-    node.op = op()
-    return f"augop {old}->{op.__name__} at line {_line(node)}"
+    op = ops[choice % len(ops)]
+    old = type(get(node)).__name__
+    put(node, op())
+    return f"{label} {old}->{op.__name__} at line {_line(node)}"
+
+
+def m_augop(tree, pos, choice):
+    return _swap_operator(tree, pos, choice, ast.AugAssign, AUG_OPS, "augop",
+                          lambda n: n.op, lambda n, o: setattr(n, "op", o))
 
 
 def m_binop(tree, pos, choice):
-    node = _pick(_nodes(tree, ast.BinOp), pos)
-    if node is None:
-        return None
-    op = BIN_OPS[choice % len(BIN_OPS)]
-    node.op = op()
-    return f"binop ->{op.__name__} at line {_line(node)}"
+    return _swap_operator(tree, pos, choice, ast.BinOp, BIN_OPS, "binop",
+                          lambda n: n.op, lambda n, o: setattr(n, "op", o))
 
 
 def m_cmpop(tree, pos, choice):
-    node = _pick(_nodes(tree, ast.Compare), pos)
-    if node is None:
-        return None
-    op = CMP_OPS[choice % len(CMP_OPS)]
-    node.ops[0] = op()
-    return f"cmpop ->{op.__name__} at line {_line(node)}"
+    return _swap_operator(tree, pos, choice, ast.Compare, CMP_OPS, "cmpop",
+                          lambda n: n.ops[0], lambda n, o: n.ops.__setitem__(0, o))
 
 
 def m_constant(tree, pos, choice):
