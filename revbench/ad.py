@@ -272,7 +272,7 @@ def _not_recovered(name: str, b: np.ndarray, a: np.ndarray, exact: bool, atol: f
     return msg, expected, actual
 
 
-def value_and_grad(f: ReversibleFunction, loss: Loss, wrt: Any = None,
+def value_and_grad(f: ReversibleFunction, loss: Loss, wrt: Any = None, batch: Any = None,
                    _keep_values: bool = True,
                    _api: str = "value_and_grad") -> Callable[..., tuple[tuple, tuple]]:
     """``value_and_grad(f, loss)(*args) -> (outputs, gradients)``.
@@ -286,9 +286,19 @@ def value_and_grad(f: ReversibleFunction, loss: Loss, wrt: Any = None,
     read-only argument outside ``wrt`` gets no adjoint code at all (its gradient
     is ``None``) -- data arrays then cost nothing in the reverse sweep.
     Arguments the program changes always carry their gradient.
+
+    ``batch`` (names or positions) maps the call over items, in compiled code: those
+    arguments take one more leading axis (item ``i`` is ``x[i]``), the others are
+    shared, and every output and gradient gets a leading axis of items (a shared
+    argument the function does not change is returned as it is).  See
+    :mod:`revbench.batch`.
     """
-    b = _Backward(f, wrt)
     _check_loss(f, loss)
+    if batch is not None:
+        from revbench.batch import batched_value_and_grad
+
+        return batched_value_and_grad(f, loss, wrt, batch, _keep_values, _api)
+    b = _Backward(f, wrt)
 
     def run(*args):
         sig, backward = b.prepare(args)
@@ -310,9 +320,11 @@ def value_and_grad(f: ReversibleFunction, loss: Loss, wrt: Any = None,
     return run
 
 
-def grad(f: ReversibleFunction, loss: Loss, wrt: Any = None) -> Callable[..., tuple]:
-    """``grad(f, loss)(*args)``: the gradients of ``value_and_grad`` alone."""
-    vg = value_and_grad(f, loss, wrt, _keep_values=False, _api="grad")  # outputs need no copy
+def grad(f: ReversibleFunction, loss: Loss, wrt: Any = None,
+         batch: Any = None) -> Callable[..., tuple]:
+    """``grad(f, loss)(*args)``: the gradients of ``value_and_grad`` alone (``batch``
+    as there)."""
+    vg = value_and_grad(f, loss, wrt, batch, _keep_values=False, _api="grad")  # no output copies
 
     def run(*args):
         return vg(*args)[1]
@@ -326,7 +338,8 @@ def grad(f: ReversibleFunction, loss: Loss, wrt: Any = None) -> Callable[..., tu
 JACOBIAN_LANES = 8
 
 
-def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any) -> Callable[..., Any]:
+def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any,
+             batch: Any = None) -> Callable[..., Any]:
     """``jacobian(f, outputs="r", wrt="x")(*args)``: the dense Jacobian d r_out / d x_in.
 
     Shape ``(r.size, x.size)``, both flattened in C order.  The forward run
@@ -338,6 +351,12 @@ def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any) -> Callable[..., Any
     ``jacrev`` with several ``argnums`` gives (``outputs`` outermost:
     ``J[k][l]`` is d outputs[k] / d wrt[l]).  All blocks come from the same
     forward run and the same reverse sweeps.
+
+    ``batch`` (names or positions) maps it over items in one compiled loop: those
+    arguments take one more leading axis (item ``i`` is ``x[i]``), the others are
+    shared by all items, and each block gets a leading axis of items, shape
+    ``(n, out.size, wrt.size)`` -- the local Jacobian of every item, as
+    ``jax.vmap(jax.jacrev(...))`` gives.  See :mod:`revbench.batch`.
     """
     many_out, many_wrt = not isinstance(outputs, (str, int)), not isinstance(wrt, (str, int))
     out_names = tuple(outputs) if many_out else (outputs,)
@@ -345,6 +364,18 @@ def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any) -> Callable[..., Any
     for what, names in (("outputs", out_names), ("wrt", wrt_names)):
         if not names:
             raise ValueError(f"jacobian: {what} names no argument")
+
+    def shape_result(blocks: tuple) -> Any:
+        if many_out and many_wrt:
+            return blocks
+        if many_out:
+            return tuple(row[0] for row in blocks)
+        return blocks[0] if many_wrt else blocks[0][0]
+
+    if batch is not None:
+        from revbench.batch import batched_jacobian
+
+        return batched_jacobian(f, out_names, wrt_names, batch, shape_result)
     b = _Backward(f, wrt_names + out_names)  # other read-only arguments need no adjoint
 
     def run(*args):
@@ -392,13 +423,9 @@ def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any) -> Callable[..., Any
                     for sw in slots_wrt])
         row_edges = np.cumsum([0, *sizes_out])
         col_edges = np.cumsum([0, *sizes_wrt])
-        blocks = tuple(tuple(J[row_edges[a]:row_edges[a + 1], col_edges[c]:col_edges[c + 1]]
-                             for c in range(len(kw))) for a in range(len(ko)))
-        if many_out and many_wrt:
-            return blocks
-        if many_out:
-            return tuple(row[0] for row in blocks)
-        return blocks[0] if many_wrt else blocks[0][0]
+        return shape_result(tuple(tuple(J[row_edges[a]:row_edges[a + 1],
+                                            col_edges[c]:col_edges[c + 1]]
+                                          for c in range(len(kw))) for a in range(len(ko))))
 
     run.__name__ = f"jacobian({f.__name__})"
     return run

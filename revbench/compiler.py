@@ -253,7 +253,8 @@ class Program:
             written = prog.written_params()
             return tuple(p in written for p in prog.ir.params)
 
-        opts = codegen.Options(check=check, atol=self.atol, rtol=self.rtol)
+        opts = codegen.Options(check=check, atol=self.atol, rtol=self.rtol,
+                               wrap_ints=not check and backend == "python")
         gen = codegen.generate(typed, direction, opts, callee_symbol, callee_writes)
         for symbol, rule in gen.globals_needed.items():
             injected[symbol] = _user_impl(rule, backend)

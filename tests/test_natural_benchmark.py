@@ -61,6 +61,8 @@ def test_ba_jacobians_match_finite_differences():
     np.testing.assert_allclose(N.rb_ba_jacobian(P.ba_residual)(b), want, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(N.rb_ba_kernel_jacobian(P.ba_residual_fast, b)(b), want,
                                rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(N.rb_ba_batched_jacobian(P.ba_residual)(b), want,
+                               rtol=1e-9, atol=1e-12)
 
 
 def test_ba_zero_rotation_branch():

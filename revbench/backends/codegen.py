@@ -170,6 +170,9 @@ class Options:
     check: bool = True
     atol: float | None = None  # None: the global tolerance, passed at call time
     rtol: float | None = None
+    #: unchecked integers wrap around in int64 (the Python backend's ints would grow;
+    #: Numba's wrap by themselves, so its code needs no wrapping)
+    wrap_ints: bool = False
 
 
 class Emitter:
@@ -239,6 +242,8 @@ class Emitter:
             operand = self.cast(self.x(e.operand, ew), t, "int")
             if t in ("int", "bool") and self.opt.check:
                 return self.int_helper("neg", e, operand)
+            if t in ("int", "bool") and self.opt.wrap_ints:
+                return f"_rb_int_wrap(-{operand})"
             return f"(-{operand})"
         if isinstance(e, ir.Func):
             rule = fn_rules.lookup(e.name)
@@ -250,11 +255,16 @@ class Emitter:
                 # NumPy computes a bool in float16 (np.sqrt(True)), Numba in float32:
                 # a bool argument is the float 0.0 or 1.0
                 args = [self.cast(c, t, "float") if t == "bool" else c for c, t in zip(args, dts)]
+            elif rule.result == "real":  # np.imag(3) is the int 0: the parts are floats
+                args = [self.cast(c, t, "float") if t in ("int", "bool") else c
+                        for c, t in zip(args, dts)]
             elif rule.result in ("promote", "same") and dts[0] != "complex":
                 d = self.dtype(e)  # min(True, 2) is True in Python: compute in the result's type
                 args = [self.cast(c, t, d) for c, t in zip(args, dts)]
                 if rule.name == "abs" and d == "int" and self.opt.check:
                     return self.int_helper("abs", e, *args)  # abs(-2**63) overflows
+                if rule.name == "abs" and d == "int" and self.opt.wrap_ints:
+                    return f"_rb_int_wrap(abs({args[0]}))"
             return f"{rule.impl}({', '.join(args)})"
         if isinstance(e, ir.Len):
             return f"{e.name}.shape[0]"
@@ -319,6 +329,8 @@ class Emitter:
         left, right = self.cast(left, lt, "int"), self.cast(right, rt, "int")
         if d == "int" and self.opt.check and e.op in INT_HELPERS:
             return self.int_helper(e.op, e, left, right)
+        if d == "int" and self.opt.wrap_ints and e.op in INT_HELPERS:
+            return f"_rb_int_wrap({left} {e.op} {right})"
         return f"({left} {e.op} {right})"
 
     def int_helper(self, op: str, e, *args: str) -> str:
@@ -389,6 +401,8 @@ class Emitter:
             self.user_functions[rule.impl] = rule
             k = self.check("overflow", expr_text(e), loc, f"+\t{expr_text(e)}")
             self.emit(f"{acc} = {rule.impl}({acc}, {item}, _RB_MODULE, {k})", loc)
+        elif t == "int" and self.opt.wrap_ints:
+            self.emit(f"{acc} = _rb_int_wrap({acc} + {item})", loc)
         else:
             self.emit(f"{acc} += {item}", loc)
         self.level -= self.type_of(lead).ndim
@@ -429,6 +443,9 @@ class Emitter:
                 self.emit("    " + self.fail(k, target, value), s.loc)
         if self.opt.check and dtype == "int":
             self.int_update_checked(s, target, value)
+            return
+        if self.opt.wrap_ints and dtype == "int":
+            self.emit(f"{target} = _rb_int_wrap({target} {op} {value})", s.loc)
             return
         undone = not s.target.name.startswith("_rb_adj")  # adjoints are never undone
         if self.opt.check and undone and not integer:
@@ -743,6 +760,8 @@ def generate(typed: TypedFunction, direction: str, options: Options,
     header += ["import math as _rb_math", "import numpy as _rb_np"]
     if options.check:
         header.append("from revbench.backends.runtime import CheckFailed as _RbCheckFailed")
+    if options.wrap_ints:
+        header.append("from revbench.backends.runtime import int_wrap as _rb_int_wrap")
     body_text = "\n".join(header + em.lines) + "\n"
     key = hashlib.sha256(body_text.encode()).hexdigest()[:32]
     module_key = int(key[:15], 16)

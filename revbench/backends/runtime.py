@@ -173,6 +173,16 @@ def shift_failed(old, new, value, module, k):
 # numba_backend compiles them too (and has its own + - * with LLVM's overflow
 # intrinsics), so every test is made *before* the operation: Numba's signed
 # overflow is not even guaranteed to wrap (LLVM may assume it never happens).
+def int_wrap(v):
+    """``v`` wrapped around into int64, as Numba's unchecked integers do: the Python
+    backend's integers (unbounded) call this with checks off, so both backends give
+    the same int64 results (two's complement) where overflow is not checked."""
+    v = int(v)
+    if INT64_MIN <= v <= INT64_MAX:
+        return v
+    return ((v - INT64_MIN) & 0xFFFFFFFFFFFFFFFF) + INT64_MIN
+
+
 def int_add(a, b, module, k):
     a = int(a)
     b = int(b)

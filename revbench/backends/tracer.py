@@ -48,6 +48,7 @@ from revbench.backends.runtime import (
     CheckFailed,
     CheckInfo,
     CheckTable,
+    int_wrap,
     loop_sum,
     to_user_error,
 )
@@ -185,7 +186,11 @@ _OPS: dict[str, Callable[[Any, Any], Any]] = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
     "//": operator.floordiv, "^": operator.xor,
 }
-_BASE_GLOBALS = {"_rb_math": math, "_rb_np": np, "_rb_loop_sum": loop_sum,
+def _wrapping(op: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    return lambda a, b: int_wrap(op(a, b))
+
+
+_BASE_GLOBALS = {"_rb_math": math, "_rb_np": np, "_rb_loop_sum": loop_sum, "_rb_int_wrap": int_wrap,
                  "__builtins__": builtins.__dict__}
 _ZERO = {"bool": False, "int": 0, "float": 0.0, "complex": 0j}
 
@@ -295,7 +300,7 @@ class _Code:
         self.rtol = rtol if prog.rtol is None else prog.rtol
         self.G = dict(_BASE_GLOBALS)
         self.def_line = function_span(prog.ir)[0]
-        self._em = codegen.Emitter(typed, direction, codegen.Options(check=check),
+        self._em = codegen.Emitter(typed, direction, codegen.Options(check=check, wrap_ints=not check),
                                    callee_symbol=lambda call, types: "")
         self._exprs: dict[str, Any] = {}
         self.table = CheckTable(self.func.name, self.func.filename, direction)
@@ -511,6 +516,8 @@ class Tracer:
         rule = UPDATES[s.op]
         integer = t.dtype in ("int", "bool")
         fn = _OPS[rule.int_op if integer else rule.python_op]
+        if t.dtype == "int" and not c.check:  # as the Python backend: int64 wraps around
+            fn = _wrapping(fn)
         name, line, action = s.target.name, s.loc.line, stmt_text(s)
         const_nonzero = isinstance(s.value, ir.Const) and s.value.value != 0
         k_zero = k_inexact = None

@@ -597,8 +597,10 @@ class Parser:
             dotted = _dotted(e)
             if dotted and dotted.split(".")[0] not in self.local_names:
                 return self._frozen_constant(e, dotted)
+            if e.attr in ("real", "imag"):  # z.real is the pure function real(z)
+                return ir.Func(e.attr, (self.expr(e.value),), loc)
             raise self.error(e, f"`{ast.unparse(e)}` is not supported in an expression; arrays "
-                                "offer len(x) and x.shape[k]")
+                                "offer len(x), x.shape[k], and complex numbers z.real and z.imag")
         if isinstance(e, ast.Subscript):
             return self._subscript(e)
         if isinstance(e, ast.BinOp):

@@ -322,6 +322,8 @@ class TypeInference:
                 d = "float" if dts[0] == "complex" else promote(dts[0], "int")
             elif rule.result == "promote":
                 d = promote(*dts, "int")
+            elif rule.result == "real":
+                d = "float"
             else:
                 d = promote(*dts, "float")
             return VarType(d, nd)

@@ -26,7 +26,7 @@ class FunctionRule:
     ``impl`` is the expression prefix used by generated code (``_rb_np.sin``);
     the same code runs under Numba and plain Python.  ``result`` is one of
     ``'float'`` (ints are promoted; complex stays complex), ``'real'``
-    (always a real float, e.g. ``abs`` of a complex), ``'promote'``
+    (always a real float: ``real`` and ``imag``), ``'promote'``
     (the common type of the arguments, e.g. ``min``), ``'same'``
     (``abs`` of an int is an int).
     """
@@ -106,8 +106,10 @@ _BUILTIN: list[FunctionRule] = [
                  partials=(lambda x: _div(_c(1.0), _add(_c(1.0), x)),)),
     FunctionRule("expm1", "_rb_np.expm1", 1, ("expm1",), complex_ok=False,
                  partials=(lambda x: _f("exp", x),)),
+    # at 0 sqrt has no derivative (the one-sided limit is +inf): 0 there, like hypot at
+    # (0, 0) and NiLang, so a norm sqrt(x*x + y*y) has the gradient 0 at 0, not nan
     FunctionRule("sqrt", "_rb_np.sqrt", 1, ("sqrt",),
-                 partials=(lambda x: _div(_c(0.5), _f("sqrt", x)),)),
+                 partials=(lambda x: _nonzero_or_0(x, lambda d: _div(_c(0.5), _f("sqrt", d))),)),
     FunctionRule("tanh", "_rb_np.tanh", 1, ("tanh",),
                  partials=(lambda x: _sub(_c(1.0), _sq(_f("tanh", x))),)),
     FunctionRule("sinh", "_rb_np.sinh", 1, ("sinh",), partials=(lambda x: _f("cosh", x),)),
@@ -139,6 +141,12 @@ _BUILTIN: list[FunctionRule] = [
                  complex_vjp=(lambda seed, z: _mul(seed, _div(z, _f("abs", z))),)),
     FunctionRule("conj", "_rb_np.conj", 1, ("conj", "conjugate"), result="keep",
                  partials=(lambda x: _c(1.0),), complex_vjp=(lambda seed, z: _f("conj", seed),)),
+    # the parts of a complex number; of a real number, the number and 0.  A real
+    # seed flows back into a complex argument as d/dRe + i d/dIm: seed, i seed.
+    FunctionRule("real", "_rb_np.real", 1, ("real",), result="real",
+                 partials=(lambda x: _c(1.0),), complex_vjp=(lambda seed, z: seed,)),
+    FunctionRule("imag", "_rb_np.imag", 1, ("imag",), result="real",
+                 partials=(lambda x: _c(0.0),), complex_vjp=(lambda seed, z: _mul(seed, _c(1j)),)),
     # at a tie the gradient is split evenly (central differences agree; so does JAX)
     FunctionRule("min", "min", 2, ("min", "minimum", "fmin"), result="promote", complex_ok=False,
                  partials=(lambda a, b: _pick(a, b, "<"), lambda a, b: _pick(b, a, "<"))),

@@ -71,6 +71,12 @@ class AdjointContext:
     def is_complex(self, e: ir.Expr) -> bool:
         return self.typed.expr_type(e).dtype == "complex"
 
+    def seed_is_complex(self, seed: ir.Expr) -> bool:
+        """Whether a seed (an expression over program and adjoint variables) is complex.
+        An adjoint variable has its variable's type; a generated seed ancilla
+        ``_rb_g`` is typed when it is made."""
+        return self.is_complex(_rename(seed, lambda n: n[len(_ADJ):] if _is_adjoint(n) else n))
+
     # -- expression algebra (with the simplifications that keep code readable) ------
     def conj(self, e: ir.Expr) -> ir.Expr:
         return ir.Func("conj", (e,)) if self.is_complex(e) else e
@@ -95,6 +101,12 @@ class AdjointContext:
         return out
 
     def _walk(self, e: ir.Expr, seed: ir.Expr, out: list) -> None:
+        if isinstance(e, (ir.Var, ir.Elem, ir.BinOp, ir.UnaryOp, ir.Func, ir.IfExp, ir.Reduce)) \
+                and not self.is_complex(e) and self.seed_is_complex(seed):
+            # A real quantity inside a complex expression: its adjoint is the real
+            # part of the complex seed times its (real) partial -- dL/dr =
+            # Re(conj(de/dr) * e_bar) -- taken here, where the value becomes real.
+            seed = ir.Func("real", (seed,))
         if isinstance(e, (ir.Var, ir.Elem)):
             if self.differentiable(e.name):
                 out.append((e, seed))
@@ -116,10 +128,11 @@ class AdjointContext:
                            out)
             elif e.op == "**":
                 if not isinstance(a, ir.Const):
-                    d = ir.BinOp("*", b, ir.BinOp("**", a, ir.BinOp("-", b, ir.Const(1))))
-                    self._walk(a, self.mul(seed, self.conj(d)), out)
+                    self._walk(a, self.mul(seed, self.conj(_power_base_partial(a, b))), out)
                 if not isinstance(b, ir.Const):
+                    # d a**b / db = log(a) a**b; at a == 0 the power is 0 on both sides: 0
                     d = ir.BinOp("*", ir.Func("log", (a,)), e)
+                    d = ir.IfExp(ir.Compare(("!=",), (a, ir.Const(0))), d, ir.Const(0.0))
                     self._walk(b, self.mul(seed, self.conj(d)), out)
             elif e.op == "%":
                 self._walk(a, seed, out)
@@ -188,6 +201,7 @@ class AdjointContext:
         post: list[ir.Stmt] = []
         if not isinstance(seed, (ir.Var, ir.Const)):
             g = f"_rb_g{next(self._loops)}"
+            env[g] = VarType("complex" if self.seed_is_complex(seed) else "float")
             pre.append(ir.Alloc(g, seed, loc))
             post.append(ir.Dealloc(g, None, loc, discard=True))
             seed = ir.Var(g, loc)
@@ -209,6 +223,21 @@ class _SumSeed:
 
     reduce: ir.Reduce
     seed: ir.Expr
+
+
+def _power_base_partial(a: ir.Expr, b: ir.Expr) -> ir.Expr:
+    """d a**b / da = b a**(b-1), except at a == 0, where a power with 0 < b < 1 has no
+    derivative (the one-sided limit is infinite): there it is 0, the same answer as
+    ``sqrt`` gives (docs/language.md §7), and 1 for b == 1.  A constant integer
+    exponent b >= 1 needs no guard: its formula is already right at 0."""
+    d = ir.BinOp("*", b, ir.BinOp("**", a, ir.BinOp("-", b, ir.Const(1))))
+    if isinstance(b, ir.Const) and not isinstance(b.value, (bool, complex)) \
+            and b.value >= 1 and float(b.value).is_integer():
+        return d
+    at_zero = ir.Const(1.0) if _is_const(b, 1) else ir.Const(0.0)
+    if not isinstance(b, ir.Const):
+        at_zero = ir.IfExp(ir.Compare(("==",), (b, ir.Const(1))), ir.Const(1.0), ir.Const(0.0))
+    return ir.IfExp(ir.Compare(("!=",), (a, ir.Const(0))), d, at_zero)
 
 
 def _is_const(e: ir.Expr, v) -> bool:
@@ -383,29 +412,31 @@ def _is_adjoint(name: str) -> bool:
     return name.startswith(_ADJ)
 
 
+def _rename(e: ir.Expr, f) -> ir.Expr:
+    """``e`` with every variable and array name ``n`` replaced by ``f(n)``."""
+    if isinstance(e, ir.Var):
+        return replace(e, name=f(e.name))
+    if isinstance(e, ir.Elem):
+        return replace(e, name=f(e.name), indices=tuple(_rename(i, f) for i in e.indices))
+    if isinstance(e, ir.BinOp):
+        return replace(e, left=_rename(e.left, f), right=_rename(e.right, f))
+    if isinstance(e, ir.UnaryOp):
+        return replace(e, operand=_rename(e.operand, f))
+    if isinstance(e, ir.Func):
+        return replace(e, args=tuple(_rename(a, f) for a in e.args))
+    if isinstance(e, ir.IfExp):
+        return replace(e, cond=_rename(e.cond, f), then=_rename(e.then, f),
+                       orelse=_rename(e.orelse, f))
+    if isinstance(e, ir.Compare):
+        return replace(e, operands=tuple(_rename(o, f) for o in e.operands))
+    if isinstance(e, ir.BoolOp):
+        return replace(e, values=tuple(_rename(v, f) for v in e.values))
+    return e
+
+
 def _lane(e, k: int):
     """``e`` with every adjoint variable renamed to lane ``k``."""
-    if e is None:
-        return None
-    if isinstance(e, ir.Var):
-        return replace(e, name=lane_name(e.name, k))
-    if isinstance(e, ir.Elem):
-        return replace(e, name=lane_name(e.name, k), indices=tuple(_lane(i, k) for i in e.indices))
-    if isinstance(e, ir.ArrayAlloc):
-        return e
-    if isinstance(e, ir.BinOp):
-        return replace(e, left=_lane(e.left, k), right=_lane(e.right, k))
-    if isinstance(e, ir.UnaryOp):
-        return replace(e, operand=_lane(e.operand, k))
-    if isinstance(e, ir.Func):
-        return replace(e, args=tuple(_lane(a, k) for a in e.args))
-    if isinstance(e, ir.IfExp):
-        return replace(e, cond=_lane(e.cond, k), then=_lane(e.then, k), orelse=_lane(e.orelse, k))
-    if isinstance(e, ir.Compare):
-        return replace(e, operands=tuple(_lane(o, k) for o in e.operands))
-    if isinstance(e, ir.BoolOp):
-        return replace(e, values=tuple(_lane(v, k) for v in e.values))
-    return e
+    return None if e is None else _rename(e, lambda n: lane_name(n, k))
 
 
 def replicate_lanes(body: tuple[ir.Stmt, ...], lanes: int) -> tuple[ir.Stmt, ...]:

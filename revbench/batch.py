@@ -1,0 +1,365 @@
+"""Batched derivatives: one call maps ``jacobian`` / ``grad`` / ``value_and_grad`` over items.
+
+``jacobian(f, outputs="r", wrt=("cam", "X"), batch=("r", "cam", "X", "feat"))``
+takes the ``batch`` arguments with one extra leading axis (item ``i`` is
+``cam[i]``; the others are shared by every item) and returns one Jacobian block
+per item, stacked: what ``jax.vmap(jax.jacrev(...))`` gives.  It is the fast way to
+get the local Jacobians of many small problems (bundle adjustment's
+observations): the loop over items runs in one generated function, compiled by
+Numba like the kernels it calls (the forward run, then reverse sweeps carrying
+several seeds at once), so no Python runs per item.
+
+Why generate a driver rather than loop in Python: a call of a compiled kernel
+from Python costs tens of microseconds (argument checks, dispatch, copies),
+more than the kernel itself for a 2 x 15 block; inside one compiled loop the
+kernels are plain calls.  The driver is written to the same on-disk cache as the
+kernels and compiled with ``cache=True``, so later processes load it.
+
+With checks on the driver checks, per item, that every reverse sweep gave back
+the item's arguments (as :func:`revbench.grad` does); on any failure -- a
+runtime check of the program, or a sweep that did not recover its item -- the
+failing item is run again through the unbatched function, which raises the
+usual error, with a note naming the item.  The caller's arrays are never
+modified.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from revbench.ad import _Backward, _param_index, _resolve_loss, _tolerance
+from revbench.backends.loader import load_module
+from revbench.config import get_tolerance
+from revbench.function import ReversibleFunction, _python_scalar
+from revbench.lang.errors import ReversibilityError, ReversibilityTypeError
+from revbench.lang.types import NUMPY_DTYPES, VarType
+
+#: seeds per reverse sweep, as for the unbatched jacobian
+LANES = 8
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """What a driver is specialised on: everything but the sizes."""
+
+    sig: tuple[VarType, ...]
+    batched: tuple[bool, ...]
+    written: tuple[bool, ...]
+    adjoint: tuple[bool, ...]  # carries an adjoint in the reverse sweep
+    outputs: tuple[int, ...]  # parameters seeded (rows of the Jacobian)
+    wrt: tuple[int, ...]  # parameters whose adjoints are read (columns)
+    lanes: int
+    one_sweep: bool  # every seed fits in one reverse sweep
+    check: bool
+    python: bool  # the Python backend: its kernels compute on Python scalars
+    keep: tuple[bool, ...]  # parameters whose values per item are returned
+
+
+def batch_names(f: ReversibleFunction, batch: Any) -> tuple[int, ...]:
+    names = (batch,) if isinstance(batch, (str, int)) else tuple(batch)
+    if not names:
+        raise ValueError("batch= names no argument")
+    ks = tuple(_param_index(f, b, "batch") for b in names)
+    if len(set(ks)) != len(ks):
+        raise ValueError("batch= names an argument twice")
+    return ks
+
+
+class _Batched:
+    """Splits batched arguments into items, compiles and runs the driver."""
+
+    def __init__(self, f: ReversibleFunction, b: _Backward, batch: Any, api: str):
+        self.f, self.b, self.api = f, b, api
+        self.batch = batch_names(f, batch)
+        self._drivers: dict[tuple, Callable] = {}
+
+    # -- arguments ---------------------------------------------------------------------
+    def split(self, args: tuple) -> tuple[int, tuple, tuple]:
+        """(n, the arguments with batched arrays made contiguous, the first item)."""
+        f = self.f
+        if len(args) != len(f.params):
+            raise TypeError(f"{f.__name__}() takes {len(f.params)} argument(s) "
+                            f"({', '.join(f.params)}) but {len(args)} were given")
+        n = None
+        args = list(args)
+        for k in self.batch:
+            a, name = args[k], f.params[k]
+            if not isinstance(a, np.ndarray) or a.ndim == 0:
+                raise TypeError(f"{self.api}: batch argument `{name}` must be an array whose first "
+                                f"axis runs over the items, got {type(a).__name__}")
+            if n is None:
+                n = a.shape[0]
+            elif a.shape[0] != n:
+                first = f.params[self.batch[0]]
+                raise ValueError(f"{self.api}: batch arguments disagree on the number of items: "
+                                 f"`{first}` has {n}, `{name}` has {a.shape[0]}")
+        arrays = [(p, a) for p, a in zip(f.params, args) if isinstance(a, np.ndarray)]
+        for i, (p1, a1) in enumerate(arrays):
+            for p2, a2 in arrays[i + 1:]:
+                if np.may_share_memory(a1, a2):
+                    raise ReversibilityError(
+                        f"arguments `{p1}` and `{p2}` of {f.__name__} share memory: updating one "
+                        "would change the other, which is not reversible (pass a copy)",
+                        variable=p2, function=f.name, stage="call")
+        if n == 0:
+            raise ValueError(f"{self.api}: the batch is empty (0 items)")
+        for k in self.batch:  # rows of a C-contiguous array are C-contiguous views
+            if not args[k].flags.c_contiguous:
+                args[k] = np.ascontiguousarray(args[k])
+        return n, tuple(args), self.item(args, 0)
+
+    def item(self, args, i: int) -> tuple:
+        return tuple(_python_scalar(a[i]) if k in self.batch else a for k, a in enumerate(args))
+
+    # -- the driver --------------------------------------------------------------------
+    def layout(self, sig, outputs, wrt, lanes, n_rows, keep_values) -> _Layout:
+        f, b = self.f, self.b
+        written = tuple(p in f._program.written_params() for p in f.params)
+        batched = tuple(k in self.batch for k in range(len(sig)))
+        return _Layout(sig, batched, written,
+                       tuple(b.has_adjoint(p, t) for p, t in zip(f.params, sig)),
+                       tuple(outputs), tuple(wrt), lanes, n_rows <= lanes, f._program.check,
+                       f._program.backend == "python",
+                       tuple(keep_values and (bk or wk) for bk, wk in zip(batched, written)))
+
+    def driver(self, lay: _Layout) -> Callable:
+        hit = self._drivers.get(lay)
+        if hit is not None:
+            return hit
+        f, b = self.f, self.b
+        fwd = f.compiled_kernel("forward", lay.sig)
+        bwd = f.compiled_kernel("backward", lay.sig, lay.lanes, b.inactive)
+        source = _driver_source(lay, f.params)
+        header = (f"# revbench batched driver for {f.__name__}\n"
+                  f"# kernels: {fwd.generated.key} {bwd.generated.key}\n")
+        source = header + "import numpy as np\n\n" + source
+        key = hashlib.sha256(source.encode()).hexdigest()[:32]
+        backend = f._program.backend
+        mod = load_module(key, source, "nb" if backend == "numba" else "py",
+                          {"_rb_fwd": fwd.run, "_rb_bwd": bwd.run})
+        run = mod.driver
+        if backend == "numba":
+            run = getattr(mod, "_rb_dispatcher", None)
+            if run is None:
+                import numba
+
+                run = numba.njit(cache=True, boundscheck=False)(mod.driver)
+                mod._rb_dispatcher = run
+        self._drivers[lay] = run
+        return run
+
+    def run(self, lay: _Layout, n: int, args: tuple, item0: tuple, rows: list[tuple[int, int]],
+            blocks: list[np.ndarray], values: list[np.ndarray]) -> None:
+        """Run the driver; on a failure, find the failing item and raise its own error."""
+        seed_param = np.array([k for k, _ in rows], dtype=np.int64)
+        seed_flat = np.array([r for _, r in rows], dtype=np.int64)
+        block_row = np.array(_block_rows(rows), dtype=np.int64)
+        atol, rtol = get_tolerance()
+        catol, crtol = _tolerance(self.f)
+        drive = self.driver(lay)
+        try:
+            bad = drive(*args, seed_param, seed_flat, block_row, *blocks, *values, n,
+                        atol, rtol, catol, crtol)
+        except Exception as exc:  # a runtime check (or an error) inside some item
+            self.reraise_for_item(args, n, exc)
+            raise
+        if bad >= 0:
+            self.reraise_for_item(args, n, None, start=int(bad))
+            raise ReversibilityError(f"{self.api}: the reverse sweep of item {bad} did not "
+                                     "recover its arguments")
+
+    def reraise_for_item(self, args: tuple, n: int, exc: BaseException | None,
+                         start: int = 0) -> None:
+        """Run items through the unbatched derivative until one raises; raise that error
+        with a note naming the item.  Returns if none raises."""
+        check = self.unbatched()
+        for i in range(start, n):
+            try:
+                check(*self.item(args, i))
+            except Exception as err:
+                if hasattr(err, "add_note"):
+                    err.add_note(f"(in batch item {i} of {self.api})")
+                raise err.with_traceback(None) from None
+
+    def unbatched(self) -> Callable:
+        raise NotImplementedError
+
+
+def _block_rows(rows: list[tuple[int, int]]) -> list[int]:
+    """The row inside its output's block of each seeded row."""
+    out, seen = [], {}
+    for k, _ in rows:
+        out.append(seen.get(k, 0))
+        seen[k] = seen.get(k, 0) + 1
+    return out
+
+
+def _driver_source(lay: _Layout, params: tuple[str, ...]) -> str:
+    """The driver: for each item, the forward kernel, then reverse sweeps of
+    ``lay.lanes`` seeds each; adjoints of ``wrt`` go into ``J_o_w[i, row, :]``."""
+    P = [f"P{k}" for k in range(len(params))]
+    J = [f"J{o}_{w}" for o in lay.outputs for w in lay.wrt]
+    V = [f"V{k}" for k in range(len(params)) if lay.keep[k]]
+    out = [f"def driver({', '.join([*P, 'seed_param', 'seed_flat', 'block_row', *J, *V])}, "
+           "n, atol, rtol, catol, crtol):",
+           "    m = seed_param.shape[0]",
+           "    for i in range(n):"]
+    ind = " " * 8
+    for k, t in enumerate(lay.sig):
+        src = f"P{k}[i]" if lay.batched[k] else f"P{k}"
+        if t.is_array and lay.written[k]:
+            src += ".copy()"
+        elif not t.is_array and lay.batched[k] and lay.python:
+            src += ".item()"  # as a call from Python passes it (NumPy scalars round otherwise)
+        out.append(f"{ind}a{k} = {src}")
+    call = ", ".join(f"a{k}" for k in range(len(params)))
+    out.append(f"{ind}r = _rb_fwd({call}, atol, rtol)")
+    for k in range(len(params)):
+        out.append(f"{ind}s{k} = r[{k}]")
+        if lay.keep[k]:
+            out.append(f"{ind}V{k}[i] = s{k}")
+    out.append(f"{ind}for start in range(0, m, {lay.lanes}):")
+    ind2 = ind + "    "
+    for k, t in enumerate(lay.sig):
+        # a sweep runs on the state after the forward run and changes it: the next
+        # sweep needs its own copy (one sweep, the usual case, needs none)
+        copy = t.is_array and lay.written[k] and not lay.one_sweep
+        out.append(f"{ind2}t{k} = s{k}.copy()" if copy else f"{ind2}t{k} = s{k}")
+    adj_names: list[str] = []
+    for lane in range(lay.lanes):
+        out.append(f"{ind2}row = start + {lane}")
+        for k, t in enumerate(lay.sig):
+            if not lay.adjoint[k]:
+                continue
+            g = f"g{lane}_{k}"
+            adj_names.append(g)
+            if t.is_array:
+                out.append(f"{ind2}{g} = np.zeros_like(s{k})")
+                if k in lay.outputs:
+                    out.append(f"{ind2}if row < m and seed_param[row] == {k}:")
+                    out.append(f"{ind2}    {g}.reshape(-1)[seed_flat[row]] = 1.0")
+            else:
+                zero = "0j" if t.dtype == "complex" else "0.0"
+                if k in lay.outputs:
+                    out.append(f"{ind2}{g} = 1.0 if row < m and seed_param[row] == {k} else {zero}")
+                else:
+                    out.append(f"{ind2}{g} = {zero}")
+    tcall = ", ".join(f"t{k}" for k in range(len(params)))
+    out.append(f"{ind2}res = _rb_bwd({tcall}, {', '.join(adj_names)}, atol, rtol)")
+    if lay.check:  # the sweep gave back the item's arguments (as grad checks)
+        for k, t in enumerate(lay.sig):
+            if not lay.written[k]:
+                continue
+            entry = f"P{k}[i]" if lay.batched[k] else f"P{k}"
+            if t.dtype in ("int", "bool"):
+                cond = (f"not np.array_equal(res[{k}], {entry})" if t.is_array
+                        else f"res[{k}] != {entry}")
+            else:
+                a, e = f"res[{k}]", entry
+                ok = f"(({a} == {e}) | (np.abs({a} - {e}) <= catol + crtol * np.abs({e})) | " \
+                     f"(({a} != {a}) & ({e} != {e})))"
+                cond = f"not np.all({ok})" if t.is_array else f"not {ok}"
+            out.append(f"{ind2}if {cond}:")
+            out.append(f"{ind2}    return i")
+    per_lane = sum(lay.adjoint)
+    slot = {k: sum(lay.adjoint[:k]) for k in range(len(params))}
+    npar = len(params)
+    for lane in range(lay.lanes):
+        out.append(f"{ind2}row = start + {lane}")
+        out.append(f"{ind2}if row < m:")
+        for o in lay.outputs:
+            out.append(f"{ind2}    if seed_param[row] == {o}:")
+            for w in lay.wrt:
+                src = f"res[{npar + lane * per_lane + slot[w]}]"
+                if lay.sig[w].is_array:
+                    out.append(f"{ind2}        J{o}_{w}[i, block_row[row], :] = {src}.reshape(-1)")
+                else:
+                    out.append(f"{ind2}        J{o}_{w}[i, block_row[row], 0] = {src}")
+    out.append("    return -1")
+    return "\n".join(out) + "\n"
+
+
+def _float_params(f, sig, ks, what: str) -> None:
+    for k in ks:
+        if sig[k].dtype != "float":
+            raise ReversibilityTypeError(
+                f"{what} `{f.params[k]}` of {f.__name__} must be float (got {sig[k]})",
+                variable=f.params[k], function=f.name, stage="ad")
+
+
+def _size(a) -> int:
+    return a.size if isinstance(a, np.ndarray) else 1
+
+
+def batched_jacobian(f: ReversibleFunction, out_names: tuple, wrt_names: tuple, batch: Any,
+                     shape_result: Callable[[tuple], Any]) -> Callable[..., Any]:
+    """``jacobian(..., batch=...)``: blocks of shape ``(n, out.size, wrt.size)``."""
+    from revbench.ad import jacobian
+
+    b = _Backward(f, wrt_names + out_names)
+    api = f"jacobian({f.__name__})"
+    bat = _Batched(f, b, batch, api)
+    bat.unbatched = lambda: jacobian(f, out_names, wrt_names)
+
+    def run(*args):
+        n, args, item = bat.split(args)
+        sig = f.signature_of(item)
+        ko = [_param_index(f, o, "outputs") for o in out_names]
+        kw = [_param_index(f, w, "wrt") for w in wrt_names]
+        for what, ks in (("outputs", ko), ("wrt", kw)):
+            _float_params(f, sig, ks, what)
+            if len(set(ks)) != len(ks):
+                raise ValueError(f"jacobian: {what} names an argument twice")
+        rows = [(k, r) for k in ko for r in range(_size(item[k]))]
+        lanes = max(1, min(len(rows), LANES))
+        lay = bat.layout(sig, ko, kw, lanes, len(rows), keep_values=False)
+        blocks = [np.zeros((n, _size(item[o]), _size(item[w]))) for o in ko for w in kw]
+        bat.run(lay, n, args, item, rows, blocks, [])
+        nw = len(kw)
+        return shape_result(tuple(tuple(blocks[a * nw + c] for c in range(nw))
+                                  for a in range(len(ko))))
+
+    run.__name__ = f"jacobian({f.__name__}, batched)"
+    return run
+
+
+def batched_value_and_grad(f: ReversibleFunction, loss: Any, wrt: Any, batch: Any,
+                           keep_values: bool, api: str) -> Callable[..., tuple]:
+    """``value_and_grad(..., batch=...)``: per item, the outputs and the gradients.
+
+    Each result has a leading axis of length n (item i's outputs and gradients), except
+    that a shared argument the function does not change is returned as it is.
+    """
+    from revbench.ad import value_and_grad
+
+    b = _Backward(f, wrt)
+    bat = _Batched(f, b, batch, f"{api}({f.__name__})")
+    bat.unbatched = lambda: value_and_grad(f, loss, wrt)
+
+    def run(*args):
+        n, args, item = bat.split(args)
+        sig = f.signature_of(item)
+        seed = _resolve_loss(f, loss, sig, item)
+        flat = 0 if seed.index is None else int(np.ravel_multi_index(seed.index, item[seed.param].shape))
+        kw = [k for k, (p, t) in enumerate(zip(f.params, sig)) if b.has_adjoint(p, t)]
+        lay = bat.layout(sig, [seed.param], kw, 1, 1, keep_values)
+        blocks = [np.zeros((n, 1, _size(item[w])), dtype=NUMPY_DTYPES[sig[w].dtype]) for w in kw]
+        values = [np.empty((n, *np.shape(a)), dtype=NUMPY_DTYPES[t.dtype])
+                  for a, t, keep in zip(item, sig, lay.keep) if keep]
+        bat.run(lay, n, args, item, [(seed.param, flat)], blocks, values)
+        grads: list[Any] = [None] * len(sig)
+        for w, blk in zip(kw, blocks):
+            grads[w] = blk.reshape((n, *np.shape(item[w])))
+        if not keep_values:
+            return None, tuple(grads)
+        kept = iter(values)
+        outs = tuple(next(kept) if keep else a for keep, a in zip(lay.keep, args))
+        return outs, tuple(grads)
+
+    run.__name__ = f"{api}({f.__name__}, batched)"
+    return run

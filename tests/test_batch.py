@@ -1,0 +1,214 @@
+"""Batched derivatives (``batch=``): the same numbers as the unbatched call per item.
+
+The reference is the unbatched ``jacobian`` / ``value_and_grad`` run item by
+item; the batched call runs one compiled loop, so every test compares the two,
+on both backends and with checks off, then bad input and failing items.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from test_ad_roundtrip import CHAOS
+
+import revbench
+
+SRC = '''
+def project(r, cam, X, w, feat):
+    with routine:
+        p = np.zeros(3)
+        for j in range(3):
+            p[j] += X[j] - cam[3 + j]
+        u = p[0] / p[2] + cam[0] * p[1]
+        v = p[1] / p[2] - cam[1] * p[0]
+    r[0] += w * (cam[2] * u - feat[0])
+    r[1] += w * (cam[2] * v - feat[1])
+    ~routine
+
+
+def energy(e, x, k, c, z):
+    e += k * np.sum(x * x) + c * x[0] + abs(z) * x[1]
+    x[1] += c * 0.5
+'''
+
+VARIANTS = [("numba", True), ("python", True), ("numba", False)]
+IDS = ["numba", "python", "numba-unchecked"]
+
+
+def _data(n: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    cams = rng.normal(size=(n, 6))
+    cams[:, 5] = -5.0  # the points lie in front of the cameras
+    return (np.zeros((n, 2)), cams, rng.normal(size=(n, 3)), rng.uniform(0.5, 2.0, n),
+            rng.normal(size=(n, 2)))
+
+
+@pytest.fixture(params=VARIANTS, ids=IDS)
+def ns(request):
+    backend, check = request.param
+    return revbench.define(SRC, backend=backend, check=check)
+
+
+def test_batched_jacobian_is_the_jacobian_of_each_item(ns):
+    f = ns["project"]
+    args = _data(7)
+    saved = [a.copy() for a in args]
+    jb = revbench.jacobian(f, outputs="r", wrt=("cam", "X", "w"),
+                           batch=("r", "cam", "X", "w", "feat"))(*args)
+    one = revbench.jacobian(f, outputs="r", wrt=("cam", "X", "w"))
+    for i in range(7):
+        ji = one(*(a[i] for a in args))
+        for blk, ref in zip(jb, ji):
+            np.testing.assert_array_equal(blk[i], ref)
+    assert [b.shape for b in jb] == [(7, 2, 6), (7, 2, 3), (7, 2, 1)]
+    for a, s in zip(args, saved):
+        np.testing.assert_array_equal(a, s)  # the caller's arrays are untouched
+
+
+def test_shared_arguments_and_a_single_block(ns):
+    f = ns["project"]
+    r, cams, X, _w, feat = _data(5)
+    # one camera and one weight for every point
+    jb = revbench.jacobian(f, outputs="r", wrt="X", batch=("r", "X", "feat"))(
+        r, cams[0], X, 1.5, feat)
+    one = revbench.jacobian(f, outputs="r", wrt="X")
+    for i in range(5):
+        np.testing.assert_array_equal(jb[i], one(r[i], cams[0], X[i], 1.5, feat[i]))
+
+
+def test_many_rows_take_several_sweeps():
+    # 12 outputs: more than the 8 seeds of one reverse sweep
+    ns = revbench.define('''
+def outer(y, a, b):
+    for i in range(len(y)):
+        y[i] += a[i % len(a)] * b[i % len(b)] * a[0]
+''')
+    rng = np.random.default_rng(1)
+    y, a, b = np.zeros((4, 12)), rng.normal(size=(4, 3)), rng.normal(size=(4, 2))
+    ja, jb = revbench.jacobian(ns["outer"], outputs="y", wrt=("a", "b"), batch=(0, 1, 2))(y, a, b)
+    one = revbench.jacobian(ns["outer"], outputs="y", wrt=("a", "b"))
+    for i in range(4):
+        ra, rb = one(y[i], a[i], b[i])
+        np.testing.assert_array_equal(ja[i], ra)
+        np.testing.assert_array_equal(jb[i], rb)
+
+
+def test_batched_value_and_grad_per_item(ns):
+    f = ns["energy"]
+    rng = np.random.default_rng(2)
+    x, c, z = rng.normal(size=(6, 3)), rng.normal(size=6), rng.normal(size=6) + 1j
+    e = np.zeros(6)
+    outs, grads = revbench.value_and_grad(f, loss="e", batch=("e", "x", "c", "z"))(e, x, 0.7, c, z)
+    vg = revbench.value_and_grad(f, loss="e")
+    for i in range(6):
+        o, g = vg(e[i], x[i], 0.7, c[i], z[i])
+        assert outs[0][i] == o[0]
+        np.testing.assert_array_equal(outs[1][i], o[1])
+        assert outs[2] == 0.7  # shared, read-only: returned as given
+        assert grads[0][i] == g[0] and grads[2][i] == g[2] and grads[3][i] == g[3]
+        np.testing.assert_array_equal(grads[1][i], g[1])
+        assert grads[4][i] == g[4]
+    assert grads[1].shape == (6, 3) and grads[4].dtype == np.complex128
+    np.testing.assert_array_equal(x[:, 1], x[:, 1])  # not modified (x is written by energy)
+    g = revbench.grad(f, loss="e", batch=("e", "x", "c", "z"), wrt="x")(e, x, 0.7, c, z)
+    np.testing.assert_array_equal(g[1], grads[1])
+
+
+def test_loss_element_of_a_batched_array():
+    ns = revbench.define('''
+def two(y, x):
+    y[0] += x * x
+    y[1] += 3.0 * x
+''')
+    y, x = np.zeros((3, 2)), np.array([1.0, 2.0, 3.0])
+    g = revbench.grad(ns["two"], loss=("y", 1), batch=("y", "x"))(y, x)
+    np.testing.assert_array_equal(g[1], [3.0, 3.0, 3.0])
+    g = revbench.grad(ns["two"], loss=("y", 0), batch=("y", "x"))(y, x)
+    np.testing.assert_array_equal(g[1], 2 * x)
+
+
+def test_input_is_not_changed_by_a_batched_written_argument():
+    ns = revbench.define("def inc(y, x):\n    y += x\n    x *= 2.0\n")
+    y, x = np.zeros(4), np.arange(1.0, 5.0)
+    outs, g = revbench.value_and_grad(ns["inc"], loss="y", batch=(0, 1))(y, x)
+    np.testing.assert_array_equal(outs[1], 2 * np.arange(1.0, 5.0))
+    np.testing.assert_array_equal(x, np.arange(1.0, 5.0))
+    np.testing.assert_array_equal(y, 0.0)
+    np.testing.assert_array_equal(g[1], 1.0)
+
+
+# -- bad input -------------------------------------------------------------------------
+def test_batch_arguments_must_agree(ns):
+    f = ns["project"]
+    r, cams, X, w, feat = _data(4)
+    jac = revbench.jacobian(f, outputs="r", wrt="X", batch=("r", "cam", "X", "w", "feat"))
+    with pytest.raises(ValueError, match="disagree on the number of items: `r` has 4, `X` has 3"):
+        jac(r, cams, X[:3], w, feat)
+    with pytest.raises(TypeError, match="batch argument `w` must be an array"):
+        jac(r, cams, X, 1.0, feat)
+    with pytest.raises(ValueError, match="the batch is empty"):
+        jac(r[:0], cams[:0], X[:0], w[:0], feat[:0])
+    with pytest.raises(ValueError, match="is not an argument"):
+        revbench.jacobian(f, outputs="r", wrt="X", batch=("nope",))
+    with pytest.raises(ValueError, match="names an argument twice"):
+        revbench.grad(f, loss="w", batch=("X", "X"))
+    with pytest.raises(revbench.ReversibilityError, match="share memory"):
+        jac(r, cams, X, w, X[:, :2])
+
+
+def test_a_failing_item_raises_its_own_error_naming_it():
+    ns = revbench.define('''
+def scaled(y, x, s):
+    y += x
+    y *= s
+''')
+    y, x, s = np.zeros(5), np.ones(5), np.array([1.0, 2.0, 0.0, 3.0, 0.0])
+    g = revbench.grad(ns["scaled"], loss="y", batch=(0, 1, 2))
+    with pytest.raises(revbench.ReversibilityError, match="the operand is zero") as err:
+        g(y, x, s)
+    assert "batch item 2" in "".join(getattr(err.value, "__notes__", []))
+    np.testing.assert_array_equal(y, 0.0)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_an_item_whose_sweep_does_not_recover_it_raises():
+    # the standard map: item 0 (k = 0) moves in straight lines and comes back; item 1
+    # (k = 6) is chaotic, and running it backwards does not recover its start
+    ns = revbench.define(textwrap.dedent(CHAOS))
+    x = np.array([[0.1, 0.7, 1.3, 2.9]] * 2)
+    p = np.array([[0.0, 0.2, -0.3, 0.5]] * 2)
+    g = revbench.grad(ns["chaos"], loss="L", batch=("L", "x", "p", "k"))
+    with pytest.raises(revbench.ReversibilityError, match="did not recover the value of argument") \
+            as err:
+        g(np.zeros(2), x, p, np.array([0.0, 6.0]), 2000)
+    assert "batch item 1" in str(err.value) + "".join(getattr(err.value, "__notes__", []))
+    ok = g(np.zeros(1), x[:1], p[:1], np.array([0.0]), 2000)
+    assert ok[1][0][0] == 1.0
+
+
+def test_driver_loads_from_the_cache_in_a_new_process(tmp_path):
+    code = textwrap.dedent('''
+        import sys
+        import numpy as np
+        import revbench
+        ns = revbench.define("def sq(y, x):\\n    y += x * x\\n")
+        g = revbench.grad(ns["sq"], loss="y", batch=(0, 1))(np.zeros(3), np.arange(3.0))
+        assert list(g[1]) == [0.0, 2.0, 4.0]
+        hits = sum(sum(m._rb_dispatcher.stats.cache_hits.values())
+                   for name, m in list(sys.modules.items())
+                   if name.startswith("rbgen_") and hasattr(m, "driver")
+                   and hasattr(m, "_rb_dispatcher"))
+        print("hits", hits)
+    ''')
+    env = {**os.environ, "REVBENCH_CACHE_DIR": str(tmp_path)}
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                           timeout=300) for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr
+    assert "hits 0" in runs[0].stdout
+    assert "hits 1" in runs[1].stdout
