@@ -35,25 +35,17 @@ def gmm_objective_src(err, alphas, means, icf, x, gamma, m, wishart_const):
         with routine as main:                      # noqa: F821 (a revbench keyword)
             main_term = np.zeros(k_comp)
             for k in range(k_comp):
-                # UNNATURAL: `xc = x[i] - means[k]`: no slices, no row views
                 with routine as qx_of_k:           # noqa: F821
                     xc = np.zeros(d)
+                    xc += x[i] - means[k]          # rows: views, no copies
                     qx = np.zeros(d)
-                    for j in range(d):
-                        xc[j] += x[i, j] - means[k, j]
-                    for j in range(d):
-                        qx[j] += math.exp(icf[k, j]) * xc[j]
+                    qx += np.exp(icf[k, :d]) * xc
                     p = d                          # running index into the lower triangle
                     for l in range(d):             # noqa: E741
                         for j in range(l + 1, d):
                             qx[j] += icf[k, p] * xc[l]
                             p += 1
-                # UNNATURAL: `main_term[k] = alphas[k] + sum(icf[k, :d]) - 0.5 * sqnorm(qx)`
-                main_term[k] += alphas[k]
-                for j in range(d):
-                    main_term[k] += icf[k, j]
-                for j in range(d):
-                    main_term[k] -= 0.5 * qx[j] * qx[j]
+                main_term[k] += alphas[k] + np.sum(icf[k, :d]) - 0.5 * np.dot(qx, qx)
                 ~qx_of_k
         logsumexp(err, main_term)
         ~main
@@ -88,12 +80,9 @@ def wishart_constant(gamma: float, m: int, d: int) -> float:
 
 
 def ba_residual_src(r, cam, X, w, feat):
-    # UNNATURAL: `Xc = X - cam[3:6]`, `rotate(cam[0:3], Xc)`: no slices, so the
-    # components are written out
     with routine as proj:                          # noqa: F821
         xc = np.zeros(3)
-        for j in range(3):
-            xc[j] += X[j] - cam[3 + j]
+        xc += X - cam[3:6]
         xr = np.zeros(3)                           # the rotated point (Rodrigues)
         sqtheta = cam[0] * cam[0] + cam[1] * cam[1] + cam[2] * cam[2]
         if sqtheta != 0.0:

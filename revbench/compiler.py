@@ -223,7 +223,8 @@ class Program:
             # no runtime check reads the uncomputed ancillas: drop the dead inverse work
             # (a reverse sweep's uncomputation, a forward run's `~routine`)
             func = prune(func)
-        typed = infer(hoist(func), typed.params)  # types again: hoisting adds locals
+        ndims = {n: t.ndim for n, t in typed.env.items()}
+        typed = infer(hoist(func, ndims), typed.params)  # types again: hoisting adds locals
         injected: dict[str, object] = {}
 
         def callee_symbol(call: ir.Call, types: tuple[VarType, ...]) -> str:

@@ -212,3 +212,34 @@ def test_driver_loads_from_the_cache_in_a_new_process(tmp_path):
         assert r.returncode == 0, r.stderr
     assert "hits 0" in runs[0].stdout
     assert "hits 1" in runs[1].stdout
+
+
+def test_a_users_module_level_driver_is_cached_across_processes(tmp_path):
+    # docs/ad.md section 8: kernels as module-level names, the driver @njit(cache=True)
+    (tmp_path / "user_driver.py").write_text(textwrap.dedent('''
+        import numba
+        import numpy as np
+        import revbench
+
+        @revbench.reversible
+        def sq(y, x):
+            y += x * x
+
+        fwd = sq.kernel("forward", 0.0, 1.0)
+
+        @numba.njit(cache=True)
+        def driver(xs):
+            out = 0.0
+            for i in range(len(xs)):
+                out += fwd(0.0, xs[i], 1e-8, 1e-8)[0]
+            return out
+
+        assert driver(np.arange(4.0)) == 14.0
+        print("hits", sum(driver.stats.cache_hits.values()))
+    '''))
+    env = {**os.environ, "REVBENCH_CACHE_DIR": str(tmp_path / "cache")}
+    runs = [subprocess.run([sys.executable, "user_driver.py"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=300) for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr
+    assert "hits 0" in runs[0].stdout and "hits 1" in runs[1].stdout

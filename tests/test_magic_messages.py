@@ -601,7 +601,7 @@ BAD_CELLS = [
     "while (y < 10.0, y > 0.5):\n    y += 1.0",
     "for i in range(n):\n    n += 1",
     "a[n - 3] += a[0]",
-    "A[0] += 1.0",
+    "A[0] += a",
 ]
 
 

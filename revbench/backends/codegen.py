@@ -20,56 +20,13 @@ from dataclasses import dataclass, field
 from revbench.backends import runtime
 from revbench.backends.runtime import CheckInfo
 from revbench.lang import ir
+from revbench.lang.text import expr_text
 from revbench.lang.types import NUMPY_NAMES, TypedFunction, VarType
 from revbench.rules import functions as fn_rules
 from revbench.rules.instructions import UPDATES
 from revbench.transforms.invert import invert_body
 
 CODEGEN_VERSION = "2"  # 2: checked int64 helpers (their Numba versions are not in the text)
-
-
-# --------------------------------------------------------------------------- #
-# Readable text of IR (for messages)
-# --------------------------------------------------------------------------- #
-def expr_text(e) -> str:
-    """The user-facing text of an IR expression (``x[i] * sin(t)``)."""
-    if isinstance(e, str):
-        return repr(e)
-    if isinstance(e, ir.Const):
-        return repr(e.value)
-    if isinstance(e, ir.Var):
-        return e.name
-    if isinstance(e, ir.Elem):
-        return f"{e.name}[{', '.join(expr_text(i) for i in e.indices)}]"
-    if isinstance(e, ir.BinOp):
-        return f"{_wrap(e.left)} {e.op} {_wrap(e.right)}"
-    if isinstance(e, ir.UnaryOp):
-        return f"not {_wrap(e.operand)}" if e.op == "not" else f"{e.op}{_wrap(e.operand)}"
-    if isinstance(e, ir.Func):
-        return f"{e.name}({', '.join(expr_text(a) for a in e.args)})"
-    if isinstance(e, ir.Len):
-        return f"len({e.name})"
-    if isinstance(e, ir.Shape):
-        return f"{e.name}.shape[{e.axis}]"
-    if isinstance(e, ir.IfExp):
-        return f"{_wrap(e.then)} if {_wrap(e.cond)} else {_wrap(e.orelse)}"
-    if isinstance(e, ir.Compare):
-        parts = [_wrap(e.operands[0])]
-        for op, o in zip(e.ops, e.operands[1:]):
-            parts += [op, _wrap(o)]
-        return " ".join(parts)
-    if isinstance(e, ir.BoolOp):
-        return f" {e.op} ".join(_wrap(v) for v in e.values)
-    if isinstance(e, ir.Reduce):
-        name = {"sum": "np.sum", "sum1": "sum", "dot": "np.sum"}[e.kind]
-        return f"{name}({expr_text(e.arg)})"
-    if isinstance(e, ir.ArrayAlloc):
-        if e.kind == "zeros":
-            shape = expr_text(e.shape[0]) if len(e.shape) == 1 else \
-                "(" + ", ".join(expr_text(s) for s in e.shape) + ")"
-            return f"np.zeros({shape})"
-        return f"np.zeros_like({e.source})" if e.kind == "zeros_like" else f"{e.source}.copy()"
-    return f"<{type(e).__name__}>"
 
 
 #: the zero each dtype's sum starts from
@@ -104,6 +61,23 @@ def _evaluated_first(s: ir.Stmt, check: bool) -> tuple[ir.Expr, ...]:
     return ()
 
 
+def _extreme_start(dtype: str, largest: bool) -> str:
+    """What a search for the largest (smallest) element starts from: below (above) all."""
+    return {"float": "(-_rb_math.inf)" if largest else "_rb_math.inf",
+            "int": "(-9223372036854775807 - 1)" if largest else "9223372036854775807",
+            "bool": "False" if largest else "True"}[dtype]
+
+
+def _subarray_places(s: ir.Stmt) -> tuple[ir.Expr, ...]:
+    """Where a statement may hold sub-arrays besides ``_evaluated_first``: its target
+    and call arguments (and a reverse sweep's adjoint arguments)."""
+    if isinstance(s, ir.Update):
+        return (s.target,)
+    if isinstance(s, ir.Call):
+        return (*s.args, *(a for a in s.adj_args if a is not None))
+    return ()
+
+
 def _post_order(e: ir.Expr):
     """Every sub-expression, children before their parent (inner sums first)."""
     for c in ir.sub_expressions(e):
@@ -113,14 +87,6 @@ def _post_order(e: ir.Expr):
 
 def _finite(v) -> bool:
     return abs(v) < float("inf")
-
-
-def _wrap(e) -> str:
-    t = expr_text(e)
-    simple = isinstance(e, (ir.Const, ir.Var, ir.Elem, ir.Func, ir.Len, ir.Shape))
-    if isinstance(e, ir.Const) and isinstance(e.value, (int, float)) and e.value < 0:
-        simple = False
-    return t if simple else f"({t})"
 
 
 # --------------------------------------------------------------------------- #
@@ -195,6 +161,7 @@ class Emitter:
         self._dtypes: dict[int, tuple[object, str]] = {}  # id(expr) -> (expr, its dtype)
         self._loc = ir.NO_LOC  # the statement being generated (for checks in expressions)
         self._sums: dict[int, tuple[ir.Reduce, str]] = {}  # id(Reduce) -> (it, its local)
+        self._views: dict[int, tuple[ir.Elem, tuple]] = {}  # id(sub-array) -> (it, its codes)
 
     # -- plumbing -------------------------------------------------------------
     def emit(self, text: str, loc: ir.Loc | None = None) -> None:
@@ -232,6 +199,8 @@ class Emitter:
                 return f"{e.name}[{', '.join(ew)}]"
             return e.name
         if isinstance(e, ir.Elem):
+            if self.is_view(e):
+                return self.view_elem(e, ew) if ew else self.view_code(e)
             return f"{e.name}[{', '.join(self.x(i) for i in e.indices)}]"
         if isinstance(e, ir.BinOp):
             return self.binop(e, ew)
@@ -285,15 +254,18 @@ class Emitter:
                 return hit[1]
             # outside a statement (the debugger's tracer compiles single expressions): the
             # same sum, in the same order, as one expression
-            lead = next(n.name for n in ir.walk_expr(e.arg)
-                        if isinstance(n, ir.Var) and self.type_of(n.name).is_array)
+            lead = self.array_nodes(e.arg)[0]
+            shape = f"{lead.name}.shape" if isinstance(lead, ir.Var) else f"{self.view_code(lead)}.shape"
             t = self.dtype(e)
             item = self.cast(self.x(e.arg, ("_rb_ix",)), self.dtype(e.arg), t)
             # a lambda's defaults are evaluated where it is written: the names it reads
             names = sorted({n.name for n in ir.walk_expr(e.arg)
                             if isinstance(n, (ir.Var, ir.Elem, ir.Len, ir.Shape))})
             bound = "".join(f", {n}={n}" for n in names)
-            return f"_rb_loop_sum(lambda _rb_ix{bound}: {item}, {lead}.shape, {_ZERO_CODE[t]})"
+            if e.kind in ("max", "min"):
+                return (f"_rb_loop_extreme(lambda _rb_ix{bound}: {item}, {shape}, "
+                        f"{_extreme_start(t, e.kind == 'max')}, {e.kind == 'max'})")
+            return f"_rb_loop_sum(lambda _rb_ix{bound}: {item}, {shape}, {_ZERO_CODE[t]})"
         raise TypeError(f"cannot generate {type(e).__name__}")
 
     def dtype(self, e) -> str:
@@ -379,22 +351,51 @@ class Emitter:
         # sums are computed afresh for each statement (the same IR node may be emitted
         # again later, in an uncompute, where what it reads has changed)
         outer_sums, self._sums = self._sums, {}
-        for e in _evaluated_first(s, self.opt.check):
+        outer_views, self._views = self._views, {}
+        for e in (*_evaluated_first(s, self.opt.check), *_subarray_places(s)):
             for n in _post_order(e):
+                if isinstance(n, ir.Elem) and id(n) not in self._views and self.is_view(n):
+                    self.prepare_view(n, s.loc)
                 if isinstance(n, ir.Reduce) and id(n) not in self._sums:
                     self.reduction(n, s.loc)
         getattr(self, "s_" + type(s).__name__)(s)
-        self._loc, self._sums = outer, outer_sums
+        self._loc, self._sums, self._views = outer, outer_sums, outer_views
+
+    def extreme(self, e: ir.Reduce, loc: ir.Loc) -> None:
+        """Find ``np.max(arg)`` (``np.min``) into a new local before the statement: a loop
+        over the elements in index order; a nan wins, as in NumPy.  With checks on, an
+        empty array raises (NumPy's max of nothing is an error, not -inf)."""
+        lead = self.array_nodes(e.arg)[0]
+        ndim = self.t.expr_type(lead).ndim
+        t, largest = self.dtype(e), e.kind == "max"
+        acc = self.tmp("ext")
+        if self.opt.check:
+            k = self.check("empty", expr_text(e), loc)
+            size = " * ".join(self.shape_code(lead, ax) for ax in range(ndim))
+            self.emit(f"if {size} == 0:", loc)
+            self.emit("    " + self.fail(k, "0", "0"), loc)
+        self.emit(f"{acc} = {_extreme_start(t, largest)}", loc)
+        idx = self.elementwise_loops(lead, ndim, e.arg, loc)
+        v = self.tmp("v")
+        self.emit(f"{v} = {self.x(e.arg, idx)}", loc)
+        nan = f" or {v} != {v}" if t == "float" else ""
+        self.emit(f"if {v} {'>' if largest else '<'} {acc}{nan}:", loc)
+        self.emit(f"    {acc} = {v}", loc)
+        self.level -= ndim
+        self._sums[id(e)] = (e, acc)
 
     def reduction(self, e: ir.Reduce, loc: ir.Loc) -> None:
         """Compute ``np.sum(arg)`` into a new local before the statement that uses it: a
         loop over the elements of the first array ``arg`` reads, in index order."""
-        lead = next(n.name for n in ir.walk_expr(e.arg)
-                    if isinstance(n, ir.Var) and self.type_of(n.name).is_array)
+        if e.kind in ("max", "min"):
+            self.extreme(e, loc)
+            return
+        lead = self.array_nodes(e.arg)[0]
+        ndim = self.t.expr_type(lead).ndim
         t = self.dtype(e)
         acc = self.tmp("sum")
         self.emit(f"{acc} = {_ZERO_CODE[t]}", loc)
-        idx = self.elementwise_loops(lead, self.type_of(lead).ndim, e.arg, loc)
+        idx = self.elementwise_loops(lead, ndim, e.arg, loc)
         item = self.cast(self.x(e.arg, idx), self.dtype(e.arg), t)
         if t == "int" and self.opt.check:
             rule = INT_HELPERS["+"]
@@ -405,16 +406,21 @@ class Emitter:
             self.emit(f"{acc} = _rb_int_wrap({acc} + {item})", loc)
         else:
             self.emit(f"{acc} += {item}", loc)
-        self.level -= self.type_of(lead).ndim
+        self.level -= ndim
         self._sums[id(e)] = (e, acc)
 
     def s_Update(self, s: ir.Update) -> None:
         tt = self.env[s.target.name]
-        if isinstance(s.target, ir.Var) and tt.is_array:
-            idx = self.elementwise_loops(s.target.name, tt.ndim, s.value, s.loc)
-            target = f"{s.target.name}[{', '.join(idx)}]"
+        view = self.is_view(s.target)
+        if (isinstance(s.target, ir.Var) and tt.is_array) or view:
+            ndim = self.t.expr_type(s.target).ndim
+            if self.opt.check and view:
+                for other in s.alias_checks:
+                    self.alias_check(s.target, other, "alias", s.loc)
+            idx = self.elementwise_loops(s.target, ndim, s.value, s.loc)
+            target = self.x(s.target, idx)
             self.scalar_update(s, target, tt.dtype, idx)
-            self.level -= tt.ndim
+            self.level -= ndim
             return
         target = self.x(s.target)
         if self.opt.check and isinstance(s.target, ir.Elem):
@@ -521,24 +527,147 @@ class Emitter:
             return "True"
         return f"abs({x}) < _rb_math.inf"
 
-    def elementwise_loops(self, name: str, ndim: int, value, loc: ir.Loc) -> tuple[str, ...]:
-        """Open loops over every element of array ``name``; returns the index names."""
+    def elementwise_loops(self, lead, ndim: int, value, loc: ir.Loc) -> tuple[str, ...]:
+        """Open loops over every element of ``lead`` (an array variable, its name, or a
+        sub-array); with checks on, first check that every array ``value`` reads
+        elementwise has its shape.  Returns the index names."""
+        if isinstance(lead, str):
+            lead = ir.Var(lead)
         if self.opt.check:
-            for other in sorted({n.name for n in ir.walk_elementwise(value)
-                                 if isinstance(n, ir.Var) and self.type_of(n.name).is_array
-                                 and n.name != name}):
-                k = self.check("shape", name, loc, other)
+            others = {expr_text(n): n for n in self.array_nodes(value)}
+            others.pop(expr_text(lead), None)
+            for text in sorted(others):
+                k = self.check("shape", expr_text(lead), loc, text)
                 for ax in range(ndim):
-                    self.emit(f"if {other}.shape[{ax}] != {name}.shape[{ax}]:", loc)
-                    self.emit("    " + self.fail(k, f"{other}.shape[{ax}]", f"{name}.shape[{ax}]",
-                                                 str(ax)), loc)
+                    mine, theirs = self.shape_code(lead, ax), self.shape_code(others[text], ax)
+                    self.emit(f"if {theirs} != {mine}:", loc)
+                    self.emit("    " + self.fail(k, theirs, mine, str(ax)), loc)
         idx = tuple(self.tmp("i") for _ in range(ndim))
         for ax, i in enumerate(idx):
-            self.emit(f"for {i} in range({name}.shape[{ax}]):", loc)
+            self.emit(f"for {i} in range({self.shape_code(lead, ax)}):", loc)
             self.level += 1
         return idx
 
+    # -- sub-arrays (A[i], x[a:b]) ----------------------------------------------------
+    def is_view(self, e) -> bool:
+        return isinstance(e, ir.Elem) and ir.is_subarray(e, self.type_of(e.name).ndim)
+
+    def array_nodes(self, e) -> list:
+        """The whole arrays and sub-arrays an elementwise expression reads, in order
+        (not those inside its sums, which are summed)."""
+        return [n for n in ir.walk_elementwise(e)
+                if (isinstance(n, ir.Var) and self.type_of(n.name).is_array) or self.is_view(n)]
+
+    def _view_codes(self, e: ir.Elem) -> tuple[tuple, tuple]:
+        """Per axis of the array, the code of its index (``None`` along the sub-array's
+        axes); per axis of the sub-array, the codes of its bounds ``(lo, hi)``."""
+        fixed, spans = [], []
+        for ax in range(self.type_of(e.name).ndim):
+            part = e.indices[ax] if ax < len(e.indices) else None
+            if part is not None and not isinstance(part, ir.Slice):
+                fixed.append(self.x(part))
+                continue
+            fixed.append(None)
+            spans.append(tuple(self.x(b) for b in ir.slice_bounds(e.name, ax, part)))
+        return tuple(fixed), tuple(spans)
+
+    def view_parts(self, e: ir.Elem) -> tuple[tuple, tuple]:
+        hit = self._views.get(id(e))
+        if hit is not None and hit[0] is e:
+            return hit[1]
+        return self._view_codes(e)  # outside a statement (the tracer): inline codes
+
+    def prepare_view(self, e: ir.Elem, loc: ir.Loc) -> None:
+        """Work out a sub-array's indices and bounds once, before its statement's loops
+        (negative bounds counted from the end); with checks on, refuse bounds outside
+        the axis (NumPy would silently clip them, and the shape with them)."""
+        fixed, spans = self._view_codes(e)
+        new_fixed = []
+        for code in fixed:
+            if code is not None and not code.isidentifier() and not code.isdigit():
+                t = self.tmp("k")
+                self.emit(f"{t} = {code}", loc)
+                code = t
+            new_fixed.append(code)
+        axes = [ax for ax, c in enumerate(fixed) if c is None]
+        new_spans = []
+        for ax, (lo, hi) in zip(axes, spans):
+            n = f"{e.name}.shape[{ax}]"
+            if (lo, hi) != ("0", n):
+                tl, th = self.tmp("lo"), self.tmp("hi")
+                self.emit(f"{tl} = {lo}", loc)
+                self.emit(f"{th} = {hi}", loc)
+                if self.opt.check:
+                    k = self.check("slice", expr_text(e), loc)
+                    self.emit(f"if not (0 <= {tl} <= {th} <= {n}):", loc)
+                    self.emit("    " + self.fail(k, tl, th, str(ax), n), loc)
+                lo, hi = tl, th
+            new_spans.append((lo, hi))
+        self._views[id(e)] = (e, (tuple(new_fixed), tuple(new_spans)))
+
+    def view_code(self, e: ir.Elem) -> str:
+        """The sub-array as a NumPy view: ``A[i, lo:hi]``."""
+        fixed, spans = self.view_parts(e)
+        parts, it = [], iter(spans)
+        for ax, code in enumerate(fixed):
+            if code is None:
+                lo, hi = next(it)
+                code = ":" if (lo, hi) == ("0", f"{e.name}.shape[{ax}]") else f"{lo}:{hi}"
+            parts.append(code)
+        return f"{e.name}[{', '.join(parts)}]"
+
+    def view_elem(self, e: ir.Elem, ew: tuple[str, ...]) -> str:
+        """Element ``ew`` of the sub-array, indexed in the array itself (no view object)."""
+        fixed, spans = self.view_parts(e)
+        if len(ew) != len(spans):  # the tracer's one tuple index
+            return f"{self.view_code(e)}[{', '.join(ew)}]"
+        parts, j = [], 0
+        for code in fixed:
+            if code is None:
+                lo = spans[j][0]
+                code = ew[j] if lo == "0" else f"{lo} + {ew[j]}"
+                j += 1
+            parts.append(code)
+        return f"{e.name}[{', '.join(parts)}]"
+
+    def shape_code(self, node, ax: int) -> str:
+        """The length of axis ``ax`` of an array variable or a sub-array."""
+        if isinstance(node, ir.Var):
+            return f"{node.name}.shape[{ax}]"
+        lo, hi = self.view_parts(node)[1][ax]
+        return hi if lo == "0" else f"({hi} - {lo})"
+
+    def axis_range(self, e: ir.Elem, ax: int) -> tuple[str, str]:
+        """The indices ``[lo, hi)`` that element or sub-array ``e`` covers along axis ``ax``
+        of its array (negative indices wrapped)."""
+        n = f"{e.name}.shape[{ax}]"
+        part = e.indices[ax] if ax < len(e.indices) else None
+        if part is None:
+            return "0", n
+        if isinstance(part, ir.Slice):
+            if self.is_view(e):
+                fixed, spans = self.view_parts(e)
+                return spans[sum(1 for c in fixed[:ax] if c is None)]
+            return tuple(self.x(b) for b in ir.slice_bounds(e.name, ax, part))
+        i = self.x(part)
+        w = f"({i} if {i} >= 0 else {i} + {n})"
+        return w, f"{w} + 1"
+
     def alias_check(self, a: ir.Elem, b: ir.Elem, kind: str, loc: ir.Loc) -> None:
+        if self.is_view(a) or self.is_view(b):
+            # sub-arrays: they overlap unless, along some axis both index, their index
+            # ranges are disjoint
+            k = self.check({"alias": "overlap", "call-alias": "call-overlap"}[kind],
+                           expr_text(a), loc, expr_text(b))
+            conds, first = [], ("0", "0")
+            for ax in range(min(len(a.indices), len(b.indices))):
+                (la, ha), (lb, hb) = self.axis_range(a, ax), self.axis_range(b, ax)
+                conds.append(f"{la} < {hb} and {lb} < {ha}")
+                if ax == 0:
+                    first = (f"max({la}, {lb})", f"min({ha}, {hb}) - 1")
+            self.emit(f"if {' and '.join(conds) or 'True'}:", loc)
+            self.emit("    " + self.fail(k, *first), loc)
+            return
         k = self.check(kind, expr_text(a), loc, expr_text(b))
         conds, ia = [], []
         for ax, (i, j) in enumerate(zip(a.indices, b.indices)):
@@ -617,7 +746,7 @@ class Emitter:
     def s_Call(self, s: ir.Call) -> None:
         # argument types follow from the variables' types (fixed per function), so
         # calls in inverted copies of a block need no bookkeeping of their own
-        types = tuple(self.type_of(a.name) if isinstance(a, ir.Var) else self.type_of(a.name).scalar()
+        types = tuple(self.type_of(a.name) if isinstance(a, ir.Var) else self.t.expr_type(a)
                       for a in s.args)
         symbol = self.callee_symbol(s, types)
         if self.opt.check:
@@ -629,6 +758,11 @@ class Emitter:
         for a, changed in zip(args, changes):
             if isinstance(a, ir.Var):
                 names.append(a.name)
+                continue
+            if self.is_view(a):  # a NumPy view: the callee updates the array in place
+                v = self.tmp("a")
+                self.emit(f"{v} = {self.view_code(a)}", s.loc)
+                names.append(v)
                 continue
             idx = []
             for i in a.indices:

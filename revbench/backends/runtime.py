@@ -56,6 +56,12 @@ MESSAGES = {
              "its own target",
     "call-alias": "`{var}` and `{detail}` are the same element at run time: arguments of one "
                   "call must not alias",
+    "overlap": "`{var}` and `{detail}` overlap at run time: an update cannot read its own "
+               "target",
+    "call-overlap": "`{var}` and `{detail}` overlap at run time: arguments of one call must not "
+                    "alias",
+    "slice": "the sub-array `{var}` is out of range along axis {axis}",
+    "empty": "`{var}` of an empty array has no value",
     "zero": "`{detail}` by `{var}`: the operand is zero, which cannot be undone",
     "inexact": "integer `/=` by `{var}` must divide `{detail}` exactly",
     "shape": "`{var}` and `{detail}` must have the same shape for a whole-array statement",
@@ -118,6 +124,14 @@ def to_user_error(exc: CheckFailed) -> ReversibilityError:
         values = f"`{var}` was {_fmt(expected)}, the result is {_fmt(actual)}"
     elif info.kind in ("alias", "call-alias"):
         values = f"both are index {_fmt(expected)}"
+    elif info.kind in ("overlap", "call-overlap"):
+        values = f"they share element(s) from index {_fmt(expected)} to {_fmt(actual)}"
+    elif info.kind == "empty":
+        values = "the array has no elements (NumPy raises here too)"
+    elif info.kind == "slice":
+        values = (f"the bounds are {_fmt(expected)}:{_fmt(actual)} (negative ones counted from "
+                  f"the end), but the axis has length {_fmt(index[1])}; a sub-array `x[a:b]` "
+                  "needs 0 <= a <= b <= len(x)")
     elif info.kind == "inexact":
         values = f"{_fmt(actual)} does not divide {_fmt(expected)}"
     elif info.kind == "shape":
@@ -147,6 +161,20 @@ def loop_sum(item, shape, start):
 
     for ix in np.ndindex(shape):
         start += item(ix)
+    return start
+
+
+def loop_extreme(item, shape, start, largest):
+    """The largest (or smallest) of ``item(i)`` over the indices of ``shape``, as generated
+    code finds it: a nan wins (as in NumPy), else the first extreme in index order."""
+    import numpy as np
+
+    for ix in np.ndindex(shape):
+        v = item(ix)
+        if (v > start if largest else v < start) or v != v:
+            start = v
+            if v != v:
+                break
     return start
 
 

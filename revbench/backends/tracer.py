@@ -49,11 +49,13 @@ from revbench.backends.runtime import (
     CheckInfo,
     CheckTable,
     int_wrap,
+    loop_extreme,
     loop_sum,
     to_user_error,
 )
 from revbench.lang import ir
 from revbench.lang.errors import ReversibilityError, ReversibilityTypeError
+from revbench.lang.text import expr_text
 from revbench.lang.types import NUMPY_DTYPES, VarType
 from revbench.rules.instructions import UPDATES
 from revbench.transforms.invert import invert_body
@@ -190,7 +192,8 @@ def _wrapping(op: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     return lambda a, b: int_wrap(op(a, b))
 
 
-_BASE_GLOBALS = {"_rb_math": math, "_rb_np": np, "_rb_loop_sum": loop_sum, "_rb_int_wrap": int_wrap,
+_BASE_GLOBALS = {"_rb_math": math, "_rb_np": np, "_rb_loop_sum": loop_sum,
+                 "_rb_loop_extreme": loop_extreme, "_rb_int_wrap": int_wrap,
                  "__builtins__": builtins.__dict__}
 _ZERO = {"bool": False, "int": 0, "float": 0.0, "complex": 0j}
 
@@ -228,7 +231,7 @@ def readable(text: str) -> str:
 
 def stmt_text(s: ir.Stmt) -> str:
     """The text of one executed statement (``y -= 3.0 * t + x`` in an inverse)."""
-    x = codegen.expr_text
+    x = expr_text
     if isinstance(s, ir.Update):
         return readable(f"{x(s.target)} {s.op} {x(s.value)}")
     if isinstance(s, ir.Swap):
@@ -326,6 +329,33 @@ class _Code:
 
     def error(self, k: int, expected: Any, actual: Any, *index: Any) -> ReversibilityError:
         return to_user_error(CheckFailed(self.key, k, expected, actual, *index))
+
+
+def _refuse_subarrays(typed) -> None:
+    """The debugger keeps every array of a run in a slot of its own and records changes
+    per slot; a sub-array (``A[i]``, ``x[a:b]``) is a view into another slot's memory,
+    which that model cannot show truthfully yet: refuse it clearly rather than show
+    states that are not the program's."""
+    env, func = typed.env, typed.func
+    for st in ir.walk_stmts(func.body):
+        exprs = []
+        if isinstance(st, ir.Update):
+            exprs = [st.target, st.value]
+        elif isinstance(st, ir.Call):
+            exprs = list(st.args)
+        elif isinstance(st, (ir.Alloc, ir.Dealloc)) and st.init is not None:
+            exprs = [st.init]
+        elif isinstance(st, ir.Swap):
+            exprs = [st.a, st.b]
+        for e in exprs:
+            for n in ir.walk_expr(e):
+                if isinstance(n, ir.Elem) and n.name in env and ir.is_subarray(n, env[n.name].ndim):
+                    raise ReversibilityTypeError(
+                        f"the debugger cannot step through sub-arrays yet: `{expr_text(n)}` "
+                        f"(in reversible function {func.name}, {func.filename}, line "
+                        f"{st.loc.line}); run the function itself (or grad) instead, or index "
+                        "single elements in loops to debug it", function=func.name,
+                        filename=func.filename, lineno=st.loc.line, stage="debugger")
 
 
 def _not_compiled(run: _Run) -> None:  # pragma: no cover - replaced before any run
@@ -445,6 +475,7 @@ class Tracer:
         self._compiling.add(key)
         try:
             typed = prog.typed(direction, signature, 1, inactive)
+            _refuse_subarrays(typed)
             c = _Code(self, prog, direction, typed, check, self.atol, self.rtol)
             c.run = self.body(c, typed.func.body)  # compiles the callees too
             self._codes[key] = c
@@ -522,16 +553,16 @@ class Tracer:
         const_nonzero = isinstance(s.value, ir.Const) and s.value.value != 0
         k_zero = k_inexact = None
         if isinstance(s.target, ir.Elem) and c.check:
-            alias = tuple((c.add_check("alias", codegen.expr_text(s.target), s.loc,
-                                       codegen.expr_text(o)), tuple(c.expr(i) for i in o.indices))
+            alias = tuple((c.add_check("alias", expr_text(s.target), s.loc,
+                                       expr_text(o)), tuple(c.expr(i) for i in o.indices))
                           for o in s.alias_checks)
         else:
             alias = ()
         if c.check and rule.nonzero_operand and not const_nonzero:
-            k_zero = c.add_check("zero", codegen.expr_text(s.value), s.loc, s.op)
+            k_zero = c.add_check("zero", expr_text(s.value), s.loc, s.op)
         if c.check and rule.nonzero_operand and integer and rule.exact_int_division:
-            k_inexact = c.add_check("inexact", codegen.expr_text(s.value), s.loc,
-                                    codegen.expr_text(s.target))
+            k_inexact = c.add_check("inexact", expr_text(s.value), s.loc,
+                                    expr_text(s.target))
         if isinstance(s.target, ir.Var) and t.is_array:
             return self._whole_update(c, s, t, fn, k_zero, k_inexact)
         vcode, G, emit = c.expr(s.value), c.G, self.emit
@@ -665,7 +696,7 @@ class Tracer:
         if not c.check or s.op == "^=":
             return None
         line, action = s.loc.line, stmt_text(s)
-        target, text = codegen.expr_text(s.target), stmt_text(s)
+        target, text = expr_text(s.target), stmt_text(s)
         if t.dtype == "int":
             sym = {"+=": "+", "-=": "-", "*=": "*", "/=": "//"}[s.op]
             exact_op, k = _OPS[sym], c.add_check("overflow", target, s.loc, f"{sym}\t{text}")
@@ -681,7 +712,7 @@ class Tracer:
             return self._shift_guard(c, s)
         fn = _OPS[UPDATES[s.op].python_op]
         inv = _OPS[UPDATES[UPDATES[s.op].inverse].python_op]
-        k_op = c.add_check("nonfinite", codegen.expr_text(s.value), s.loc, s.op) \
+        k_op = c.add_check("nonfinite", expr_text(s.value), s.loc, s.op) \
             if c.typed.expr_type(s.value).dtype in ("float", "complex") else None
         k_res = c.add_check("result", target, s.loc, text)
 
@@ -701,9 +732,9 @@ class Tracer:
         """``codegen.Emitter.float_shift_checked``: a float ``+=`` / ``-=`` by an infinite
         or nan operand, or one that overflows a finite target, cannot be undone."""
         line, action = s.loc.line, stmt_text(s)
-        target, text = codegen.expr_text(s.target), stmt_text(s)
+        target, text = expr_text(s.target), stmt_text(s)
         fn = _OPS[UPDATES[s.op].python_op]
-        k_op = c.add_check("nonfinite", codegen.expr_text(s.value), s.loc, s.op)
+        k_op = c.add_check("nonfinite", expr_text(s.value), s.loc, s.op)
         k_res = c.add_check("result", target, s.loc, text)
 
         def finite(v: Any) -> bool:
@@ -944,7 +975,7 @@ class Tracer:
         changes = tuple(p in written for p in prog.ir.params) + (True,) * (len(args) - len(s.args))
         specs = tuple((a.name, None if isinstance(a, ir.Var) else self._indexer(c, a), ch)
                       for a, ch in zip(args, changes))
-        alias = tuple((c.add_check("call-alias", codegen.expr_text(a), s.loc, codegen.expr_text(b)),
+        alias = tuple((c.add_check("call-alias", expr_text(a), s.loc, expr_text(b)),
                        a.name, self._indexer(c, a), self._indexer(c, b))
                       for a, b in s.alias_checks) if c.check else ()
         params = callee.func.params
@@ -1000,8 +1031,8 @@ class Tracer:
         then, orelse = self.body(c, s.then), self.body(c, s.orelse)
         needs_post = c.check and not (
             s.pre == s.post and not (ir.names_read(s.pre) & ir.names_written(s.then + s.orelse)))
-        k = c.add_check("if-post", codegen.expr_text(s.post), s.loc,
-                        codegen.expr_text(s.pre)) if needs_post else None
+        k = c.add_check("if-post", expr_text(s.post), s.loc,
+                        expr_text(s.pre)) if needs_post else None
         line, header = s.loc.line, stmt_text(s)
         skipped = "else branch" if s.orelse else "skipped"
 
@@ -1019,8 +1050,8 @@ class Tracer:
     def s_While(self, c: _Code, s: ir.While) -> Callable[[_Run], None]:
         cond, post, G = c.expr(s.cond), c.expr(s.post), c.G
         body = self.body(c, s.body)
-        k_entry = c.add_check("while-entry", codegen.expr_text(s.post), s.loc) if c.check else None
-        k_iter = c.add_check("while-iter", codegen.expr_text(s.post), s.loc) if c.check else None
+        k_entry = c.add_check("while-entry", expr_text(s.post), s.loc) if c.check else None
+        k_iter = c.add_check("while-iter", expr_text(s.post), s.loc) if c.check else None
         line, header = s.loc.line, stmt_text(s)
 
         def while_(run: _Run) -> None:
@@ -1045,14 +1076,14 @@ class Tracer:
         var, line, header = s.var, s.loc.line, stmt_text(s)
         quiet = var.startswith(GENERATED)  # an elementwise loop of AD: part of one step
         const_step = s.step.value if isinstance(s.step, ir.Const) else None
-        k_step = c.add_check("for-step", codegen.expr_text(s.step), s.loc) \
+        k_step = c.add_check("for-step", expr_text(s.step), s.loc) \
             if c.check and const_step is None else None
         bounds = []
         if c.check:
             written = ir.names_written(s.body)
             for e, what, pos in ((s.start, "start", 0), (s.stop, "stop", 1), (s.step, "step", 2)):
                 if ir.names_read(e) & written:
-                    bounds.append((c.add_check("for-bound", codegen.expr_text(e), s.loc, what),
+                    bounds.append((c.add_check("for-bound", expr_text(e), s.loc, what),
                                    c.expr(e), pos))
 
         def for_(run: _Run) -> None:
@@ -1097,7 +1128,7 @@ class Tracer:
 
     def s_Assert(self, c: _Code, s: ir.Assert) -> Callable[[_Run], None]:
         cond, G, line, action = c.expr(s.cond), c.G, s.loc.line, stmt_text(s)
-        msg = (f"{s.message or 'assertion failed'}: `{codegen.expr_text(s.cond)}` "
+        msg = (f"{s.message or 'assertion failed'}: `{expr_text(s.cond)}` "
                f"(in {c.func.name}, line {line})")
 
         def assert_(run: _Run) -> None:

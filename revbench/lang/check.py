@@ -26,6 +26,7 @@ from typing import Any
 
 from revbench.lang import ir, suggest
 from revbench.lang.errors import ReversibilitySyntaxError
+from revbench.lang.text import expr_text
 from revbench.rules.inverse import invert_body
 
 
@@ -443,8 +444,6 @@ def _left_allocated(body) -> list[ir.Alloc]:
 
 
 def _text(t: ir.Target) -> str:
-    from revbench.backends.codegen import expr_text  # readable text of an IR expression
-
     return expr_text(t)
 
 

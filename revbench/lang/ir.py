@@ -47,10 +47,24 @@ class Var:
 
 @dataclass(frozen=True)
 class Elem:
-    """``x[i]`` or ``A[i, j]``: one element of an array variable."""
+    """``x[i]`` or ``A[i, j]``: one element of an array variable -- or, with fewer
+    indices than the array has axes or with :class:`Slice` parts, a *sub-array*
+    (``A[i]``, ``A[i, :]``, ``x[a:b]``): a NumPy view of the variable, which whole-array
+    statements read and update and calls update in place.  Which it is depends on
+    the variable's type (:func:`is_subarray`)."""
 
     name: str
     indices: tuple[Expr, ...]
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+
+@dataclass(frozen=True)
+class Slice:
+    """``a:b`` in a subscript: the indices ``a <= i < b`` of one axis (step 1).  A missing
+    bound is the start or the end of the axis; a negative one counts from the end."""
+
+    start: Expr | None
+    stop: Expr | None
     loc: Loc = field(default=NO_LOC, compare=False)
 
 
@@ -124,7 +138,7 @@ class Reduce:
     (``sum(a * b)``) are the same, for 1-D arrays only (on 2-D arrays NumPy gives a row
     and a matrix product)."""
 
-    kind: str  # "sum"; "sum1" and "dot": the same, of 1-D arrays only
+    kind: str  # "sum"; "sum1" and "dot": the same, of 1-D arrays only; "max", "min"
     arg: Expr
     loc: Loc = field(default=NO_LOC, compare=False)
 
@@ -144,7 +158,7 @@ class ArrayAlloc:
     loc: Loc = field(default=NO_LOC, compare=False)
 
 
-Expr = Union[Const, Var, Elem, BinOp, UnaryOp, Func, Len, Shape, IfExp, Compare, BoolOp, Reduce,
+Expr = Union[Const, Var, Elem, Slice, BinOp, UnaryOp, Func, Len, Shape, IfExp, Compare, BoolOp, Reduce,
              ArrayAlloc]
 Target = Union[Var, Elem]
 
@@ -322,6 +336,8 @@ def sub_expressions(e: Expr) -> tuple[Expr, ...]:
     """The direct children of an expression."""
     if isinstance(e, Elem):
         return e.indices
+    if isinstance(e, Slice):
+        return tuple(b for b in (e.start, e.stop) if b is not None)
     if isinstance(e, BinOp):
         return (e.left, e.right)
     if isinstance(e, UnaryOp):
@@ -339,6 +355,67 @@ def sub_expressions(e: Expr) -> tuple[Expr, ...]:
     if isinstance(e, ArrayAlloc):
         return e.shape
     return ()
+
+
+def map_children(e: Expr, f) -> Expr:
+    """``e`` rebuilt with each direct sub-expression ``c`` replaced by ``f(c)`` (a leaf is
+    returned as it is): the one place transforms need to know every node's children."""
+    if isinstance(e, Elem):
+        return replace(e, indices=tuple(f(i) for i in e.indices))
+    if isinstance(e, Slice):
+        return replace(e, start=None if e.start is None else f(e.start),
+                       stop=None if e.stop is None else f(e.stop))
+    if isinstance(e, BinOp):
+        return replace(e, left=f(e.left), right=f(e.right))
+    if isinstance(e, UnaryOp):
+        return replace(e, operand=f(e.operand))
+    if isinstance(e, Func):
+        return replace(e, args=tuple(f(a) for a in e.args))
+    if isinstance(e, IfExp):
+        return replace(e, cond=f(e.cond), then=f(e.then), orelse=f(e.orelse))
+    if isinstance(e, Compare):
+        return replace(e, operands=tuple(f(o) for o in e.operands))
+    if isinstance(e, BoolOp):
+        return replace(e, values=tuple(f(v) for v in e.values))
+    if isinstance(e, Reduce):
+        return replace(e, arg=f(e.arg))
+    if isinstance(e, ArrayAlloc):
+        return replace(e, shape=tuple(f(d) for d in e.shape))
+    return e
+
+
+def is_subarray(e: Expr, ndim: int) -> bool:
+    """Is ``e`` (of an array with ``ndim`` axes) a sub-array rather than one element?"""
+    return isinstance(e, Elem) and (len(e.indices) < ndim
+                                    or any(isinstance(i, Slice) for i in e.indices))
+
+
+def subarray_axes(e: Elem, ndim: int) -> tuple[tuple[int, Slice | None], ...]:
+    """The axes of a sub-array: for each, the array's axis it runs along and its
+    :class:`Slice` (``None`` where the axis is not indexed at all: all of it)."""
+    out: list[tuple[int, Slice | None]] = []
+    for ax in range(ndim):
+        part = e.indices[ax] if ax < len(e.indices) else None
+        if part is None or isinstance(part, Slice):
+            out.append((ax, part))
+    return tuple(out)
+
+
+def slice_bounds(name: str, axis: int, part: Slice | None) -> tuple[Expr, Expr]:
+    """``(lo, hi)`` of a slice of axis ``axis`` of array ``name``, as expressions with
+    negative bounds counted from the end (``x[:-1]`` is ``x[0:len(x) - 1]``)."""
+    n = Shape(name, axis)
+
+    def bound(b: Expr | None, default: Expr) -> Expr:
+        if b is None:
+            return default
+        if isinstance(b, Const) and type(b.value) is int:
+            return b if b.value >= 0 else BinOp("+", b, n)
+        return IfExp(Compare(("<",), (b, Const(0))), BinOp("+", b, n), b)
+
+    if part is None:
+        return Const(0), n
+    return bound(part.start, Const(0)), bound(part.stop, n)
 
 
 def walk_expr(e: Expr):
@@ -424,6 +501,7 @@ __all__ = [
     "Loc",
     "Print",
     "Shape",
+    "Slice",
     "Stmt",
     "Swap",
     "Target",
@@ -433,10 +511,14 @@ __all__ = [
     "Var",
     "While",
     "child_blocks",
+    "is_subarray",
+    "map_children",
     "names_read",
     "names_written",
     "replace",
+    "slice_bounds",
     "sub_expressions",
+    "subarray_axes",
     "walk_expr",
     "walk_stmts",
 ]

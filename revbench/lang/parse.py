@@ -391,7 +391,8 @@ class Parser:
             if not isinstance(a, (ast.Name, ast.Subscript)) or (
                     isinstance(a, ast.Name) and a.id not in self.local_names):
                 raise self.error(a, f"argument `{ast.unparse(a)}` of a reversible call must be a "
-                                    "variable or an element (`x`, `x[i]`), since the call updates it")
+                                    "variable, an element or a sub-array (`x`, `x[i]`, `A[i]`, "
+                                    "`x[a:b]`), since the call updates it")
             args.append(self.target(a))
         return ir.Call(name, tuple(args), inverted, self.loc(s))
 
@@ -494,8 +495,8 @@ class Parser:
             e = self.expr(t)
             if isinstance(e, ir.Elem):
                 return e
-        raise self.error(t, f"`{ast.unparse(t)}` cannot be updated: a target is a variable or an "
-                            "element `x[i]` / `A[i, j]`")
+        raise self.error(t, f"`{ast.unparse(t)}` cannot be updated: a target is a variable, an "
+                            "element `x[i]` / `A[i, j]` or a sub-array `A[i]` / `x[a:b]`")
 
     def alloc_init(self, v: ast.expr) -> ir.Expr:
         """The initial value of an ancilla: an expression or an array allocation."""
@@ -654,10 +655,14 @@ class Parser:
         idx = e.slice
         parts = idx.elts if isinstance(idx, ast.Tuple) else [idx]
         for p in parts:
-            if isinstance(p, ast.Slice):
-                raise self.error(e, "slices are not supported; index single elements (`x[i]`) "
-                                    "or update the whole array (`y += a * x`)")
-        indices = tuple(self.expr(p) for p in parts)
+            if isinstance(p, ast.Slice) and p.step is not None:
+                raise self.error(p, "slices with a step are not supported: a sub-array is "
+                                    "`x[a:b]` (a view of the elements a <= i < b)")
+            if isinstance(p, ast.Starred) or (isinstance(p, ast.Constant) and p.value is Ellipsis):
+                raise self.error(p, f"`{ast.unparse(p)}` is not supported in an index")
+        indices = tuple(ir.Slice(None if p.lower is None else self.expr(p.lower),
+                                 None if p.upper is None else self.expr(p.upper), self.loc(p))
+                        if isinstance(p, ast.Slice) else self.expr(p) for p in parts)
         for p, i in zip(parts, indices):
             if isinstance(i, ir.Const) and isinstance(i.value, bool):
                 # NumPy would read a bool as a mask, not as the element 0 or 1
@@ -674,7 +679,8 @@ class Parser:
             if len(e.args) == 1 and isinstance(e.args[0], ast.Name) and e.args[0].id in self.local_names:
                 return ir.Len(e.args[0].id, loc)
             raise self.error(e, "len() takes one array variable")
-        if name in _SUMS or name in _DOTS:
+        if name in _SUMS or name in _DOTS or name in _EXTREMES \
+                or (name in ("max", "min") and len(e.args) == 1):
             return self._reduction(e, name)
         canon = fn_rules.canonical(name) if name else None
         if canon is None and name and name.startswith("math.") and name[5:] in ("fabs",):
@@ -708,6 +714,9 @@ class Parser:
         if len(e.args) != 1:
             raise self.error(e, f"{name}() takes one array expression here: `{name}(a * b)` "
                                 "(no start value, axis or dtype)")
+        if name in _EXTREMES or name in ("max", "min"):
+            # the largest (smallest) element: max(x) of one array, np.max(e) of any
+            return ir.Reduce(name.rpartition(".")[2].lstrip("a"), self.expr(e.args[0]), loc)
         # Python's sum() of a 2-D array would be a row, NumPy's np.sum() every element
         return ir.Reduce("sum" if name != "sum" else "sum1", self.expr(e.args[0]), loc)
 
@@ -815,6 +824,9 @@ def _dotted(node: ast.expr) -> str | None:
 #: the spellings of a sum of every element, and of a dot product (of two 1-D arrays)
 _SUMS = frozenset({"sum", "np.sum", "numpy.sum"})
 _DOTS = frozenset({"np.dot", "numpy.dot", "np.inner", "numpy.inner"})
+#: the largest or smallest element of an array expression (one argument: two are the
+#: elementwise pure functions max(a, b) and min(a, b))
+_EXTREMES = frozenset({f"{m}.{f}" for m in ("np", "numpy") for f in ("max", "min", "amax", "amin")})
 
 
 def _bound_names(body: list[ast.stmt]) -> set[str]:

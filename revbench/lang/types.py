@@ -24,6 +24,7 @@ import numpy as np
 
 from revbench.lang import ir
 from revbench.lang.errors import ReversibilityTypeError
+from revbench.lang.text import expr_text
 from revbench.rules import functions as fn_rules
 from revbench.rules.instructions import UPDATES
 
@@ -116,6 +117,10 @@ class TypeInference:
             self.update(s)
         elif isinstance(s, ir.Swap):
             ta, tb = self.target(s.a), self.target(s.b)
+            for t in (s.a, s.b):
+                if isinstance(t, ir.Elem) and ir.is_subarray(t, self.env[t.name].ndim):
+                    raise self.error(s.loc, f"swapping a sub-array (`{_name(t)}`) is not "
+                                            "supported; swap whole arrays or single elements")
             if ta != tb:
                 raise self.error(s.loc, f"a swap needs two targets of one type, got "
                                         f"{_name(s.a)}: {ta} and {_name(s.b)}: {tb}")
@@ -212,21 +217,28 @@ class TypeInference:
 
     def reduction(self, e: ir.Reduce) -> VarType:
         """``np.sum(a * b)``: a scalar of the elements' type (a sum of bools counts them)."""
-        spelling = {"sum": "np.sum", "sum1": "sum", "dot": "np.dot"}[e.kind]
+        spelling = {"sum": "np.sum", "sum1": "sum", "dot": "np.dot", "max": "np.max",
+                    "min": "np.min"}[e.kind]
         t = self._expr(e.arg, True)
         if not t.is_array:
             raise self.error(e.loc, f"{spelling}() needs an array expression (`{spelling}(x)`, "
                                     f"`np.sum(a * b)`), got a scalar ({t}): add scalars with +")
-        if e.kind != "sum" and t.ndim != 1:
+        if e.kind in ("sum1", "dot") and t.ndim != 1:
             numpy_gives = "a row" if e.kind == "sum1" else "a matrix product"
             raise self.error(e.loc, f"{spelling}() of {t.ndim}-D arrays would not be a sum of "
                                     f"every element in NumPy ({numpy_gives}); use np.sum(...) "
                                     "for the sum of every element")
+        if e.kind in ("max", "min"):
+            if t.dtype == "complex":
+                raise self.error(e.loc, f"{spelling}() of complex numbers is not defined "
+                                        "(they have no order); take abs() or .real first")
+            return VarType(t.dtype)
         return VarType("int" if t.dtype == "bool" else t.dtype)
 
     def condition(self, e: ir.Expr) -> None:
         if any(isinstance(n, ir.Reduce) for n in ir.walk_expr(e)):
-            raise self.error(e.loc, "a sum (sum, np.sum, np.dot) cannot be part of a condition "
+            raise self.error(e.loc, "a sum or an extreme (sum, np.sum, np.dot, np.max, np.min) "
+                                    "cannot be part of a condition "
                                     "(it is evaluated again where the branch or loop ends): "
                                     "compute it into an ancilla first (`s = 0.0`, "
                                     "`s += np.sum(x)`)")
@@ -267,10 +279,16 @@ class TypeInference:
             t = self._var(e.name, e.loc)
             if not t.is_array:
                 raise self.error(e.loc, f"`{e.name}` is a scalar ({t}) and cannot be indexed")
-            if len(e.indices) != t.ndim:
+            if len(e.indices) > t.ndim:
                 raise self.error(e.loc, f"`{e.name}` has {t.ndim} dimension(s) but is indexed with "
                                         f"{len(e.indices)} index(es)")
             for i in e.indices:
+                if isinstance(i, ir.Slice):
+                    for b in (i.start, i.stop):
+                        bt = None if b is None else self._expr(b, False)
+                        if bt is not None and bt.dtype != "int":
+                            raise self.error(b.loc, f"a slice bound must be an integer, got {bt}")
+                    continue
                 it = self._expr(i, False)
                 if it.dtype == "bool" and not it.is_array:
                     # NumPy would read a bool index as a mask, not as the element 0 or 1
@@ -281,6 +299,12 @@ class TypeInference:
                     raise err
                 if it.dtype != "int":
                     raise self.error(i.loc, f"an index must be an integer, got {it}")
+            if ir.is_subarray(e, t.ndim):
+                view = VarType(t.dtype, len(ir.subarray_axes(e, t.ndim)))
+                if not ew:
+                    raise self.error(e.loc, f"`{ir_text(e)}` is a sub-array ({view}) but a scalar "
+                                            "is needed here; index it further, or sum it")
+                return view
             return t.scalar()
         if isinstance(e, ir.BinOp):
             a, b = self._expr(e.left, ew), self._expr(e.right, ew)
@@ -376,8 +400,6 @@ def _name(t: ir.Target) -> str:
 
 
 def ir_text(e) -> str:
-    from revbench.backends.codegen import expr_text
-
     return expr_text(e)
 
 

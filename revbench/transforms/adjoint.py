@@ -166,7 +166,8 @@ class AdjointContext:
             out.extend((x, ir.IfExp(e.cond, zero, c)) for x, c in orelse)
             return
         if isinstance(e, ir.Reduce):
-            # d sum(arg) / d x[i] = d arg[i] / d x[i]: a loop, built by accumulate()
+            # d sum(arg) / d x[i] = d arg[i] / d x[i]; d max(arg) / d arg[i] = 1 where arg[i]
+            # is the largest: loops, built by accumulate()
             out.append(_SumSeed(e, seed))
             return
         # constants, len, shape, comparisons, bool ops: no gradient
@@ -179,39 +180,77 @@ class AdjointContext:
         loc = getattr(e, "loc", ir.NO_LOC)
         out: list[ir.Stmt] = []
         for c in self.contributions(e, seed):
-            if isinstance(c, _SumSeed):
+            if isinstance(c, _SumSeed) and c.reduce.kind in ("max", "min"):
+                out += self._extreme_adjoint(c.reduce, c.seed, op, loc)
+            elif isinstance(c, _SumSeed):
                 out += self._sum_adjoint(c.reduce, c.seed, op, loc)
             else:
                 out.append(ir.Update(self.adj(c[0]), op, c[1], loc))
         return out
+
+    def _seed_ancilla(self, value: ir.Expr, pre: list, post: list, loc: ir.Loc) -> ir.Var:
+        """``value`` computed once, into a new ancilla freed after the loop that reads it."""
+        g = f"_rb_g{next(self._loops)}"
+        self.typed.env[g] = VarType("complex" if self.seed_is_complex(value) else "float")
+        pre.append(ir.Alloc(g, value, loc))
+        post.insert(0, ir.Dealloc(g, None, loc, discard=True))
+        return ir.Var(g, loc)
+
+    def _extreme_adjoint(self, r: ir.Reduce, seed: ir.Expr, op: str,
+                         loc: ir.Loc) -> list[ir.Stmt]:
+        """The adjoint of ``np.max(arg)`` (``np.min``): the seed goes to the element where
+        ``arg`` is largest, split evenly between ties (as JAX does; central differences
+        agree at a tie of two); a nan extreme passes nothing back.  The extreme and the
+        number of elements that reach it are found again, by loops, before the loop that
+        hands the seed out."""
+        env = self.typed.env
+        n = next(self._loops)
+        m, c = ir.Var(f"_rb_m{n}", loc), ir.Var(f"_rb_c{n}", loc)
+        env[m.name], env[c.name] = VarType(self.typed.expr_type(r).dtype), VarType("float")
+
+        def at_extreme(item: ir.Expr) -> ir.Expr:
+            return ir.Compare(("==",), (item, m), loc)
+
+        pre: list[ir.Stmt] = [ir.Alloc(m.name, r, loc), ir.Alloc(c.name, ir.Const(0.0), loc)]
+        pre += self._element_loops(r.arg, lambda item: [ir.Update(
+            c, "+=", ir.IfExp(at_extreme(item), ir.Const(1.0), ir.Const(0.0)), loc)], loc)
+        post: list[ir.Stmt] = [ir.Dealloc(c.name, None, loc, discard=True),
+                               ir.Dealloc(m.name, None, loc, discard=True)]
+        share = self._seed_ancilla(ir.IfExp(ir.Compare((">",), (c, ir.Const(0.0))),
+                                            ir.BinOp("/", seed, c), ir.Const(0.0)),
+                                   pre, post, loc)
+        zero = ir.Const(0j) if self.seed_is_complex(seed) else ir.Const(0.0)
+        body = self._element_loops(r.arg, lambda item: self.accumulate(
+            item, ir.IfExp(at_extreme(item), share, zero), op), loc)
+        return [*pre, *body, *post]
 
     def _sum_adjoint(self, r: ir.Reduce, seed: ir.Expr, op: str, loc: ir.Loc) -> list[ir.Stmt]:
         """The adjoint of ``sum(arg)`` seeded with ``seed``: a loop over the elements
         adding ``seed * d arg[i] / dx`` into the adjoint of everything ``arg[i]`` reads.
         A seed that is not a plain variable or constant (it may hold a sum itself) is
         computed once, into an ancilla, before the loop."""
-        env = self.typed.env
-        lead = next(n.name for n in ir.walk_expr(r.arg)
-                    if isinstance(n, ir.Var) and env[n.name].is_array)
-        ndim = env[lead].ndim
-        idx = tuple(self.fresh_loop_var() for _ in range(ndim))
-        for i in idx:
-            env[i] = VarType("int")
         pre: list[ir.Stmt] = []
         post: list[ir.Stmt] = []
         if not isinstance(seed, (ir.Var, ir.Const)):
-            g = f"_rb_g{next(self._loops)}"
-            env[g] = VarType("complex" if self.seed_is_complex(seed) else "float")
-            pre.append(ir.Alloc(g, seed, loc))
-            post.append(ir.Dealloc(g, None, loc, discard=True))
-            seed = ir.Var(g, loc)
-        at = tuple(ir.Var(i, loc) for i in idx)
-        item = _map_vars(r.arg, lambda v: ir.Elem(v.name, at, v.loc) if env[v.name].is_array else v)
-        body: tuple[ir.Stmt, ...] = tuple(self.accumulate(item, seed, op))
-        for ax in reversed(range(ndim)):
-            body = (ir.For(idx[ax], ir.Const(0), ir.Shape(lead, ax, loc), ir.Const(1), body,
-                           loc=loc),)
+            seed = self._seed_ancilla(seed, pre, post, loc)
+        body = self._element_loops(r.arg, lambda item: self.accumulate(item, seed, op), loc)
         return [*pre, *body, *post]
+
+    def _element_loops(self, arg: ir.Expr, body_of, loc: ir.Loc) -> list[ir.Stmt]:
+        """Loops over the elements of the whole-array expression ``arg``, whose body is
+        ``body_of(item)`` for the element ``item`` of ``arg`` at the loop indices."""
+        env = self.typed.env
+        lead = _array_nodes(arg, env)[0]
+        ndim = self.typed.expr_type(lead).ndim
+        idx = tuple(self.fresh_loop_var() for _ in range(ndim))
+        for i in idx:
+            env[i] = VarType("int")
+        item = _at(arg, tuple(ir.Var(i, loc) for i in idx), env)
+        body: tuple[ir.Stmt, ...] = tuple(body_of(item))
+        for ax in reversed(range(ndim)):
+            body = (ir.For(idx[ax], ir.Const(0), _extent(lead, ax, env), ir.Const(1), body,
+                           loc=loc),)
+        return list(body)
 
     def fresh_loop_var(self) -> str:
         return f"_rb_w{next(self._loops)}"
@@ -269,8 +308,8 @@ class Adjoint:
         ctx = self.ctx
         if isinstance(s, ir.Update):
             t = self.env[s.target.name]
-            if isinstance(s.target, ir.Var) and t.is_array:
-                return self.elementwise(s, t.ndim)
+            if (isinstance(s.target, ir.Var) and t.is_array) or ir.is_subarray(s.target, t.ndim):
+                return self.elementwise(s, self.ctx.typed.expr_type(s.target).ndim)
             return UPDATES[s.op].adjoint(ctx, s)
         if isinstance(s, ir.Swap):
             out: list[ir.Stmt] = [s]
@@ -325,45 +364,58 @@ class Adjoint:
         return ir.Const(0j if t.dtype == "complex" else 0.0)
 
     def elementwise(self, s: ir.Update, ndim: int) -> list[ir.Stmt]:
-        """A whole-array update, as explicit loops over its elements (so scalar
-        operands can gather their adjoint over all elements)."""
+        """A whole-array update (of an array or a sub-array), as explicit loops over its
+        elements (so scalar operands can gather their adjoint over all elements)."""
         idx = tuple(self.ctx.fresh_loop_var() for _ in range(ndim))
-        name = s.target.name
-
-        def index(e: ir.Expr) -> ir.Expr:
-            return _map_vars(e, lambda v: ir.Elem(v.name, tuple(ir.Var(i) for i in idx), v.loc)
-                             if self.env[v.name].is_array else v)
-
-        scalar = ir.Update(index(s.target), s.op, index(s.value), s.loc)
+        at = tuple(ir.Var(i) for i in idx)
+        scalar = ir.Update(_at(s.target, at, self.env), s.op, _at(s.value, at, self.env), s.loc)
         for i in idx:
             self.env[i] = VarType("int")
         inner: tuple[ir.Stmt, ...] = tuple(UPDATES[s.op].adjoint(self.ctx, scalar))
         for ax in reversed(range(ndim)):
-            inner = (ir.For(idx[ax], ir.Const(0), ir.Shape(name, ax), ir.Const(1), inner,
-                            False, s.loc),)
+            inner = (ir.For(idx[ax], ir.Const(0), _extent(s.target, ax, self.env), ir.Const(1),
+                            inner, False, s.loc),)
         return list(inner)
 
 
-def _map_vars(e: ir.Expr, f) -> ir.Expr:
-    """Rebuild ``e`` with every :class:`ir.Var` replaced by ``f(var)``."""
+def _array_nodes(e: ir.Expr, env) -> list:
+    """The arrays and sub-arrays an elementwise expression reads (not inside its sums)."""
+    return [n for n in ir.walk_elementwise(e)
+            if (isinstance(n, ir.Var) and env[n.name].is_array)
+            or ir.is_subarray(n, env[n.name].ndim if isinstance(n, ir.Elem) else 0)]
+
+
+def _extent(node, ax: int, env) -> ir.Expr:
+    """The length of axis ``ax`` of an array variable or a sub-array."""
+    if isinstance(node, ir.Var):
+        return ir.Shape(node.name, ax)
+    array_ax, part = ir.subarray_axes(node, env[node.name].ndim)[ax]
+    lo, hi = ir.slice_bounds(node.name, array_ax, part)
+    return hi if _is_const(lo, 0) else ir.BinOp("-", hi, lo)
+
+
+def _at(e: ir.Expr, at: tuple[ir.Expr, ...], env) -> ir.Expr:
+    """An elementwise expression at loop indices ``at``: each array becomes its element
+    ``x[at]``, each sub-array the element of its array (``A[i, lo + at0]``); sums stay."""
     if isinstance(e, ir.Var):
-        return f(e)
+        return ir.Elem(e.name, at, e.loc) if env[e.name].is_array else e
     if isinstance(e, ir.Elem):
-        return replace(e, indices=tuple(_map_vars(i, f) for i in e.indices))
-    if isinstance(e, ir.BinOp):
-        return replace(e, left=_map_vars(e.left, f), right=_map_vars(e.right, f))
-    if isinstance(e, ir.UnaryOp):
-        return replace(e, operand=_map_vars(e.operand, f))
-    if isinstance(e, ir.Func):
-        return replace(e, args=tuple(_map_vars(a, f) for a in e.args))
-    if isinstance(e, ir.IfExp):
-        return replace(e, cond=_map_vars(e.cond, f), then=_map_vars(e.then, f),
-                       orelse=_map_vars(e.orelse, f))
-    if isinstance(e, ir.Compare):
-        return replace(e, operands=tuple(_map_vars(o, f) for o in e.operands))
-    if isinstance(e, ir.BoolOp):
-        return replace(e, values=tuple(_map_vars(v, f) for v in e.values))
-    return e
+        nd = env[e.name].ndim
+        if not ir.is_subarray(e, nd):
+            return e
+        parts, j = [], 0
+        for ax in range(nd):
+            part = e.indices[ax] if ax < len(e.indices) else None
+            if part is not None and not isinstance(part, ir.Slice):
+                parts.append(part)
+                continue
+            lo, _ = ir.slice_bounds(e.name, ax, part)
+            parts.append(at[j] if _is_const(lo, 0) else ir.BinOp("+", lo, at[j]))
+            j += 1
+        return ir.Elem(e.name, tuple(parts), e.loc)
+    if isinstance(e, ir.Reduce):
+        return e  # summed whole, not per element
+    return ir.map_children(e, lambda c: _at(c, at, env))
 
 
 def adjoint_params(typed: TypedFunction, lanes: int = 1,
@@ -414,24 +466,9 @@ def _is_adjoint(name: str) -> bool:
 
 def _rename(e: ir.Expr, f) -> ir.Expr:
     """``e`` with every variable and array name ``n`` replaced by ``f(n)``."""
-    if isinstance(e, ir.Var):
-        return replace(e, name=f(e.name))
-    if isinstance(e, ir.Elem):
-        return replace(e, name=f(e.name), indices=tuple(_rename(i, f) for i in e.indices))
-    if isinstance(e, ir.BinOp):
-        return replace(e, left=_rename(e.left, f), right=_rename(e.right, f))
-    if isinstance(e, ir.UnaryOp):
-        return replace(e, operand=_rename(e.operand, f))
-    if isinstance(e, ir.Func):
-        return replace(e, args=tuple(_rename(a, f) for a in e.args))
-    if isinstance(e, ir.IfExp):
-        return replace(e, cond=_rename(e.cond, f), then=_rename(e.then, f),
-                       orelse=_rename(e.orelse, f))
-    if isinstance(e, ir.Compare):
-        return replace(e, operands=tuple(_rename(o, f) for o in e.operands))
-    if isinstance(e, ir.BoolOp):
-        return replace(e, values=tuple(_rename(v, f) for v in e.values))
-    return e
+    if isinstance(e, (ir.Var, ir.Elem)):
+        e = replace(e, name=f(e.name))
+    return ir.map_children(e, lambda c: _rename(c, f))
 
 
 def _lane(e, k: int):

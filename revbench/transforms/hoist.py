@@ -47,22 +47,7 @@ def _target_indices(t: ir.Target) -> tuple[ir.Expr, ...]:
 def _subst(e: ir.Expr, old: ir.Elem, new: ir.Var) -> ir.Expr:
     if e == old:
         return new
-    if isinstance(e, ir.Elem):
-        return replace(e, indices=tuple(_subst(i, old, new) for i in e.indices))
-    if isinstance(e, ir.BinOp):
-        return replace(e, left=_subst(e.left, old, new), right=_subst(e.right, old, new))
-    if isinstance(e, ir.UnaryOp):
-        return replace(e, operand=_subst(e.operand, old, new))
-    if isinstance(e, ir.Func):
-        return replace(e, args=tuple(_subst(a, old, new) for a in e.args))
-    if isinstance(e, ir.IfExp):
-        return replace(e, cond=_subst(e.cond, old, new), then=_subst(e.then, old, new),
-                       orelse=_subst(e.orelse, old, new))
-    if isinstance(e, ir.Compare):
-        return replace(e, operands=tuple(_subst(o, old, new) for o in e.operands))
-    if isinstance(e, ir.BoolOp):
-        return replace(e, values=tuple(_subst(v, old, new) for v in e.values))
-    return e
+    return ir.map_children(e, lambda c: _subst(c, old, new))
 
 
 def _subst_target(t: ir.Target, old: ir.Elem, new: ir.Var) -> ir.Target:
@@ -81,8 +66,9 @@ def _depth(e: ir.Expr) -> int:
     return 1 + max((_depth(c) for c in ir.sub_expressions(e)), default=0)
 
 
-def hoist_body(body: tuple[ir.Stmt, ...], names: count) -> tuple[ir.Stmt, ...]:
-    """A loop body with its repeated invariant element loads hoisted (its own statements)."""
+def hoist_body(body: tuple[ir.Stmt, ...], names: count, ndims: dict[str, int]) -> tuple[ir.Stmt, ...]:
+    """A loop body with its repeated invariant element loads hoisted (its own statements).
+    ``ndims`` gives the arrays' dimensions: a sub-array (``A[i]``) is not an element."""
     written = ir.names_written(body)
     stmts = list(body)
     hoisted: list[str] = []
@@ -90,6 +76,7 @@ def hoist_body(body: tuple[ir.Stmt, ...], names: count) -> tuple[ir.Stmt, ...]:
         seen = Counter(e for s in stmts if isinstance(s, _STRAIGHT) for e in _elems(s))
         ready = [e for e, n in seen.items()
                  if n >= 2 and e.name not in written
+                 and not ir.is_subarray(e, ndims.get(e.name, len(e.indices)))
                  and not any(uses(i) & written for i in e.indices)]
         if not ready:
             break
@@ -104,20 +91,23 @@ def hoist_body(body: tuple[ir.Stmt, ...], names: count) -> tuple[ir.Stmt, ...]:
     return tuple(stmts)
 
 
-def hoist(func: ir.Function) -> ir.Function:
-    """``func`` with repeated loop-invariant element loads read once per iteration."""
-    return replace(func, body=_hoist_nested(func.body, count(1)))
+def hoist(func: ir.Function, ndims: dict[str, int] | None = None) -> ir.Function:
+    """``func`` with repeated loop-invariant element loads read once per iteration
+    (``ndims``: the number of dimensions of each array, from the function's types)."""
+    return replace(func, body=_hoist_nested(func.body, count(1), ndims or {}))
 
 
-def _hoist_nested(body: tuple[ir.Stmt, ...], names: count) -> tuple[ir.Stmt, ...]:
+def _hoist_nested(body: tuple[ir.Stmt, ...], names: count,
+                  ndims: dict[str, int]) -> tuple[ir.Stmt, ...]:
     """``body`` with every ``for`` body in it (at any depth) hoisted, innermost first."""
     out = []
     for s in body:
         if isinstance(s, ir.For):
-            s = replace(s, body=hoist_body(_hoist_nested(s.body, names), names))
+            s = replace(s, body=hoist_body(_hoist_nested(s.body, names, ndims), names, ndims))
         elif isinstance(s, ir.If):
-            s = replace(s, then=_hoist_nested(s.then, names), orelse=_hoist_nested(s.orelse, names))
+            s = replace(s, then=_hoist_nested(s.then, names, ndims),
+                        orelse=_hoist_nested(s.orelse, names, ndims))
         elif isinstance(s, (ir.While, ir.Block)):
-            s = replace(s, body=_hoist_nested(s.body, names))
+            s = replace(s, body=_hoist_nested(s.body, names, ndims))
         out.append(s)
     return tuple(out)
