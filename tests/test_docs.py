@@ -32,7 +32,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = ("docs/language.md", "docs/architecture.md", "docs/ad.md", "docs/checkpointing.md",
-             "README.md")
+             "docs/performance.md", "README.md")
 SHOWN_PATH = "/tmp/demo/example.py"  # how the documents show the script's path
 TIMEOUT_S = 900
 
