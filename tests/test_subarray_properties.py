@@ -1,0 +1,115 @@
+"""Property tests of sub-arrays: random slices and rows against NumPy, on every variant.
+
+For random bounds (negative, empty, out of range) and random row indices, a
+statement on sub-arrays must either do exactly what the same NumPy statement
+does, or raise a clear error with checks on (bounds NumPy would clip, overlapping
+pieces, shapes that differ) and leave the data as it was.  The inverse must
+give the inputs back, and the gradient must agree with central differences.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import revbench
+
+SRC = '''
+def slices(y, x, a, b, c, d, w):
+    y[a:b] += w * x[c:d]
+
+
+def rows(A, B, i, j, k, w):
+    A[i] += w * B[j] - np.max(B[k, 1:])
+'''
+NS = {b: revbench.define(SRC, backend=b) for b in ("numba", "python")}
+UNCHECKED = revbench.define(SRC, check=False)
+
+BOUND = st.integers(-7, 7)
+
+
+def _numpy_slices(y, x, a, b, c, d, w):
+    """What NumPy does, or None where revbench must refuse (clipped bounds, shapes)."""
+    n, m = len(y), len(x)
+
+    def norm(v, size):
+        return v + size if v < 0 else v
+
+    (a2, b2), (c2, d2) = (norm(a, n), norm(b, n)), (norm(c, m), norm(d, m))
+    if not (0 <= a2 <= b2 <= n and 0 <= c2 <= d2 <= m) or b2 - a2 != d2 - c2:
+        return None
+    out = y.copy()
+    out[a2:b2] += w * x[c2:d2]
+    return out
+
+
+@settings(max_examples=80, deadline=None)
+@given(a=BOUND, b=BOUND, c=BOUND, d=BOUND, w=st.floats(-3, 3))
+def test_slices_do_what_numpy_does_or_refuse(a, b, c, d, w):
+    x = np.arange(1.0, 7.0)
+    want = _numpy_slices(np.zeros(5), x, a, b, c, d, w)
+    for backend, ns in NS.items():
+        y = np.zeros(5)
+        try:
+            out = ns["slices"](y, x, a, b, c, d, w)
+        except revbench.ReversibilityError as err:
+            assert want is None, f"{backend} refused a valid statement: {err}"
+            assert "out of range" in str(err) or "same shape" in str(err)
+            np.testing.assert_array_equal(y, 0.0)  # nothing changed
+            continue
+        assert want is not None, f"{backend} accepted y[{a}:{b}] += w * x[{c}:{d}]"
+        np.testing.assert_array_equal(out[0], want)
+        back = (~ns["slices"])(*out)
+        np.testing.assert_allclose(back[0], 0.0, atol=1e-12)
+    if want is not None:  # unchecked code computes the same where the statement is valid
+        np.testing.assert_array_equal(UNCHECKED["slices"](np.zeros(5), x, a, b, c, d, w)[0], want)
+
+
+@settings(max_examples=60, deadline=None)
+@given(i=st.integers(-4, 3), j=st.integers(-4, 3), k=st.integers(-4, 3), w=st.floats(-3, 3),
+       seed=st.integers(0, 2**16))
+def test_rows_do_what_numpy_does_and_differentiate(i, j, k, w, seed):
+    rng = np.random.default_rng(seed)
+    A0, B = rng.normal(size=(4, 3)), rng.normal(size=(4, 3))
+    want = A0.copy()
+    want[i] += w * B[j] - np.max(B[k, 1:])
+    for ns in NS.values():
+        A = A0.copy()
+        out = ns["rows"](A, B, i, j, k, w)
+        np.testing.assert_allclose(out[0], want, rtol=1e-15, atol=1e-15)
+        back = (~ns["rows"])(*out)
+        np.testing.assert_allclose(back[0], A0, rtol=1e-12, atol=1e-12)
+    g = revbench.grad(NS["numba"]["rows"], loss=("A", (i % 4, 0)))(A0.copy(), B, i, j, k, w)
+    # d A[i, 0] / d B[j, 0] = w (j, k refer to other rows or to columns 1:)
+    assert g[1][j % 4, 0] == w
+    assert g[5] == B[j % 4, 0]
+
+
+CALLS = revbench.define('''
+def axpy(y, w, x):
+    y += w * x
+
+
+def pieces(x, w, a, b, c, d):
+    axpy(x[a:b], w, x[c:d])
+''')
+
+
+@settings(max_examples=80, deadline=None)
+@given(a=st.integers(0, 6), b=st.integers(0, 6), c=st.integers(0, 6), d=st.integers(0, 6))
+def test_two_pieces_of_one_array_in_a_call_must_not_overlap(a, b, c, d):
+    x0 = np.arange(1.0, 7.0)
+    x = x0.copy()
+    valid = a <= b and c <= d and b - a == d - c
+    overlap = max(a, c) < min(b, d)
+    try:
+        CALLS["pieces"](x, 2.0, a, b, c, d)
+    except revbench.ReversibilityError as err:
+        assert not valid or overlap, str(err)
+        np.testing.assert_array_equal(x, x0)
+        return
+    assert valid and not overlap
+    want = x0.copy()
+    want[a:b] += 2.0 * x0[c:d]
+    np.testing.assert_array_equal(x, want)
