@@ -29,13 +29,14 @@ setup: $(VENV)/.installed-notebook
 setup-test: $(VENV)/.installed-test
 
 # JUPYTER_PREFER_ENV_PATH: the venv's python3 kernel wins over one in the user's own
-# Jupyter folders, so the notebook runs with this revbench.  JupyterLab serves the tour's
-# folder; default_url makes the address it prints (to open by hand) the tour's too.
+# Jupyter folders, so the notebook runs with this revbench.  JupyterLab serves the
+# repository's root (the notebooks link to docs/) and opens on the tour; default_url makes
+# the address it prints (to open by hand) the tour's too.
 lab: setup
 	JUPYTER_PREFER_ENV_PATH=1 $(VENV)/bin/jupyter lab $(ALLOW_ROOT) \
-		--LabApp.default_url=/lab/tree/$(notdir $(TOUR)) $(TOUR)
+		--ServerApp.root_dir=$(CURDIR) --LabApp.default_url=/lab/tree/$(TOUR)
 
-# A quick look without a browser: forward and inverse runs in the terminal.
+# A quick look without a browser: forward and inverse runs, and a gradient, in the terminal.
 demo: setup
 	$(PY) -m revbench.demo
 
