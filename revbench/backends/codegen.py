@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from revbench.backends import runtime
 from revbench.backends.runtime import CheckInfo
 from revbench.lang import ir
-from revbench.lang.text import expr_text
+from revbench.lang.text import conditional_syntax, expr_text
 from revbench.lang.types import NUMPY_NAMES, TypedFunction, VarType
 from revbench.rules import functions as fn_rules
 from revbench.rules.instructions import UPDATES
@@ -239,15 +239,8 @@ class Emitter:
             return f"{e.name}.shape[0]"
         if isinstance(e, ir.Shape):
             return f"{e.name}.shape[{e.axis}]"
-        if isinstance(e, ir.IfExp):
-            return f"({self.x(e.then, ew)} if {self.x(e.cond, ew)} else {self.x(e.orelse, ew)})"
-        if isinstance(e, ir.Compare):
-            parts = [self.x(e.operands[0], ew)]
-            for op, o in zip(e.ops, e.operands[1:]):
-                parts += [op, self.x(o, ew)]
-            return "(" + " ".join(parts) + ")"
-        if isinstance(e, ir.BoolOp):
-            return "(" + f" {e.op} ".join(self.x(v, ew) for v in e.values) + ")"
+        if isinstance(e, (ir.IfExp, ir.Compare, ir.BoolOp)):
+            return "(" + conditional_syntax(e, lambda c: self.x(c, ew)) + ")"
         if isinstance(e, ir.Reduce):
             hit = self._sums.get(id(e))
             if hit is not None and hit[0] is e:

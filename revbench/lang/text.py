@@ -31,15 +31,8 @@ def expr_text(e) -> str:
         return f"len({e.name})"
     if isinstance(e, ir.Shape):
         return f"{e.name}.shape[{e.axis}]"
-    if isinstance(e, ir.IfExp):
-        return f"{_wrap(e.then)} if {_wrap(e.cond)} else {_wrap(e.orelse)}"
-    if isinstance(e, ir.Compare):
-        parts = [_wrap(e.operands[0])]
-        for op, o in zip(e.ops, e.operands[1:]):
-            parts += [op, _wrap(o)]
-        return " ".join(parts)
-    if isinstance(e, ir.BoolOp):
-        return f" {e.op} ".join(_wrap(v) for v in e.values)
+    if isinstance(e, (ir.IfExp, ir.Compare, ir.BoolOp)):
+        return conditional_syntax(e, _wrap)
     if isinstance(e, ir.Reduce):
         name = {"sum": "np.sum", "sum1": "sum", "dot": "np.sum", "max": "np.max",
                 "min": "np.min"}[e.kind]
@@ -59,3 +52,17 @@ def _wrap(e) -> str:
     if isinstance(e, ir.Const) and isinstance(e.value, (int, float)) and e.value < 0:
         simple = False
     return t if simple else f"({t})"
+
+
+def conditional_syntax(e, part) -> str:
+    """The Python syntax of a conditional expression, comparison or ``and``/``or``, with
+    ``part(child)`` the text of each child: shared by messages (this module) and generated
+    code (``backends/codegen.py``), which differ only in how they write the children."""
+    if isinstance(e, ir.IfExp):
+        return f"{part(e.then)} if {part(e.cond)} else {part(e.orelse)}"
+    if isinstance(e, ir.Compare):
+        parts = [part(e.operands[0])]
+        for op, o in zip(e.ops, e.operands[1:]):
+            parts += [op, part(o)]
+        return " ".join(parts)
+    return f" {e.op} ".join(part(v) for v in e.values)
