@@ -378,19 +378,16 @@ def bench_gmm(cfg: dict, peers: dict, rows: list, checks: list) -> None:
         want_val = R.gmm_objective(*args)
         want = R.gmm_value_and_grad(*args)
         check_close(f"gmm {size}: hand gradient value", want[0], want_val)
-        rb_vg = {"revbench": rb_gmm_value_and_grad(P.gmm_objective),
-                 "revbench check=False": rb_gmm_value_and_grad(P.gmm_objective_fast)}
-        for name, run in rb_vg.items():
+        fns = {"revbench": P.gmm_objective, "revbench check=False": P.gmm_objective_fast,
+               "revbench fastmath": P.gmm_objective_fastmath}
+        obj = {REF: lambda args=args: R.gmm_objective(*args)}
+        vg = {REF: lambda args=args: R.gmm_value_and_grad(*args)}
+        for name, fn in fns.items():
+            run = rb_gmm_value_and_grad(fn)
             check_all(f"gmm {size}: {name} value_and_grad", run(g), want)
-            check_close(f"gmm {size}: {name} objective",
-                        rb_gmm_objective(P.gmm_objective if name == "revbench"
-                                         else P.gmm_objective_fast, g), want_val)
-        obj = {REF: lambda args=args: R.gmm_objective(*args),
-               "revbench": lambda g=g: rb_gmm_objective(P.gmm_objective, g),
-               "revbench check=False": lambda g=g: rb_gmm_objective(P.gmm_objective_fast, g)}
-        vg = {REF: lambda args=args: R.gmm_value_and_grad(*args),
-              "revbench": lambda g=g, run=rb_vg["revbench"]: run(g),
-              "revbench check=False": lambda g=g, run=rb_vg["revbench check=False"]: run(g)}
+            check_close(f"gmm {size}: {name} objective", rb_gmm_objective(fn, g), want_val)
+            obj[name] = lambda g=g, fn=fn: rb_gmm_objective(fn, g)
+            vg[name] = lambda g=g, run=run: run(g)
         if jx is not None:
             import jax.numpy as jnp
             rows_, cols_ = R.gmm_lower_indices(d)
@@ -499,6 +496,7 @@ def bench_sparse(cfg: dict, peers: dict, rows: list, checks: list) -> None:
             ref_grad = lambda: R.csr_bilinear_grad(s["x"], *csr, s["y"])
             progs = {"revbench lib": (P.sparse_bilinear_lib, P.sparse_bilinear_lib_fast),
                      "revbench loops": (P.sparse_bilinear_loop, P.sparse_bilinear_loop_fast)}
+            fastmath = P.sparse_bilinear_loop_fastmath
         else:
             want_val = R.csr_sqnorm_value(s["x"], *csr)
             want = R.csr_sqnorm_grad(s["x"], *csr)
@@ -506,11 +504,15 @@ def bench_sparse(cfg: dict, peers: dict, rows: list, checks: list) -> None:
             ref_grad = lambda: R.csr_sqnorm_grad(s["x"], *csr)
             progs = {"revbench lib": (P.sparse_sqnorm_lib, P.sparse_sqnorm_lib_fast),
                      "revbench loops": (P.sparse_sqnorm_loop, P.sparse_sqnorm_loop_fast)}
+            fastmath = P.sparse_sqnorm_loop_fastmath
         check_close(f"sparse {kind}: hand gradient value", want[0], want_val)
         obj = {REF: ref_obj}
         vg = {REF: ref_grad}
         for label, (checked, fast) in progs.items():
-            for name, fn in ((label, checked), (f"{label} check=False", fast)):
+            variants = [(label, checked), (f"{label} check=False", fast)]
+            if label == "revbench loops":
+                variants.append((f"{label} fastmath", fastmath))
+            for name, fn in variants:
                 check_close(f"sparse {kind}: {name} objective",
                             rb_sparse_objective(fn, kind, s), want_val)
                 run = rb_sparse(fn, kind)

@@ -232,11 +232,24 @@ def _driver_source(lay: _Layout, params: tuple[str, ...]) -> str:
     V = [f"V{k}" for k in range(len(params)) if lay.keep[k]]
     out = [f"def driver({', '.join([*P, 'seed_param', 'seed_flat', 'block_row', *J, *V])}, "
            "n, atol, rtol, catol, crtol):",
-           "    m = seed_param.shape[0]",
-           "    for i in range(n):"]
+           "    m = seed_param.shape[0]"]
+    # arrays every item needs afresh are allocated once, before the loop over the items, and
+    # refilled per item (an item's arrays are small: allocating them would cost more than
+    # the kernels); a batched array is C-contiguous (split() makes it so), its rows too
+    fresh = {k for k, t in enumerate(lay.sig) if t.is_array and lay.written[k] and lay.batched[k]}
+    for k in sorted(fresh):
+        out.append(f"    a{k} = np.empty_like(P{k}[0])")
+    for lane in range(lay.lanes):
+        for k, t in enumerate(lay.sig):
+            if lay.adjoint[k] and t.is_array:
+                out.append(f"    g{lane}_{k} = np.zeros_like(P{k}{'[0]' if lay.batched[k] else ''})")
+    out.append("    for i in range(n):")
     ind = " " * 8
     for k, t in enumerate(lay.sig):
         src = f"P{k}[i]" if lay.batched[k] else f"P{k}"
+        if k in fresh:
+            out.append(f"{ind}a{k}.reshape(-1)[:] = {src}.reshape(-1)")
+            continue
         if t.is_array and lay.written[k]:
             src += ".copy()"
         elif not t.is_array and lay.batched[k] and lay.python:
@@ -266,7 +279,7 @@ def _driver_source(lay: _Layout, params: tuple[str, ...]) -> str:
             g = f"g{lane}_{k}"
             adj_names.append(g)
             if t.is_array:
-                out.append(f"{ind2}{g} = np.zeros_like(t{k})")
+                out.append(f"{ind2}{g}.fill(0)")
                 if k in lay.outputs:
                     out.append(f"{ind2}if row < m and seed_param[row] == {k}:")
                     out.append(f"{ind2}    {g}.reshape(-1)[seed_flat[row]] = 1.0")

@@ -58,12 +58,15 @@ class Program:
     ir: ir.Function
     check: bool = True
     backend: str = "numba"
+    #: let Numba reassociate float arithmetic and fuse multiply-adds (this function's loops)
+    fastmath: bool = False
     atol: float | None = None
     rtol: float | None = None
     namespace: Mapping[str, Any] = field(default_factory=dict)
     closure: Mapping[str, Any] = field(default_factory=dict)
     _inverse_ir: ir.Function | None = None
     _written: frozenset[str] | None = None
+    _effects: bool | None = None
     _cache: dict = field(default_factory=dict)
     views: dict = field(default_factory=dict)  # direction -> ReversibleFunction
 
@@ -133,6 +136,37 @@ class Program:
         if call.backward:
             direction = "backward" if direction == "forward" else "backward-inverse"
         return obj._program, direction
+
+    def callee_writes(self, call: ir.Call) -> tuple[bool, ...]:
+        """Per argument of ``call``: whether the callee may change it."""
+        prog, _ = self.callee(call)
+        written = prog.written_params()
+        return tuple(p in written for p in prog.ir.params)
+
+    def callee_writes_only(self, call: ir.Call) -> tuple[bool, ...] | None:
+        """:meth:`callee_writes`, or None when the call does more than change its
+        arguments (its callee prints or asserts, itself or through its own calls): such a
+        call is never dropped as dead."""
+        return None if self.callee(call)[0].has_effects() else self.callee_writes(call)
+
+    def has_effects(self) -> bool:
+        """Whether running this function does anything besides changing its arguments:
+        a ``print`` or an ``assert`` in it or in a function it calls."""
+        if self._effects is None:
+            self._effects = True  # while computing (a recursive call is refused later)
+            found = False
+            for st in ir.walk_stmts(self.ir.body):
+                if isinstance(st, (ir.Print, ir.Assert)):
+                    found = True
+                elif isinstance(st, ir.Call):
+                    try:
+                        found = self.callee(st)[0].has_effects()
+                    except ReversibilityTypeError:
+                        found = True
+                if found:
+                    break
+            self._effects = found
+        return self._effects
 
     def _called_from(self, exc: ReversibilityTypeError, call: ir.Call) -> ReversibilityTypeError:
         """``exc`` (found while compiling a callee for this call's argument types), with
@@ -218,11 +252,11 @@ class Program:
         typed = self.typed(direction, signature, lanes, inactive)
         func = typed.func
         if direction.startswith("backward"):
-            func = drop_zero_adjoint_updates(func)
+            func = drop_zero_adjoint_updates(func, self.callee_writes)
         if not check:
             # no runtime check reads the uncomputed ancillas: drop the dead inverse work
             # (a reverse sweep's uncomputation, a forward run's `~routine`)
-            func = prune(func)
+            func = prune(func, self.callee_writes_only)
         ndims = {n: t.ndim for n, t in typed.env.items()}
         typed = infer(hoist(func, ndims), typed.params)  # types again: hoisting adds locals
         injected: dict[str, object] = {}
@@ -249,14 +283,10 @@ class Program:
                 symbol = f"_rb_call_{prog.ir.name}_{cdir}"
             return symbol
 
-        def callee_writes(call: ir.Call) -> tuple[bool, ...]:
-            prog, _ = self.callee(call)
-            written = prog.written_params()
-            return tuple(p in written for p in prog.ir.params)
-
         opts = codegen.Options(check=check, atol=self.atol, rtol=self.rtol,
-                               wrap_ints=not check and backend == "python")
-        gen = codegen.generate(typed, direction, opts, callee_symbol, callee_writes)
+                               wrap_ints=not check and backend == "python", backend=backend,
+                               fastmath=self.fastmath and backend == "numba")
+        gen = codegen.generate(typed, direction, opts, callee_symbol, self.callee_writes)
         for symbol, rule in gen.globals_needed.items():
             injected[symbol] = _user_impl(rule, backend)
         return gen, injected
@@ -289,7 +319,7 @@ class Program:
         if backend == "numba":
             from revbench.backends.numba_backend import compile_numba
 
-            run = compile_numba(gen, injected, check)
+            run = compile_numba(gen, injected, check, fastmath=self.fastmath)
         else:
             from revbench.backends.python_backend import compile_python
 

@@ -82,9 +82,13 @@ class ReversibleFunction:
     def backend(self) -> str:
         return self._program.backend
 
+    @property
+    def fastmath(self) -> bool:
+        return self._program.fastmath
+
     def __repr__(self) -> str:
         p = self._program
-        extra = "" if p.check else ", check=False"
+        extra = ("" if p.check else ", check=False") + (", fastmath=True" if p.fastmath else "")
         return f"<reversible function {self.__name__}({', '.join(p.ir.params)}) [{p.backend}{extra}]>"
 
     # -- running -------------------------------------------------------------------
@@ -302,22 +306,23 @@ def _add_user_line_note(exc: BaseException) -> bool:
     return False
 
 
-def _validate_options(check: Any, backend: Any, atol: Any, rtol: Any) -> None:
+def _validate_options(check: Any, backend: Any, atol: Any, rtol: Any, fastmath: Any = False) -> None:
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    if not isinstance(check, bool):
-        raise TypeError(f"check must be True or False, got {check!r}")
+    for name, v in (("check", check), ("fastmath", fastmath)):
+        if not isinstance(v, bool):
+            raise TypeError(f"{name} must be True or False, got {v!r}")
     for name, v in (("atol", atol), ("rtol", rtol)):
         if v is not None and not (isinstance(v, (int, float)) and v >= 0):
             raise ValueError(f"{name} must be a non-negative number, got {v!r}")
 
 
-def _make(ir_func, *, check, backend, atol, rtol, namespace, closure,
+def _make(ir_func, *, check, backend, atol, rtol, namespace, closure, fastmath: bool = False,
           check_arity: bool = True) -> ReversibleFunction:
     ir_func = check_function(ir_func)
     if check_arity:  # calls of the reversible functions defined already
         check_calls(ir_func, lambda name: lookup_name(name, namespace, closure))
-    prog = Program(ir_func, check=check, backend=backend,
+    prog = Program(ir_func, check=check, backend=backend, fastmath=fastmath,
                    atol=None if atol is None else float(atol),
                    rtol=None if rtol is None else float(rtol),
                    namespace=namespace, closure=closure)
@@ -329,21 +334,26 @@ def _make(ir_func, *, check, backend, atol, rtol, namespace, closure,
 def reversible(fn: Callable) -> ReversibleFunction: ...
 @overload
 def reversible(*, check: bool = True, backend: str = "numba", atol: float | None = None,
-               rtol: float | None = None) -> Callable[[Callable], ReversibleFunction]: ...
+               rtol: float | None = None, fastmath: bool = False
+               ) -> Callable[[Callable], ReversibleFunction]: ...
 
 
 def reversible(fn: Callable | None = None, *, check: bool = True, backend: str = "numba",
-               atol: float | None = None, rtol: float | None = None):
+               atol: float | None = None, rtol: float | None = None, fastmath: bool = False):
     """Turn a function written in the reversible language into a :class:`ReversibleFunction`.
 
     ``check=False`` generates code without any runtime check (for speed);
     ``backend="python"`` runs the generated code without compiling it;
-    ``atol``/``rtol`` set this function's float tolerance (default: the global one).
+    ``atol``/``rtol`` set this function's float tolerance (default: the global one);
+    ``fastmath=True`` lets Numba reassociate float sums and fuse multiply-adds in this
+    function's own loops (they vectorise; results change in the last bits, so a run
+    and its inverse agree to rounding, not exactly: see ``docs/performance.md``).
     Static errors raise :class:`ReversibilitySyntaxError` here, at decoration time.
     """
-    _validate_options(check, backend, atol, rtol)
+    _validate_options(check, backend, atol, rtol, fastmath)
     if fn is None:
-        return functools.partial(reversible, check=check, backend=backend, atol=atol, rtol=rtol)
+        return functools.partial(reversible, check=check, backend=backend, atol=atol, rtol=rtol,
+                                 fastmath=fastmath)
     if isinstance(fn, ReversibleFunction):
         raise TypeError(f"{fn.__name__} is already a reversible function")
     if not callable(fn) or not hasattr(fn, "__code__"):
@@ -357,7 +367,7 @@ def reversible(fn: Callable | None = None, *, check: bool = True, backend: str =
     try:
         ir_func = parse_function(fn)
         view = _make(ir_func, check=check, backend=backend, atol=atol, rtol=rtol,
-                     namespace=fn.__globals__, closure=closure)
+                     fastmath=fastmath, namespace=fn.__globals__, closure=closure)
     except ReversibilitySyntaxError as exc:
         # The error already points at the user's line; the compiler's frames are noise.
         raise exc.with_traceback(None) from None
@@ -372,7 +382,8 @@ _define_counter = [0]
 
 def define(source: str, namespace: dict[str, Any] | None = None, *, filename: str | None = None,
            check: bool = True, backend: str = "numba", atol: float | None = None,
-           rtol: float | None = None, first_line: int = 1) -> dict[str, ReversibleFunction]:
+           rtol: float | None = None, first_line: int = 1, fastmath: bool = False
+           ) -> dict[str, ReversibleFunction]:
     """Define reversible functions from source text (every ``def`` in it).
 
     The source is registered with :mod:`linecache` under ``filename`` so
@@ -380,7 +391,7 @@ def define(source: str, namespace: dict[str, Any] | None = None, *, filename: st
     ``namespace`` (if given) and the new functions are returned by name.
     The ``@reversible`` decorator is optional in ``source``.
     """
-    _validate_options(check, backend, atol, rtol)
+    _validate_options(check, backend, atol, rtol, fastmath)
     if filename is None:
         _define_counter[0] += 1
         filename = f"<revbench-define-{_define_counter[0]}>"
@@ -411,7 +422,7 @@ def define(source: str, namespace: dict[str, Any] | None = None, *, filename: st
             continue
         if not isinstance(node, ast.FunctionDef):
             continue  # a docstring
-        opts = dict(check=check, backend=backend, atol=atol, rtol=rtol)
+        opts = dict(check=check, backend=backend, atol=atol, rtol=rtol, fastmath=fastmath)
         for dec in node.decorator_list:
             opts.update(_decorator_options(dec, filename, first_line, lines, opts))
         _validate_options(**opts)

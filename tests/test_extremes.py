@@ -113,3 +113,38 @@ def test_backends_agree_with_numpy(values):
                             backend=backend, check=check)["f"]
         r, s, _ = f(0.0, 0.0, x)
         assert (r, s) == (x.max(), x.min())
+
+
+@pytest.mark.parametrize(("backend", "check"), VARIANTS, ids=IDS)
+def test_jacobians_carry_reduction_seeds_in_every_lane(backend, check):
+    """A Jacobian runs several seeds at once (lanes): the seed a reduction's adjoint holds
+    for its loop is an adjoint too, one per lane (it was shared, unrenamed: the jacobian
+    of ``p[i] += np.max(x) * x[i]`` did not compile)."""
+    src = '''
+def f(p, x):
+    for i in range(len(x)):
+        p[i] += np.max(x) * x[i] + np.sum(x * x) * x[i]
+
+def g(out, x):
+    with routine:
+        m = 0.0
+        m += np.max(x)
+    out += m * m
+    ~routine
+
+def h(p, x):
+    t = 0.0
+    g(t, x)
+    for i in range(len(x)):
+        p[i] += t * x[i]
+    ~g(t, x)
+    del t
+'''
+    ns = revbench.define(src, {"np": np}, backend=backend, check=check)
+    x = np.array([1.0, 3.0, 2.0, -0.5])
+    eye = np.eye(4)
+    want_f = (x.max() + x @ x) * eye + np.outer(x, eye[1]) + 2.0 * np.outer(x, x)
+    want_h = x.max() ** 2 * eye + np.outer(x, 2.0 * x.max() * eye[1])
+    for name, want in (("f", want_f), ("h", want_h)):
+        J = revbench.jacobian(ns[name], outputs="p", wrt="x")(np.zeros(4), x)
+        np.testing.assert_allclose(J, want, rtol=1e-13, err_msg=name)

@@ -45,7 +45,7 @@ def test_gmm_hand_gradient_matches_finite_differences_and_revbench():
         fd = fd_grad(lambda: R.gmm_objective(*args), g[name])
         np.testing.assert_allclose(got, fd, rtol=1e-5, atol=1e-6, err_msg=name)
     assert np.isclose(N.rb_gmm_objective(P.gmm_objective, g), val)
-    for fn in (P.gmm_objective, P.gmm_objective_fast):
+    for fn in (P.gmm_objective, P.gmm_objective_fast, P.gmm_objective_fastmath):
         got = N.rb_gmm_value_and_grad(fn)(g)
         for a, b in zip(got, (val, dal, dmu, dicf), strict=True):
             np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from revbench.backends.codegen import Generated
+from revbench.backends.codegen import FASTMATH_FLAGS, Generated
 from revbench.backends.loader import load_module
 from revbench.backends.runtime import TABLES
 from revbench.lang.errors import ReversibilityTypeError
@@ -25,37 +25,60 @@ def _njit(**kw):
     return numba.njit(cache=True, **kw)
 
 
-def compile_numba(gen: Generated, injected: dict[str, object], check: bool) -> Callable:
+def compile_numba(gen: Generated, injected: dict[str, object], check: bool,
+                  fastmath: bool = False) -> Callable:
     mod = load_module(gen.key, gen.source, "nb", injected)
     fn = getattr(mod, gen.function_name)
     dispatcher = getattr(mod, "_rb_dispatcher", None)
     if dispatcher is None:
-        dispatcher = _njit(boundscheck=check)(fn)
+        flags = {"fastmath": set(FASTMATH_FLAGS)} if fastmath else {}
+        dispatcher = _njit(boundscheck=check, **flags)(fn)
         mod._rb_dispatcher = dispatcher
     return dispatcher
 
 
 def user_function(rule) -> Callable:
-    """The jitted version of a registered user function (one per fingerprint), or of a
-    checked integer helper of :mod:`revbench.backends.runtime`."""
+    """What generated code calls for a registered user function (one per fingerprint),
+    or for a helper of :mod:`revbench.backends.runtime` (checked integers, float shifts)."""
     key = (rule.name, rule.fingerprint)
     if key not in _user_cache:
-        import numba
-
-        impl = _checked_int_impls().get(rule.user_function)
-        _user_cache[key] = impl if impl is not None else numba.njit(rule.user_function)
+        impl = _checked_int_impls().get(rule.user_function, rule.user_function)
+        _user_cache[key] = typed_once(impl, rule.name)
     return _user_cache[key]
+
+
+def typed_once(impl: Callable, name: str) -> Callable:
+    """A stand-in for ``impl`` in jitted code that Numba compiles once per argument
+    *types*.
+
+    Every call site passes constants (the module key, the check's number): a plain
+    ``njit`` dispatcher is typed with each constant as a literal and compiles one
+    specialisation per value -- 66 compilations of the float-shift helper for the GMM
+    gradient, a third of its cold compile.  An overload typed with
+    ``prefer_literal=False`` sees int64 instead.  It stays a call (LLVM inlines it
+    where that pays) rather than Numba-level inlining, which would type its body again
+    at every call site.
+    """
+    from numba.extending import overload
+
+    def stand_in(*args):  # only jitted code calls it: the Python backend calls impl
+        return impl(*args)
+
+    stand_in.__name__ = stand_in.__qualname__ = f"rb_{name}"
+    # no cache of its own: the callers' cached machine code holds it (and a user's function
+    # defined in a notebook cell has no file Numba could cache it beside)
+    overload(stand_in, prefer_literal=False, strict=False, inline="never")(lambda *args: impl)
+    return stand_in
 
 
 _int_impls: dict[Callable, Callable] = {}
 
 
 def _checked_int_impls() -> dict[Callable, Callable]:
-    """runtime's checked int64 helpers, compiled to be inlined; ``+ - *`` use LLVM's
+    """runtime's checked int64 helpers as Numba compiles them; ``+ - *`` use LLVM's
     overflow intrinsics (an add or multiply and one branch on the overflow flag)."""
     if _int_impls:
         return _int_impls
-    import numba
     from numba.core import types
     from numba.extending import intrinsic
 
@@ -88,12 +111,8 @@ def _checked_int_impls() -> dict[Callable, Callable]:
 
         return impl
 
-    inline = numba.njit(inline="always")
-    _int_impls.update({runtime.int_add: inline(checked(add)),
-                       runtime.int_sub: inline(checked(sub)),
-                       runtime.int_mul: inline(checked(mul))})
-    for fn in (runtime.int_floordiv, runtime.int_pow, runtime.int_neg, runtime.int_abs):
-        _int_impls[fn] = inline(fn)
+    _int_impls.update({runtime.int_add: checked(add), runtime.int_sub: checked(sub),
+                       runtime.int_mul: checked(mul)})
     return _int_impls
 
 

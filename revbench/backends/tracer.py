@@ -303,7 +303,8 @@ class _Code:
         self.rtol = rtol if prog.rtol is None else prog.rtol
         self.G = dict(_BASE_GLOBALS)
         self.def_line = function_span(prog.ir)[0]
-        self._em = codegen.Emitter(typed, direction, codegen.Options(check=check, wrap_ints=not check),
+        self._em = codegen.Emitter(typed, direction, codegen.Options(check=check, wrap_ints=not check,
+                                                                    backend="python"),
                                    callee_symbol=lambda call, types: "")
         self._exprs: dict[str, Any] = {}
         self.table = CheckTable(self.func.name, self.func.filename, direction)

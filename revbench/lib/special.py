@@ -1,12 +1,10 @@
 """Numerically stable special functions in the reversible language.
 
 ``logsumexp(out, x)`` adds ``log(sum(exp(x)))`` to ``out`` without overflow, by
-shifting with the maximum of ``x``.  A maximum cannot be computed into a scalar
-reversibly (``max(m, x[i])`` forgets the old ``m``), so ``logsumexp`` keeps the
-*running maximum* in an ancilla array ``mx`` (``mx[i] = max(x[0..i])``), computed
-in a ``with routine:`` and uncomputed exactly by ``~routine`` once the result is
-added.  That array has the length of ``x`` and lives only during the call: it is
-not a tape (nothing grows with the number of calls or steps executed).
+shifting with the maximum of ``x``: the maximum is added into a scalar ancilla
+(``m += np.max(x)``, undone exactly by ``m -= np.max(x)``), the shifted sum is
+computed beside it in a ``with routine:`` and both are uncomputed by ``~routine``
+once the result is added.  Nothing but two scalars lives during the call.
 
 The shift changes nothing mathematically (the derivative of the result with
 respect to the maximum is zero), so its gradient contribution is only rounding
@@ -33,20 +31,18 @@ def logsumexp(out, x):
 
     The sum is accumulated divided by ``len(x)`` (so it stays in ``[1/n, 1]`` and its
     uncomputation is exact to ~``n`` ulps of 1, far inside the ancilla check's tolerance).
-    Cost: 2 n ``exp`` and 4 passes over ``x`` (compute and uncompute the running maximum
-    and the sum); an ancilla array of ``len(x)`` floats during the call.
+    Cost: n ``exp`` and two passes over ``x`` (the maximum and the sum); with checks on,
+    two more to uncompute them.  No ancilla array.
     Gradient: ``d out / dx = softmax(x)``.
     """
     assert len(x) > 0, "logsumexp: x must not be empty"
     with routine:  # noqa: F821 (reversible-language syntax)
-        mx = np.zeros_like(x)
-        mx[0] += x[0]
-        for i in range(1, len(x)):
-            mx[i] += max(mx[i - 1], x[i])
+        m = 0.0
+        m += np.max(x)
         s = 0.0
         for i in range(len(x)):
-            s += exp(x[i] - mx[len(x) - 1]) / len(x)
-    out += log(s) + math.log(len(x)) + mx[len(x) - 1]
+            s += exp(x[i] - m) / len(x)
+    out += log(s) + math.log(len(x)) + m
     ~routine  # noqa: F821
 
 

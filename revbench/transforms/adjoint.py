@@ -189,9 +189,14 @@ class AdjointContext:
         return out
 
     def _seed_ancilla(self, value: ir.Expr, pre: list, post: list, loc: ir.Loc) -> ir.Var:
-        """``value`` computed once, into a new ancilla freed after the loop that reads it."""
-        g = f"_rb_g{next(self._loops)}"
-        self.typed.env[g] = VarType("complex" if self.seed_is_complex(value) else "float")
+        """``value`` computed once, into a new ancilla freed after the loop that reads it.
+
+        The value is made of adjoints, so the ancilla is named as one (``_rb_adj__rb_gN``):
+        with several lanes it is repeated per lane like every adjoint."""
+        primal = f"_rb_g{next(self._loops)}"  # what seed_is_complex looks up
+        g = adj_name(primal)
+        self.typed.env[g] = self.typed.env[primal] = VarType(
+            "complex" if self.seed_is_complex(value) else "float")
         pre.append(ir.Alloc(g, value, loc))
         post.insert(0, ir.Dealloc(g, None, loc, discard=True))
         return ir.Var(g, loc)
@@ -485,7 +490,9 @@ def replicate_lanes(body: tuple[ir.Stmt, ...], lanes: int) -> tuple[ir.Stmt, ...
         elif isinstance(s, ir.Swap) and _is_adjoint(s.a.name):
             out += [ir.Swap(_lane(s.a, k), _lane(s.b, k), s.loc) for k in range(lanes)]
         elif isinstance(s, (ir.Alloc, ir.Dealloc)) and _is_adjoint(s.name):
-            out += [replace(s, name=lane_name(s.name, k)) for k in range(lanes)]
+            # an adjoint ancilla may be computed from adjoints (a seed held for a loop)
+            out += [replace(s, name=lane_name(s.name, k), init=_lane(s.init, k))
+                    for k in range(lanes)]
         elif isinstance(s, ir.Call) and s.backward:
             adj = tuple(_lane(a, k) for k in range(lanes) for a in s.adj_args)
             out.append(replace(s, adj_args=adj, lanes=lanes))

@@ -25,20 +25,33 @@ conditions and postconditions are reads.  Loops are iterated to a fixed point.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from revbench.lang import ir
 from revbench.transforms.invert import invert_body
 
+#: which parameters of a call's callee the callee changes (one flag per argument); None
+#: for a call that does more than that (its callee prints or asserts)
+Writes = Callable[[ir.Call], "tuple[bool, ...] | None"]
+
+
+def shape_of(name: str) -> str:
+    """The live-set entry for "the array ``name`` must exist" (its shape is read, its
+    values need not be current): a loop over ``qx.shape[0]`` after ``qx`` was last read
+    must not keep alive the updates that uncompute ``qx``."""
+    return f"#shape:{name}"
+
 
 def uses(e: ir.Expr) -> set[str]:
-    """Every variable an expression needs to exist: values read, and ``len``/``shape``."""
+    """Every variable an expression needs: the values it reads, and (as
+    :func:`shape_of` entries) the arrays whose ``len``/``shape`` it reads."""
     out = ir.names_read(e)
     for n in ir.walk_expr(e):
         if isinstance(n, (ir.Len, ir.Shape)):
-            out.add(n.name)
+            out.add(shape_of(n.name))
         elif isinstance(n, ir.ArrayAlloc) and n.source:
-            out.add(n.source)
+            out.add(n.source if n.kind == "copy" else shape_of(n.source))
     return out
 
 
@@ -88,31 +101,75 @@ def _stmt_reads(s: ir.Stmt) -> set[str]:
     return set()
 
 
-def _may_raise(init: ir.Expr) -> bool:
+def _may_raise(init: ir.Expr, sizes: frozenset[str] = frozenset()) -> bool:
     """An allocation that can fail (``np.zeros(n)`` with a negative ``n``, a division by
     a variable that may be zero) is kept even where nothing reads it: pruning removes
-    work, never an error the program raises."""
+    work, never an error the program raises.  ``sizes`` are names known never to be
+    negative (:func:`size_names`)."""
     if isinstance(init, ir.ArrayAlloc):
-        return init.kind == "zeros" and not all(
-            isinstance(d, ir.Const) and type(d.value) is int and d.value >= 0 for d in init.shape)
+        return init.kind == "zeros" and not all(_never_negative(d, sizes) for d in init.shape)
     return any(isinstance(n, ir.BinOp) and n.op in ("/", "//", "%")
                and not (isinstance(n.right, ir.Const) and n.right.value != 0)
                for n in ir.walk_expr(init))
 
 
-def prune_body(body: tuple[ir.Stmt, ...], live: set[str]) -> tuple[tuple[ir.Stmt, ...], set[str]]:
+def _never_negative(e: ir.Expr, sizes: frozenset[str]) -> bool:
+    """``e`` is an int that cannot be negative: a length or an axis of an array, a
+    constant >= 0, a name in ``sizes``, or a sum of those (array axes are far below
+    2**62, so such a sum cannot overflow)."""
+    if isinstance(e, (ir.Len, ir.Shape)):
+        return True
+    if isinstance(e, ir.Const):
+        return type(e.value) is int and e.value >= 0
+    if isinstance(e, ir.Var):
+        return e.name in sizes
+    if isinstance(e, ir.BinOp) and e.op == "+":
+        return _never_negative(e.left, sizes) and _never_negative(e.right, sizes)
+    return False
+
+
+def size_names(func: ir.Function) -> frozenset[str]:
+    """The ancillas that hold sizes: allocated only from lengths, axes and constants
+    >= 0 (``n, d = x.shape``) and never changed -- an ``np.zeros(d)`` cannot fail."""
+    allocs: dict[str, list[ir.Expr]] = {}
+    changed: set[str] = set(func.params)
+    for s in ir.walk_stmts(func.body):
+        if isinstance(s, ir.Alloc):
+            allocs.setdefault(s.name, []).append(s.init)
+        elif isinstance(s, (ir.Update, ir.Swap, ir.Call)):
+            changed |= ir.names_written((s,))
+    sizes: frozenset[str] = frozenset()
+    while True:  # names defined from other sizes (m = n + 1)
+        new = frozenset(n for n, inits in allocs.items() if n not in changed
+                        and all(_never_negative(e, sizes) for e in inits))
+        if new == sizes:
+            return sizes
+        sizes = new
+
+
+@dataclass(frozen=True)
+class _Known:
+    """What pruning knows beyond the body: the names that hold sizes (:func:`size_names`)
+    and which parameters each call's callee changes."""
+
+    sizes: frozenset[str] = frozenset()
+    writes: Writes | None = None
+
+
+def prune_body(body: tuple[ir.Stmt, ...], live: set[str], known: _Known = _Known()
+               ) -> tuple[tuple[ir.Stmt, ...], set[str]]:
     """``(kept statements, names live before body)`` given the names live after it."""
     kept: list[ir.Stmt] = []
     live = set(live)
     for s in reversed(body):
-        s, live = _prune_stmt(s, live)
+        s, live = _prune_stmt(s, live, known)
         if s is not None:
             kept.append(s)
     kept.reverse()
     return tuple(kept), live
 
 
-def _prune_stmt(s: ir.Stmt, live: set[str]) -> tuple[ir.Stmt | None, set[str]]:
+def _prune_stmt(s: ir.Stmt, live: set[str], known: _Known) -> tuple[ir.Stmt | None, set[str]]:
     if isinstance(s, ir.Update):
         if s.target.name not in live:
             return None, live
@@ -122,27 +179,30 @@ def _prune_stmt(s: ir.Stmt, live: set[str]) -> tuple[ir.Stmt | None, set[str]]:
             return None, live
         return s, live | _stmt_reads(s)
     if isinstance(s, ir.Alloc):
-        if s.name not in live and not _may_raise(s.init):
+        gone = {s.name, shape_of(s.name)}
+        # an adjoint is the sweep's own arithmetic, not the program's: where nothing reads it,
+        # nothing the program would raise is lost with it (a seed `adj / c if c > 0 else 0`)
+        if not (gone & live) and (_is_adjoint(s.name) or not _may_raise(s.init, known.sizes)):
             return None, live
-        return s, (live - {s.name}) | uses(s.init)
+        return s, (live - gone) | uses(s.init)
     if isinstance(s, ir.Dealloc):
         # without checks ``del t`` reads nothing, and nothing reads t after it
-        return s, live - {s.name}
+        return s, live - {s.name, shape_of(s.name)}
     if isinstance(s, ir.Block):
-        body, live = prune_body(s.body, live)
-        return replace(s, body=body), live
+        body, live = prune_body(s.body, live, known)
+        return (replace(s, body=body) if body else None), live
     if isinstance(s, ir.Inverted):
         # run as the inverse of its body: prune that (the block keeps its label)
-        body, live = prune_body(invert_body(s.body), live)
-        return ir.Block(body, s.label, s.loc), live
+        body, live = prune_body(invert_body(s.body), live, known)
+        return (ir.Block(body, s.label, s.loc) if body else None), live
     if isinstance(s, ir.If):
-        then, live_then = prune_body(s.then, live)
-        orelse, live_else = prune_body(s.orelse, live)
+        then, live_then = prune_body(s.then, live, known)
+        orelse, live_else = prune_body(s.orelse, live, known)
         return replace(s, then=then, orelse=orelse), live_then | live_else | _stmt_reads(s)
     if isinstance(s, ir.While):
         head = set(live) | _stmt_reads(s)
         while True:
-            body, body_in = prune_body(s.body, head)
+            body, body_in = prune_body(s.body, head, known)
             new = head | body_in
             if new == head:
                 return replace(s, body=body), head
@@ -150,23 +210,41 @@ def _prune_stmt(s: ir.Stmt, live: set[str]) -> tuple[ir.Stmt | None, set[str]]:
     if isinstance(s, ir.For):
         head = set(live)
         while True:
-            body, body_in = prune_body(s.body, head)
+            body, body_in = prune_body(s.body, head, known)
             new = head | (body_in - {s.var})
             if new == head:
                 if not body:  # nothing left to do in it: no loop (its bounds have no effect)
                     return None, live
                 return replace(s, body=body), head | _stmt_reads(s)
             head = new
+    if isinstance(s, ir.Call) and known.writes is not None and not _call_live(s, live, known):
+        return None, live
     if isinstance(s, ir.Call | ir.Print | ir.Assert):
         return s, live | _stmt_reads(s)
     # anything else is kept whole, with everything it touches live
     return s, live | _all_names((s,))
 
 
-def prune(func: ir.Function) -> ir.Function:
+def _call_live(call: ir.Call, live: set[str], known: _Known) -> bool:
+    """Whether anything reads what a call changes: the arguments its callee writes (an
+    uncompute of a call in an expression, ``~f(t, x)``, changes only the dead ``t``), and
+    in a reverse sweep its adjoint arguments."""
+    written = known.writes(call)
+    if written is None:  # the callee prints or asserts: never dropped
+        return True
+    n = len(call.args)
+    if any(w and a.name in live for a, w in zip(call.args, written)):
+        return True
+    return any(a is not None and a.name in live for k, a in enumerate(call.adj_args)
+               if written[k % n] or call.backward)
+
+
+def prune(func: ir.Function, writes: Writes | None = None) -> ir.Function:
     """``func`` without the statements whose results neither a parameter nor a kept
-    statement reads.  Only for code without runtime checks (checks read values)."""
-    body, _ = prune_body(func.body, set(func.params))
+    statement reads.  Only for code without runtime checks (checks read values).
+    ``writes`` tells which parameters each call's callee changes; without it every call
+    is kept."""
+    body, _ = prune_body(func.body, set(func.params), _Known(size_names(func), writes))
     return replace(func, body=_drop_deallocs(body, set()))
 
 
@@ -194,8 +272,12 @@ def _drop_deallocs(body: tuple[ir.Stmt, ...], allocated: set[str]) -> tuple[ir.S
                         orelse=_drop_deallocs(s.orelse, set(allocated)))
         elif isinstance(s, ir.Block):
             s = replace(s, body=_drop_deallocs(s.body, allocated))
+            if not s.body:
+                continue
         elif isinstance(s, (ir.While, ir.For)):
             s = replace(s, body=_drop_deallocs(s.body, set(allocated)))
+            if not s.body and isinstance(s, ir.For):  # as prune_body drops emptied loops
+                continue
         out.append(s)
     return tuple(out)
 
@@ -216,9 +298,16 @@ def _is_adjoint(name: str) -> bool:
 
 
 def is_zero(e: ir.Expr, zeros: frozenset[str]) -> bool:
-    """Whether ``e`` is a product (or sum) of which a factor is known to be zero."""
-    if isinstance(e, ir.Var):
+    """Whether ``e`` is a product (or sum) of which a factor is known to be zero: a
+    variable, an element or a sub-array of an array known zero, a fresh ``np.zeros``."""
+    if isinstance(e, (ir.Var, ir.Elem)):
         return e.name in zeros
+    if isinstance(e, ir.ArrayAlloc):
+        return e.kind in ("zeros", "zeros_like")
+    if isinstance(e, ir.Reduce):  # a sum (or an extreme) of zeros
+        return is_zero(e.arg, zeros)
+    if isinstance(e, ir.IfExp):
+        return is_zero(e.then, zeros) and is_zero(e.orelse, zeros)
     if isinstance(e, ir.Const):
         return e.value == 0 and not isinstance(e.value, bool)
     if isinstance(e, ir.UnaryOp):
@@ -233,52 +322,76 @@ def is_zero(e: ir.Expr, zeros: frozenset[str]) -> bool:
     return False
 
 
-def drop_zero_body(body: tuple[ir.Stmt, ...], zeros: frozenset[str]
+def drop_zero_body(body: tuple[ir.Stmt, ...], zeros: frozenset[str], writes: Writes | None = None
                    ) -> tuple[tuple[ir.Stmt, ...], frozenset[str]]:
-    """``(body without updates that add zero, adjoints known zero after it)``."""
+    """``(body without updates that add zero, adjoints known zero after it)``; ``writes``
+    tells which parameters a call's callee changes (None: calls are left as they are)."""
     out: list[ir.Stmt] = []
     for s in body:
-        s, zeros = _drop_zero_stmt(s, zeros)
+        s, zeros = _drop_zero_stmt(s, zeros, writes)
         if s is not None:
             out.append(s)
     return tuple(out), zeros
 
 
-def _drop_zero_stmt(s: ir.Stmt, zeros: frozenset[str]) -> tuple[ir.Stmt | None, frozenset[str]]:
+def _drop_zero_stmt(s: ir.Stmt, zeros: frozenset[str], writes: Writes | None
+                    ) -> tuple[ir.Stmt | None, frozenset[str]]:
     if isinstance(s, ir.Update):
         name = s.target.name
         if _is_adjoint(name) and s.op in ("+=", "-=") and is_zero(s.value, zeros):
             return None, zeros
         return s, zeros - {name}
     if isinstance(s, ir.Alloc):
-        if _is_adjoint(s.name) and is_zero(s.init, frozenset()):
+        # an adjoint allocated at zero, or a temporary that holds a zero adjoint's value
+        if is_zero(s.init, zeros):
             return s, zeros | {s.name}
         return s, zeros - {s.name}
     if isinstance(s, (ir.Block, ir.Inverted)):
         body = s.body if isinstance(s, ir.Block) else invert_body(s.body)
-        body, zeros = drop_zero_body(body, zeros)
+        body, zeros = drop_zero_body(body, zeros, writes)
         return ir.Block(body, s.label, s.loc), zeros
     if isinstance(s, ir.If):
-        then, z1 = drop_zero_body(s.then, zeros)
-        orelse, z2 = drop_zero_body(s.orelse, zeros)
+        then, z1 = drop_zero_body(s.then, zeros, writes)
+        orelse, z2 = drop_zero_body(s.orelse, zeros, writes)
         return replace(s, then=then, orelse=orelse), z1 & z2
     if isinstance(s, (ir.While, ir.For)):
         head = zeros
         while True:
-            _, after = drop_zero_body(s.body, head)
+            _, after = drop_zero_body(s.body, head, writes)
             new = head & after
             if new == head:
                 break
             head = new
-        body, _ = drop_zero_body(s.body, head)
+        body, _ = drop_zero_body(s.body, head, writes)
         return replace(s, body=body), head
-    if isinstance(s, ir.Call):  # a reverse sweep of a callee writes its adjoint arguments
+    if isinstance(s, ir.Call):
+        written = writes(s) if s.backward and writes is not None else None
+        if written is not None and _seeds_zero(s, written, zeros):
+            # the callee's reverse sweep would only carry zeros: run its primal effect,
+            # which is the call undone (a reverse sweep gives back the call's inputs)
+            plain = replace(s, inverted=not s.inverted, backward=False, adj_args=(), lanes=1,
+                            inactive=())
+            return plain, zeros - ir.names_written((s,))
+        # a reverse sweep of a callee writes its adjoint arguments
         return s, zeros - ir.names_written((s,)) - {a.name for a in s.adj_args if a is not None}
     # swaps, deallocations: whatever they write is no longer known zero
     return s, zeros - ir.names_written((s,))
 
 
-def drop_zero_adjoint_updates(func: ir.Function) -> ir.Function:
-    """``func`` without the adjoint updates that add a product with a zero adjoint."""
-    body, _ = drop_zero_body(func.body, frozenset())
+def _seeds_zero(call: ir.Call, written: tuple[bool, ...], zeros: frozenset[str]) -> bool:
+    """Whether every adjoint the callee's reverse sweep starts from is zero: those of the
+    arguments it changes (a read-only argument's adjoint is only added to, by amounts
+    proportional to those seeds)."""
+    n = len(call.args)
+    for k, adj in enumerate(call.adj_args):
+        if adj is not None and written[k % n] and not is_zero(adj, zeros):
+            return False
+    return True
+
+
+def drop_zero_adjoint_updates(func: ir.Function, writes: Writes | None = None) -> ir.Function:
+    """``func`` without the adjoint updates that add a product with a zero adjoint, and
+    with the reverse sweeps of calls whose seeds are all zero replaced by plain calls
+    (``writes``: which parameters each call's callee changes)."""
+    body, _ = drop_zero_body(func.body, frozenset(), writes)
     return replace(func, body=body)
