@@ -26,6 +26,8 @@ Workloads:
 * ``heat``: T explicit steps of the 1-D heat equation, loss ``|u_T|^2``, gradient w.r.t.
   ``u_0`` and the coefficient, as one reversible function over the trajectory and as a
   documented ``TimeLoop`` (``StoreAll()``);
+* ``dot``: ``s += np.dot(x, y)`` for n = 1,000,000 (100,000 with ``--quick``), exact and
+  with ``fastmath=True`` (sums reassociated, docs/performance.md section 4);
 * ``compile``: the cold first gradient of the ~45-line GMM objective in a fresh process
   (empty revbench cache), then again in a second fresh process (cache filled); checks on
   and ``check=False`` (checks on only with ``--quick``).
@@ -83,12 +85,12 @@ import numpy as np  # noqa: E402
 from revbench import jacobian, value_and_grad  # noqa: E402
 from revbench.checkpoint import StoreAll, TimeLoop  # noqa: E402
 
-WORKLOADS = ("gmm", "ba", "sparse", "heat", "compile")
+WORKLOADS = ("gmm", "ba", "sparse", "heat", "dot", "compile")
 GMM_SIZES = [(2, 5), (10, 5), (2, 10), (10, 10), (20, 50), (64, 5), (64, 10)]
 FULL = {"gmm_n": 1000, "gmm_sizes": GMM_SIZES, "ba_n": 10_000, "sparse_n": 100_000,
-        "sparse_per_row": 10, "heat_n": 1000, "heat_steps": 1000, "reps": 7}
+        "sparse_per_row": 10, "heat_n": 1000, "heat_steps": 1000, "dot_n": 1_000_000, "reps": 7}
 QUICK = {"gmm_n": 1000, "gmm_sizes": [(2, 5), (10, 5)], "ba_n": 1000, "sparse_n": 10_000,
-         "sparse_per_row": 10, "heat_n": 200, "heat_steps": 200, "reps": 3,
+         "sparse_per_row": 10, "heat_n": 200, "heat_steps": 200, "dot_n": 100_000, "reps": 3,
          "compile_checked_only": True}
 RTOL, ATOL = 1e-7, 1e-9
 REF = "njit (hand)"
@@ -549,6 +551,38 @@ def bench_sparse(cfg: dict, peers: dict, rows: list, checks: list) -> None:
         add_rows(rows, f"sparse {kind}", size, "value_and_grad", time_cases(vg, cfg["reps"]))
 
 
+def bench_dot(cfg: dict, peers: dict, rows: list, checks: list) -> None:
+    """``s += np.dot(x, y)``: one reduction, exact (``check=False``) and reassociated
+    (``fastmath=True``), against the hand-written loop (which Numba keeps in order too)."""
+    n = cfg["dot_n"]
+    size = f"n={n}"
+    log(f"dot {size}")
+    rng = np.random.default_rng(7)
+    x, y = rng.normal(size=n), rng.normal(size=n)
+    want_val = float(R.dot_value(x, y))
+    want = R.dot_value_and_grad(x, y)
+    obj = {REF: lambda: R.dot_value(x, y)}
+    vg = {REF: lambda: R.dot_value_and_grad(x, y)}
+    for name, fn in (("revbench", P.dot), ("revbench check=False", P.dot_fast),
+                     ("revbench fastmath", P.dot_fastmath)):
+        check_close(f"dot: {name} objective", fn(0.0, x, y)[0], want_val, rtol=1e-10)
+        run = value_and_grad(fn, loss="s", wrt=("x", "y"))
+        outs, grads = run(0.0, x, y)
+        check_all(f"dot: {name} value_and_grad", (outs[0], grads[1], grads[2]), want, rtol=1e-10)
+        obj[name] = lambda fn=fn: fn(0.0, x, y)
+        vg[name] = lambda run=run: run(0.0, x, y)
+    jx = peers.get("jax")
+    if jx is not None:
+        import jax.numpy as jnp
+        jxy = (jnp.asarray(x), jnp.asarray(y))
+        jv, (jgx, jgy) = jx["dot_value_and_grad"](*jxy)
+        check_all("dot: jax", (float(jv), jgx, jgy), want, rtol=1e-10)
+        vg["jax"] = lambda: jax_block(jx["dot_value_and_grad"](*jxy))
+    checks.append(f"dot {size}")
+    add_rows(rows, "dot", size, "objective", time_cases(obj, cfg["reps"]))
+    add_rows(rows, "dot", size, "value_and_grad", time_cases(vg, cfg["reps"]))
+
+
 def bench_heat(cfg: dict, peers: dict, rows: list, checks: list) -> None:
     h = heat_data(cfg["heat_n"], cfg["heat_steps"])
     size = f"n={cfg['heat_n']} T={cfg['heat_steps']}"
@@ -705,7 +739,7 @@ def main(argv: list[str] | None = None) -> int:
             bench_compile(cfg, peers, rows, checks, results)
         else:
             {"gmm": bench_gmm, "ba": bench_ba, "sparse": bench_sparse,
-             "heat": bench_heat}[w](cfg, peers, rows, checks)
+             "heat": bench_heat, "dot": bench_dot}[w](cfg, peers, rows, checks)
     results["checked"] = checks
     results["rows"] = rows
     results["seconds"] = time.perf_counter() - started

@@ -212,3 +212,17 @@ heat_step = reversible(heat_step_src)
 heat_step_fast = reversible(check=False)(heat_step_src)
 heat_loss = reversible(heat_loss_src)
 heat_loss_fast = reversible(check=False)(heat_loss_src)
+
+
+# ---------------------------------------------------------------------------------------
+# 5. A reduction: x . y (docs/performance.md, sections 2 and 4)
+# ---------------------------------------------------------------------------------------
+
+
+def dot_src(s, x, y):
+    s += np.dot(x, y)
+
+
+dot = reversible(dot_src)
+dot_fast = reversible(check=False)(dot_src)
+dot_fastmath = reversible(check=False, fastmath=True)(dot_src)

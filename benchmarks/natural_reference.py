@@ -149,6 +149,20 @@ def gmm_value_and_grad(alphas, means, icf, x, gamma, m):
     return total, dal, dmu, dicf
 
 
+@njit
+def dot_value(x, y):
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += x[i] * y[i]
+    return s
+
+
+@njit
+def dot_value_and_grad(x, y):
+    """``x . y`` and its gradient ``(y, x)``, as one would write it by hand."""
+    return dot_value(x, y), y.copy(), x.copy()
+
+
 def gmm_lower_indices(d: int) -> tuple[np.ndarray, np.ndarray]:
     """Rows and columns of the packed lower triangle (column by column, as ADBench)."""
     rows, cols = [], []
@@ -492,6 +506,7 @@ def jax_versions():
                                          static_argnums=4),
         "heat_value_and_grad": jax.jit(jax.value_and_grad(heat, argnums=(0, 1)),
                                        static_argnums=2),
+        "dot_value_and_grad": jax.jit(jax.value_and_grad(lambda x, y: x @ y, argnums=(0, 1))),
         "version": jax.__version__,
     }
 

@@ -243,3 +243,42 @@ def test_a_users_module_level_driver_is_cached_across_processes(tmp_path):
     for r in runs:
         assert r.returncode == 0, r.stderr
     assert "hits 0" in runs[0].stdout and "hits 1" in runs[1].stdout
+
+
+def test_a_stale_cached_driver_says_how_to_fix_it(tmp_path):
+    """Numba keys a cached driver on its own file only: after the kernels it calls change
+    (here: the reversible function, edited in another file), loading it must not run the
+    old kernels, and must say what to do rather than fail on a module name."""
+    kern = tmp_path / "kern.py"
+    kern.write_text("import revbench\n\n@revbench.reversible\ndef sq(y, x):\n    y += x * x\n\n"
+                    "fwd = sq.kernel('forward', 0.0, 1.0)\n")
+    (tmp_path / "drv.py").write_text(textwrap.dedent('''
+        import numba
+        import numpy as np
+        from kern import fwd
+
+        @numba.njit(cache=True)
+        def driver(xs):
+            out = 0.0
+            for i in range(len(xs)):
+                out += fwd(0.0, xs[i], 1e-8, 1e-8)[0]
+            return out
+
+        print("total", driver(np.arange(4.0)))
+    '''))
+    env = {**os.environ, "REVBENCH_CACHE_DIR": str(tmp_path / "cache")}
+
+    def run():
+        return subprocess.run([sys.executable, "drv.py"], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=300)
+
+    first = run()
+    assert first.returncode == 0 and "total 14.0" in first.stdout, first.stderr
+    kern.write_text(kern.read_text().replace("x * x", "2.0 * x * x"))
+    stale = run()
+    assert stale.returncode != 0 and "total" not in stale.stdout
+    assert "StaleKernelError" in stale.stderr and "delete" in stale.stderr, stale.stderr
+    for f in (tmp_path / "__pycache__").glob("drv.*.nb*"):
+        f.unlink()
+    fresh = run()
+    assert fresh.returncode == 0 and "total 28.0" in fresh.stdout, fresh.stderr

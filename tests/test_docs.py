@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import getpass
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -98,6 +99,9 @@ def run_script(source: str, name: str) -> subprocess.CompletedProcess:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "example.py"
     path.write_text(source)
+    # Numba's cache of the script's own @njit functions (docs/ad.md's driver) is keyed on
+    # the script alone, so it would outlive a change of the kernels they call: start afresh
+    shutil.rmtree(folder / "__pycache__", ignore_errors=True)
     proc = subprocess.run([sys.executable, str(path)], cwd=folder, capture_output=True,
                           text=True, timeout=TIMEOUT_S)
     proc.stdout = proc.stdout.replace(str(path), SHOWN_PATH)

@@ -61,6 +61,37 @@ def write_source(key: str, source: str) -> Path:
     return path
 
 
+class StaleKernelError(ImportError):
+    """A Numba cache refers to a revbench kernel this process has not built."""
+
+
+class _StaleKernelFinder:
+    """Explains a stale Numba cache instead of failing on a module name.
+
+    Numba keys the on-disk cache of a user's ``@njit(cache=True)`` function on its own
+    source file only.  When that function calls revbench kernels and the kernels change
+    (another revbench version, or an edited reversible function in another file), its
+    cached machine code still holds the old kernels, and loading it imports their
+    modules by name -- ``rbgen_<key>_nb``, which this process never built.  Loading old
+    kernels would run stale code, so the import fails here, saying what to do."""
+
+    @staticmethod
+    def find_spec(name: str, path=None, target=None):
+        if name.startswith("rbgen_") and name not in sys.modules:
+            raise StaleKernelError(
+                f"a Numba-cached function calls the revbench kernel {name}, which this process "
+                "has not built: the kernels changed since that function was cached (a new "
+                "revbench, or an edited reversible function). Numba does not track that: delete "
+                "the function's cache (the .nbi/.nbc files in __pycache__ next to its source, or "
+                "under NUMBA_CACHE_DIR) and it is compiled again against the current kernels",
+                name=name)
+        return None
+
+
+if not any(isinstance(f, _StaleKernelFinder) for f in sys.meta_path):
+    sys.meta_path.append(_StaleKernelFinder())
+
+
 def load_module(key: str, source: str, flavour: str, injected: dict[str, object]) -> ModuleType:
     """Load generated code as module ``rbgen_<key>_<flavour>``, with ``injected`` globals.
 
