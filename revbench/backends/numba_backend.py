@@ -8,7 +8,6 @@ Typing failures are translated back to the user's line.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
 
@@ -80,9 +79,8 @@ def _checked_int_impls() -> dict[Callable, Callable]:
     overflow intrinsics (an add or multiply and one branch on the overflow flag)."""
     if _int_impls:
         return _int_impls
-    import numba
     from numba.core import types
-    from numba.extending import intrinsic
+    from numba.extending import intrinsic, register_jitable
 
     from revbench.backends import runtime
     from revbench.backends.runtime import CheckFailed
@@ -116,22 +114,9 @@ def _checked_int_impls() -> dict[Callable, Callable]:
     _int_impls.update({runtime.int_add: checked(add), runtime.int_sub: checked(sub),
                        runtime.int_mul: checked(mul)})
 
-    # the float shifts call runtime.shift_failed, which Numba must compile as well
-    failed = numba.njit(runtime.shift_failed)
-
-    def shift_add(old, value, module, k):
-        new = old + value
-        if not (abs(new.real) < math.inf and abs(new.imag) < math.inf):
-            failed(old, new, value, module, k)
-        return new
-
-    def shift_sub(old, value, module, k):
-        new = old - value
-        if not (abs(new.real) < math.inf and abs(new.imag) < math.inf):
-            failed(old, new, value, module, k)
-        return new
-
-    _int_impls.update({runtime.shift_add: shift_add, runtime.shift_sub: shift_sub})
+    # the float shifts (runtime.shift_add, shift_sub) call runtime.shift_failed: let Numba
+    # compile it where they do (the plain function is unchanged for the Python backend)
+    register_jitable(runtime.shift_failed)
     return _int_impls
 
 
