@@ -134,9 +134,7 @@ INT_HELPERS: dict[str, fn_rules.FunctionRule] = {
 }
 _INT64_MIN_CODE = "(-9223372036854775807 - 1)"
 #: what a float shift calls when its result is not finite (it decides which check failed)
-#: a checked float ``+=`` / ``-=``: the update and its check in one call
-SHIFTS = {"+=": _helper_rule("shift_add", runtime.shift_add, 4),
-          "-=": _helper_rule("shift_sub", runtime.shift_sub, 4)}
+SHIFT_FAILED = _helper_rule("shift_failed", runtime.shift_failed, 5)
 
 
 # --------------------------------------------------------------------------- #
@@ -543,17 +541,18 @@ class Emitter:
     def float_shift_checked(self, s: ir.Update, target: str, op: str, value: str) -> None:
         """A float or complex ``+=`` / ``-=`` that raises where it cannot be undone: a
         shift by an infinite or nan operand (``inf - inf`` is nan), or a finite target
-        made infinite (an overflow).  One call of a helper that updates and checks (LLVM
-        inlines it: the common case costs one comparison of the result); a branch per
-        update written out here cost Numba a fifth of a checked function's compilation."""
+        made infinite (an overflow).  The update itself is written as is; the common case
+        costs a register copy of the old value and one comparison of the result."""
+        old = self.tmp("o")
+        self.emit(f"{old} = {target}", s.loc)
+        self.emit(f"{target} {op}= {value}", s.loc)
         k = self.check("nonfinite", expr_text(s.value), s.loc, s.op)
         self.check("result", expr_text(s.target), s.loc,
                    f"{expr_text(s.target)} {s.op} {expr_text(s.value)}")  # k + 1
-        helper = SHIFTS[s.op]
-        self.user_functions[helper.impl] = helper
-        # an int or bool operand is converted to float by the arithmetic anyway
-        operand = value if self.dtype(s.value) in ("float", "complex") else f"float({value})"
-        self.emit(f"{target} = {helper.impl}({target}, {operand}, _RB_MODULE, {k})", s.loc)
+        self.user_functions[SHIFT_FAILED.impl] = SHIFT_FAILED
+        self.emit(f"if not {self.finite(target, self.dtype(s.target))}:", s.loc)
+        operand = value if self.dtype(s.value) in ("float", "complex") else "0.0"  # ints are finite
+        self.emit(f"    {SHIFT_FAILED.impl}({old}, {target}, {operand}, _RB_MODULE, {k})", s.loc)
 
     @staticmethod
     def finite(x: str, dtype: str) -> str:

@@ -80,7 +80,7 @@ def _checked_int_impls() -> dict[Callable, Callable]:
     if _int_impls:
         return _int_impls
     from numba.core import types
-    from numba.extending import intrinsic, register_jitable
+    from numba.extending import intrinsic
 
     from revbench.backends import runtime
     from revbench.backends.runtime import CheckFailed
@@ -113,10 +113,6 @@ def _checked_int_impls() -> dict[Callable, Callable]:
 
     _int_impls.update({runtime.int_add: checked(add), runtime.int_sub: checked(sub),
                        runtime.int_mul: checked(mul)})
-
-    # the float shifts (runtime.shift_add, shift_sub) call runtime.shift_failed: let Numba
-    # compile it where they do (the plain function is unchanged for the Python backend)
-    register_jitable(runtime.shift_failed)
     return _int_impls
 
 

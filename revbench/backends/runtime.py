@@ -191,23 +191,6 @@ def shift_failed(old, new, value, module, k):
         raise CheckFailed(module, k + 1, old, new)
 
 
-def shift_add(old, value, module, k):
-    """``old + value``, checked as :func:`shift_failed` says: one call per checked float
-    ``+=`` in generated code (a call types faster under Numba than a branch per update)."""
-    new = old + value
-    if not (abs(new.real) < math.inf and abs(new.imag) < math.inf):
-        shift_failed(old, new, value, module, k)
-    return new
-
-
-def shift_sub(old, value, module, k):
-    """``old - value``, checked as :func:`shift_add`."""
-    new = old - value
-    if not (abs(new.real) < math.inf and abs(new.imag) < math.inf):
-        shift_failed(old, new, value, module, k)
-    return new
-
-
 # --------------------------------------------------------------------------- #
 # Checked int64 arithmetic (generated code with checks on calls these)
 # --------------------------------------------------------------------------- #
