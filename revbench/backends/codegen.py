@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from revbench.backends import runtime
 from revbench.backends.runtime import CheckInfo
@@ -28,6 +29,24 @@ from revbench.transforms.invert import invert_body
 
 CODEGEN_VERSION = "3"  # 2: checked int64 helpers (their Numba versions are not in the text);
 # 3: helpers typed once per argument types, loop buffers and accumulators
+
+
+def _helpers_fingerprint() -> str:
+    """A hash of the files that say what the helpers of generated code do (``runtime``:
+    checks, checked integers; ``numba_backend``: their compiled versions).
+
+    The helpers are called by name, so their code is not in the generated text, while
+    Numba's cache of a generated file holds them compiled in: without this hash in every
+    file's header, a changed helper would keep running, stale, from the cache (and a
+    caller compiled against an older callee's cached code would mix the two)."""
+    here = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for name in ("runtime.py", "numba_backend.py"):
+        digest.update((here / name).read_bytes())
+    return digest.hexdigest()[:12]
+
+
+HELPERS_FINGERPRINT = _helpers_fingerprint()
 
 
 #: what ``fastmath=True`` allows: reassociating float sums (so reductions vectorise) and
@@ -1048,7 +1067,8 @@ def generate(typed: TypedFunction, direction: str, options: Options,
     header = [
         f"# revbench {direction} code for {typed.func.name} "
         f"({typed.func.filename}:{typed.func.firstlineno})",
-        f"# signature: ({sig}); checks {'on' if options.check else 'off'}; codegen v{CODEGEN_VERSION}",
+        f"# signature: ({sig}); checks {'on' if options.check else 'off'}; codegen v{CODEGEN_VERSION} "
+        f"(helpers {HELPERS_FINGERPRINT})",
     ]
     if user_fps:
         header.append(f"# user functions: {', '.join(user_fps)}")
