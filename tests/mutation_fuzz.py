@@ -917,15 +917,21 @@ def _same_value(a, b, tol: float, exact: bool) -> bool:
 
 
 def same(a, b, tol: float) -> bool:
-    """``a`` equals ``b``: ints and bools exactly, floats within ``tol`` (nan == nan)."""
+    """``a`` equals ``b``: ints and bools exactly, floats within ``tol`` (nan == nan).
+
+    ``tol`` infinite (a float absorbed, see :func:`roundtrip_tolerance`): kinds only, for
+    ints and bools too -- a comparison of the absorbed float (``flag ^= x > 0.0``) or an
+    int computed from it legitimately comes back different."""
     ka, kb = kind_of(a), kind_of(b)
     if ka != kb:
         return False
     if isinstance(a, np.ndarray):
         exact = a.dtype.kind in "biu"
+        if exact and tol == math.inf:
+            return True
         return all(_same_value(x, y, tol, exact) for x, y in zip(a.ravel().tolist(), b.ravel().tolist()))
     if ka[0] in ("bool", "int"):
-        return a == b
+        return a == b or tol == math.inf
     if ka[0] in ("float", "complex"):
         return _same_value(a, b, tol, False)
     return a is b or a == b

@@ -198,3 +198,15 @@ def test_nesting_within_the_limits_still_runs(source, args):
     f = revbench.define(source, backend="python")["fz_deep"]
     out = f(*args)
     assert (~f)(*out) == args
+
+
+def test_a_bool_computed_from_an_absorbed_float_is_not_a_wrong_inverse():
+    # found by the slow fuzz run: `x -= -2**63` absorbs x = 1.5, so the inverse gives x
+    # back as 0.0, and `flag ^= x > 0.0` then comes back flipped: legitimate, like the
+    # absorbed float itself (the oracle compared bools exactly even where it had given up
+    # on the floats)
+    src = ("def fz_toggle(flag, bits, mask, x):\n    x -= -9223372036854775807 - 1\n"
+           "    bits ^= mask\n    flag ^= x > 0.0\n")
+    for backend, outcome in run_case(src, "fz_toggle", lambda: [False, 10, 6, 1.5],
+                                     ("python",), "<fuzz-absorbed>").items():
+        assert outcome.kind == "ok", (backend, outcome)
