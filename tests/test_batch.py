@@ -214,32 +214,32 @@ def test_driver_loads_from_the_cache_in_a_new_process(tmp_path):
     assert "hits 1" in runs[1].stdout
 
 
+#: docs/ad.md section 8: a user's driver of a kernel `fwd`, at module level, cached by Numba
+USER_DRIVER = textwrap.dedent('''
+    @numba.njit(cache=True)
+    def driver(xs):
+        out = 0.0
+        for i in range(len(xs)):
+            out += fwd(0.0, xs[i], 1e-8, 1e-8)[0]
+        return out
+''')
+SQ_KERNEL = ("@revbench.reversible\ndef sq(y, x):\n    y += x * x\n\n"
+             "fwd = sq.kernel('forward', 0.0, 1.0)\n")
+
+
+def run_script(folder, script: str) -> subprocess.CompletedProcess:
+    """``script`` (a file in ``folder``) in a fresh process, with the folder's own cache."""
+    env = {**os.environ, "REVBENCH_CACHE_DIR": str(folder / "cache")}
+    return subprocess.run([sys.executable, script], cwd=folder, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
 def test_a_users_module_level_driver_is_cached_across_processes(tmp_path):
-    # docs/ad.md section 8: kernels as module-level names, the driver @njit(cache=True)
-    (tmp_path / "user_driver.py").write_text(textwrap.dedent('''
-        import numba
-        import numpy as np
-        import revbench
-
-        @revbench.reversible
-        def sq(y, x):
-            y += x * x
-
-        fwd = sq.kernel("forward", 0.0, 1.0)
-
-        @numba.njit(cache=True)
-        def driver(xs):
-            out = 0.0
-            for i in range(len(xs)):
-                out += fwd(0.0, xs[i], 1e-8, 1e-8)[0]
-            return out
-
-        assert driver(np.arange(4.0)) == 14.0
-        print("hits", sum(driver.stats.cache_hits.values()))
-    '''))
-    env = {**os.environ, "REVBENCH_CACHE_DIR": str(tmp_path / "cache")}
-    runs = [subprocess.run([sys.executable, "user_driver.py"], cwd=tmp_path, env=env,
-                           capture_output=True, text=True, timeout=300) for _ in range(2)]
+    (tmp_path / "user_driver.py").write_text(
+        "import numba\nimport numpy as np\nimport revbench\n\n" + SQ_KERNEL + USER_DRIVER
+        + "\nassert driver(np.arange(4.0)) == 14.0\n"
+        "print('hits', sum(driver.stats.cache_hits.values()))\n")
+    runs = [run_script(tmp_path, "user_driver.py") for _ in range(2)]
     for r in runs:
         assert r.returncode == 0, r.stderr
     assert "hits 0" in runs[0].stdout and "hits 1" in runs[1].stdout
@@ -250,35 +250,16 @@ def test_a_stale_cached_driver_says_how_to_fix_it(tmp_path):
     (here: the reversible function, edited in another file), loading it must not run the
     old kernels, and must say what to do rather than fail on a module name."""
     kern = tmp_path / "kern.py"
-    kern.write_text("import revbench\n\n@revbench.reversible\ndef sq(y, x):\n    y += x * x\n\n"
-                    "fwd = sq.kernel('forward', 0.0, 1.0)\n")
-    (tmp_path / "drv.py").write_text(textwrap.dedent('''
-        import numba
-        import numpy as np
-        from kern import fwd
-
-        @numba.njit(cache=True)
-        def driver(xs):
-            out = 0.0
-            for i in range(len(xs)):
-                out += fwd(0.0, xs[i], 1e-8, 1e-8)[0]
-            return out
-
-        print("total", driver(np.arange(4.0)))
-    '''))
-    env = {**os.environ, "REVBENCH_CACHE_DIR": str(tmp_path / "cache")}
-
-    def run():
-        return subprocess.run([sys.executable, "drv.py"], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=300)
-
-    first = run()
+    kern.write_text("import revbench\n\n" + SQ_KERNEL)
+    (tmp_path / "drv.py").write_text("import numba\nimport numpy as np\nfrom kern import fwd\n"
+                                     + USER_DRIVER + "\nprint('total', driver(np.arange(4.0)))\n")
+    first = run_script(tmp_path, "drv.py")
     assert first.returncode == 0 and "total 14.0" in first.stdout, first.stderr
     kern.write_text(kern.read_text().replace("x * x", "2.0 * x * x"))
-    stale = run()
+    stale = run_script(tmp_path, "drv.py")
     assert stale.returncode != 0 and "total" not in stale.stdout
     assert "StaleKernelError" in stale.stderr and "delete" in stale.stderr, stale.stderr
     for f in (tmp_path / "__pycache__").glob("drv.*.nb*"):
         f.unlink()
-    fresh = run()
+    fresh = run_script(tmp_path, "drv.py")
     assert fresh.returncode == 0 and "total 28.0" in fresh.stdout, fresh.stderr
