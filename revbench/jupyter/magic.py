@@ -99,6 +99,9 @@ class ReversibleMagics(Magics):
                    "with respect to the float variables the cell uses")
     @argument("--inverse", action="store_true",
               help="run the cell program's inverse: undo the cell exactly")
+    @argument("--expect-error", action="store_true",
+              help="the cell is meant to fail (a lesson showing an error): print the error "
+                   "as the cell's output instead of raising it; a cell that runs is an error")
     @cell_magic
     def reversible(self, line: str, cell: str) -> Any:
         """Define reversible functions, or run reversible statements on the notebook's variables.
@@ -116,6 +119,8 @@ class ReversibleMagics(Magics):
         header = f"%%reversible {line}".rstrip()
         filename = cell_filename(f"{header}\n{cell}")
         self._label_cell(filename)
+        if args.expect_error:
+            return self._expect_error(args, header, cell, filename)
         try:
             return self._run(args, header, cell)
         except ReversibilitySyntaxError as exc:
@@ -127,6 +132,31 @@ class ReversibleMagics(Magics):
             # shown in one line at the cell line; the traceback stays for %tb, %debug and %pdb
             exc._render_traceback_ = _Renderer(self.shell, exc, filename)  # type: ignore[attr-defined]
             raise
+
+    def _expect_error(self, args, header: str, body: str, filename: str) -> None:
+        """``--expect-error``: a lesson shows the error a mistake gives, as plain output.
+
+        The error is printed as the cell would show it (the cell's line, a caret, the
+        message) but to standard output, so a notebook run top to bottom has no error
+        output; the notebook's variables are left as they were, as for any failing cell.
+        A cell that does not fail raises, so a lesson cannot silently stop showing its
+        error; an internal error (not the user's program) is raised as usual.
+        """
+        try:
+            self._run(args, header, body)
+        except ReversibilitySyntaxError as exc:
+            exc = exc.with_traceback(None)
+            text = self.shell.SyntaxTB.stb2text(
+                self.shell.SyntaxTB.structured_traceback(type(exc), exc, []))
+        except Exception as exc:
+            if not _is_users(exc):
+                raise
+            text = "".join(_Renderer(self.shell, exc, filename)())
+        else:
+            raise UsageError("--expect-error: this cell was expected to fail, but it ran "
+                             "without an error")
+        print("This cell fails, as it should:\n" + re.sub(r"\x1b\[[0-9;]*m", "", text).rstrip())
+        return None
 
     # -- the two kinds of cell ------------------------------------------------------
     def _run(self, args, header: str, body: str) -> Any:
