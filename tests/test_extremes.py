@@ -148,3 +148,22 @@ def h(p, x):
     for name, want in (("f", want_f), ("h", want_h)):
         J = revbench.jacobian(ns[name], outputs="p", wrt="x")(np.zeros(4), x)
         np.testing.assert_allclose(J, want, rtol=1e-13, err_msg=name)
+
+
+@pytest.mark.parametrize("backend", ["numba", "python"])
+@pytest.mark.parametrize("body", [
+    "y += np.sqrt(np.sum(x * x))",                       # a norm: sqrt's rule guards 0
+    "y += abs(np.sum(x)) + 2.0 * np.sqrt(np.dot(x, x))",
+    "y += np.sum(x * x) if np.max(x) > 0.0 else np.min(x)",  # reductions in both branches
+])
+def test_reductions_inside_guarded_expressions_have_gradients(backend, body):
+    """A reduction inside a conditional expression -- the user's, or the one a rule such as
+    sqrt's builds to give 0 where there is no derivative -- is evaluated once, so it is not
+    a statement's condition; and each branch's reduction gets its gradient only where that
+    branch is taken (found by a student writing sqrt(np.sum(x * x)) in lesson 03)."""
+    f = list(revbench.define(f"def f(y, x):\n    {body}\n", {"np": np}, backend=backend).values())[-1]
+    for x in (np.array([3.0, -4.0, 1.0]), np.array([-3.0, -4.0, -1.0])):
+        revbench.check_grad(f, 0.0, x, loss="y")
+    g = revbench.grad(f, loss="y")(0.0, np.array([3.0, 4.0, 0.0]))[1]
+    if body.startswith("y += np.sqrt"):
+        np.testing.assert_allclose(g, [0.6, 0.8, 0.0])

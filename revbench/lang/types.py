@@ -235,8 +235,12 @@ class TypeInference:
             return VarType(t.dtype)
         return VarType("int" if t.dtype == "bool" else t.dtype)
 
-    def condition(self, e: ir.Expr) -> None:
-        if any(isinstance(n, ir.Reduce) for n in ir.walk_expr(e)):
+    def condition(self, e: ir.Expr, statement: bool = True) -> None:
+        """A condition must be a real scalar.  That of a statement (``if``, ``while``) may
+        not hold a reduction, which would be evaluated again where the branch or loop
+        ends; that of a conditional expression (``a if c else b``, also made by the rules
+        of functions without a derivative at a point) is evaluated once, so it may."""
+        if statement and any(isinstance(n, ir.Reduce) for n in ir.walk_expr(e)):
             raise self.error(e.loc, "a sum or an extreme (sum, np.sum, np.dot, np.max, np.min) "
                                     "cannot be part of a condition "
                                     "(it is evaluated again where the branch or loop ends): "
@@ -366,7 +370,7 @@ class TypeInference:
                                         "does not exist")
             return VarType("int")
         if isinstance(e, ir.IfExp):
-            self.condition(e.cond)
+            self.condition(e.cond, statement=False)
             a, b = self._expr(e.then, ew), self._expr(e.orelse, ew)
             nd = _common_ndim(a, b, lambda: self.error(e.loc, "branches of different dimensions"))
             return VarType(promote(a.dtype, b.dtype), nd)

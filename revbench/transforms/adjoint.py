@@ -158,12 +158,16 @@ class AdjointContext:
             # Guard each whole contribution, not just the seed: the branch not taken
             # may not even be defined here (sin(x)/x at x == 0).
             zero = ir.Const(0j if self.is_complex(e) else 0.0)
-            then: list = []
-            self._walk(e.then, seed, then)
-            out.extend((x, ir.IfExp(e.cond, c, zero)) for x, c in then)
-            orelse: list = []
-            self._walk(e.orelse, seed, orelse)
-            out.extend((x, ir.IfExp(e.cond, zero, c)) for x, c in orelse)
+            for branch, taken in ((e.then, True), (e.orelse, False)):
+                found: list = []
+                self._walk(branch, seed, found)
+                for c in found:
+                    if isinstance(c, _SumSeed):  # a reduction's loop: its seed is guarded
+                        guarded = ir.IfExp(e.cond, c.seed, zero) if taken else ir.IfExp(e.cond, zero, c.seed)
+                        out.append(_SumSeed(c.reduce, guarded))
+                    else:
+                        x, v = c
+                        out.append((x, ir.IfExp(e.cond, v, zero) if taken else ir.IfExp(e.cond, zero, v)))
             return
         if isinstance(e, ir.Reduce):
             # d sum(arg) / d x[i] = d arg[i] / d x[i]; d max(arg) / d arg[i] = 1 where arg[i]
