@@ -16,6 +16,8 @@ from revbench.testing import check_inverse
 from revbench.tracing import trace
 
 if TYPE_CHECKING:  # the widget module imports ipywidgets: only on demand
+    import os
+
     from revbench.jupyter.debugger import Debugger
 
 __all__ = [
@@ -41,14 +43,15 @@ __all__ = [
 
 
 def debug(f: ReversibleFunction, *args: object, loss: object = None,
-          max_steps: int = 100_000) -> "Debugger":
+          max_steps: int = 100_000, export: "str | os.PathLike[str] | None" = None) -> "Debugger":
     """The stepping debugger widget for ``f(*args)``: forward steps, then backward steps that
-    really execute the inverse (with adjoints when a ``loss`` is given).  See
+    really execute the inverse (with adjoints when a ``loss`` is given).  ``export=PATH``
+    also writes its static HTML page (it steps without a kernel) to PATH.  See
     :mod:`revbench.jupyter.debugger`; ipywidgets is imported here, on demand.
     """
     from revbench.jupyter.debugger import debug as _debug
 
-    return _debug(f, *args, loss=loss, max_steps=max_steps)
+    return _debug(f, *args, loss=loss, max_steps=max_steps, export=export)
 
 
 def load_ipython_extension(ipython: object) -> None:

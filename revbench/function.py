@@ -264,6 +264,19 @@ class ReversibleFunction:
         gen, _ = p.generate(direction, p.backend, p.check, sig, compile_callees=False)
         return gen.source
 
+    def explain(self, *example_args: Any, loss: str | None = None):
+        """Each source line beside what the inverse and the reverse sweep run for it.
+
+        A table (text, or HTML in a notebook) printed from the compiler's own inverse and
+        adjoint IR, without the generated code's checks and plumbing: see
+        :mod:`revbench.explain`.  The adjoint depends on the argument types: pass example
+        arguments, or the last call's types (else a guess from the body) are used.
+        ``loss`` names the adjoints in the headings (``∂y/∂·``).
+        """
+        from revbench.explain import explain
+
+        return explain(self, *example_args, loss=loss)
+
 
 def _describe(a: Any) -> str:
     if isinstance(a, np.ndarray):

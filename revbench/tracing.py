@@ -9,7 +9,11 @@ are the values :func:`revbench.grad` computes.
 
 Each step knows its direction (``"forward"``, ``"backward"``), the call stack,
 the source line, what it executed (``y -= 3.0 * t + x`` in the inverse of
-``y += 3.0 * t + x``) and what it changed.  :meth:`Trace.state_at` gives the
+``y += 3.0 * t + x``; :attr:`Step.executed` lists the statements, the adjoint
+updates of the reverse sweep included) and what it changed.  The turning
+point (:attr:`Trace.turn`) is the first backward step; it stands on the line
+where the backward run starts (the last statement, for an inverse), not on
+the ``def``.  :meth:`Trace.state_at` gives the
 variables, adjoints and ancillas as they are after any step.
 
 **Errors.** Mistakes in the call itself (argument types, an unknown loss, a
@@ -227,6 +231,14 @@ class Step:
         return self._raw[6]
 
     @property
+    def executed(self) -> tuple[str, ...]:
+        """The statements this step executed, as code, printed from the IR the tracer ran:
+        ``("t -= x * x",)`` on a line reading ``t += x * x`` when the inverse runs, then
+        the adjoint updates in the reverse sweep (``"∂x += ∂y"``); a control-flow step
+        gives its header (``for i in reversed(range(n))``); ``()`` for start, turn, print."""
+        return self._raw[7]
+
+    @property
     def function(self) -> str:
         return self.frame.name
 
@@ -391,11 +403,13 @@ class Trace(Sequence[Step]):
         self._replay = _Replay(rec.steps)
         self._orders: dict[int, dict[str, int]] = {}
         self._shapes: dict[int, tuple] | None = None
+        self._has_calls: bool | None = None
 
     # -- the run's results ---------------------------------------------------------------
     @property
     def turn(self) -> int | None:
-        """Index of the turning point (the first backward step), None if never reached."""
+        """Index of the turning point (the first backward step), None if never reached; its
+        line is where the backward run starts."""
         return self._rec.turn
 
     @property
@@ -423,6 +437,23 @@ class Trace(Sequence[Step]):
     @property
     def gradient_mode(self) -> bool:
         return self.loss is not None
+
+    @property
+    def loss_label(self) -> str | None:
+        """The loss as the adjoints are derivatives of it: ``y``, or ``y[2]`` for an element
+        (None without a loss)."""
+        if self._rec.loss is None:
+            return None
+        k, index = self._rec.loss
+        name = self._rec.params[k]
+        return name if index is None else f"{name}[{', '.join(map(str, index))}]"
+
+    @property
+    def has_calls(self) -> bool:
+        """Whether the run entered another reversible function (then a call stack is worth showing)."""
+        if self._has_calls is None:
+            self._has_calls = any(st[1] == "enter" for st in self._steps)
+        return self._has_calls
 
     @property
     def params(self) -> tuple[str, ...]:

@@ -8,6 +8,7 @@ installed, loaded in headless chromium and clicked (slow).
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import os
@@ -26,7 +27,7 @@ widgets = pytest.importorskip("ipywidgets")
 from revbench.jupyter.debugger import Debugger, page_html, render_panels  # noqa: E402
 
 CONTRACT = ("rb-debugger", "rb-start", "rb-back", "rb-forward", "rb-end", "rb-turn", "rb-play",
-            "rb-slider", "rb-status", "rb-source")
+            "rb-slider", "rb-status", "rb-source", "rb-stack-panel")
 
 # --------------------------------------------------------------------------- a small DOM
 
@@ -168,8 +169,14 @@ def test_buttons_step_through_forward_then_backward():
     assert status(w).startswith(f"step 2 / {n} · forward · line 3")
     w.turn_button.click()
     assert w.index == w.trace.turn == 6
-    assert status(w).startswith(f"step 7 / {n} · backward · line 2")
+    # the turning point stands where the backward run starts: the last line, `del t`
+    assert status(w).startswith(f"step 7 / {n} · backward · line 7")
+    assert "turning point" in status(w) and "runs from line 7" in status(w)
+    line = current_line(w)
+    assert line.attrs["data-line"] == "7" and "rb-turning" in line.classes
+    assert line.one(cls="rb-mark").text == "⟲"
     w.forward_button.click()
+    assert current_line(w).attrs["data-line"] == "7" and "rb-turning" not in current_line(w).classes
     w.forward_button.click()
     line = current_line(w)
     assert line.attrs["data-line"] == "6" and "rb-dir-backward" in line.classes
@@ -266,6 +273,198 @@ def test_stepping_into_a_call_shows_the_callee():
     assert "y += x * x" in current_line(w).text
     assert [r.attrs["data-name"] for r in dom(w.variables.value).select("tr")
             if "data-name" in r.attrs] == ["y", "x"]
+
+
+def executed(w: Debugger) -> list[str]:
+    """The statements shown as executed under the current line."""
+    return [n.text for n in dom(w.source.value).select(cls="rb-executed-stmt")]
+
+
+def test_backward_steps_show_the_inverse_they_execute():
+    w = revbench.debug(define(POLY), 0.0, 2.0)
+    for k in range(w.trace.turn + 1):  # forward (and the turn): the line is what runs
+        w.go(k)
+        assert not dom(w.source.value).select(cls="rb-executed"), k
+    expected = {7: "t = 0.0", 6: "t += x * x", 5: "y -= (3.0 * t) + x", 4: "t -= x * x", 3: "del t"}
+    for k in range(w.trace.turn + 1, len(w.trace)):
+        w.go(k)
+        code = dom(w.source.value).one(cls="rb-code")
+        line = code.one(cls="rb-current")
+        block = code.one(cls="rb-executed")
+        # right under the current line
+        assert code.children.index(block) == code.children.index(line) + 1
+        assert executed(w) == [expected[int(line.attrs["data-line"])]]
+        assert w.trace[k].executed == (expected[int(line.attrs["data-line"])],)
+
+
+def test_the_reverse_sweep_shows_its_adjoint_updates_and_names_the_loss():
+    w = revbench.debug(define(POLY), 0.0, 2.0, loss="y")
+    head = dom(w.variables.value).one("th", "rb-adjoint-head")
+    assert head.text == "adjoint ∂y/∂·"
+    assert "∂L" not in w.variables.value
+    w.go(next(s.index for s in w.trace[w.trace.turn:] if s.lineno == 5))
+    assert executed(w) == ["y -= (3.0 * t) + x", "∂t += ∂y * 3.0", "∂x += ∂y"]
+    adj = [n.text for n in dom(w.source.value).select(cls="rb-executed-adj")]
+    assert adj == ["∂t += ∂y * 3.0", "∂x += ∂y"]
+    g = define("""
+        def g(y, x):
+            for i in range(len(x)):
+                y[i] += x[i] * x[i]
+    """)
+    w = revbench.debug(g, np.zeros(3), np.ones(3), loss=("y", 2))
+    assert dom(w.variables.value).one("th", "rb-adjoint-head").text == "adjoint ∂y[2]/∂·"
+
+
+def test_a_call_inside_an_inverse_shows_the_inverted_statements():
+    f = define("""
+        def double(y):
+            y *= 2.0
+
+        def f(s):
+            ~double(s)
+    """)
+    w = revbench.debug(f, 3.0)
+    w.go(next(s.index for s in w.trace if s.function == "~double" and s.kind == "update"))
+    assert w.trace[w.index].direction == "forward"  # the forward run, calling an inverse
+    assert "y *= 2.0" in current_line(w).text and executed(w) == ["y /= 2.0"]
+
+
+ADD_SQUARE = """
+    def add_square(y, x):
+        y += x * x
+
+    def f(y, x):
+        add_square(y, x)
+"""
+
+
+def stack_rows(w: Debugger) -> list[tuple[str, str, bool]]:
+    return [(r.attrs["data-function"], r.attrs["data-line"], "rb-frame-current" in r.classes)
+            for r in dom(w.stack.value).one("table", "rb-stack").select("tr", "rb-frame")]
+
+
+def test_the_call_stack_panel_shows_the_frames():
+    w = revbench.debug(define(ADD_SQUARE), 1.0, 3.0, loss="y")
+    assert stack_rows(w) == [("f", "5", True)]
+    w.go(2)  # inside add_square
+    assert stack_rows(w) == [("add_square", "3", True), ("f", "6", False)]
+    code = [n.text for n in dom(w.stack.value).select("td", "rb-frame-code")]
+    assert code == ["y += x * x", "add_square(y, x)"]
+    inner = next(s.index for s in w.trace[w.trace.turn:] if s.kind == "update")
+    w.go(inner)
+    assert stack_rows(w) == [("add_square (reverse sweep)", "3", True), ("f (reverse sweep)", "6", False)]
+    # a function that calls none: no stack panel
+    assert revbench.debug(define(POLY), 0.0, 2.0).stack.value == ""
+
+
+LEAKY_CELL = """
+    def leaky(y, x):
+        t = 0.0
+        t += x
+        y += t
+        del t
+
+    def outer(y, x):
+        y += 1.0
+        leaky(y, x)
+"""
+
+
+def test_errors_name_the_cell_as_the_magic_does(monkeypatch):
+    from revbench.jupyter import cell
+
+    filename = cell.cell_filename("%%reversible\n" + LEAKY_CELL)
+    monkeypatch.setitem(cell.CELL_LABELS, filename, "Cell In[7]")
+    fns = revbench.define(textwrap.dedent(LEAKY_CELL), {"np": np}, backend="python", filename=filename)
+    w = revbench.debug(fns["outer"], 0.0, 2.0)
+    panel = dom(w.error.value).text
+    assert "revbench-cell" not in panel and "revbench-cell" not in w.source.value
+    assert "Cell In[7], line 10: leaky(y, x)\nCell In[7], line 6: del t\n" in panel, panel
+    assert "ReversibilityError: ancilla `t` is not back at its allocated value" in panel
+    assert "to fix it" in panel  # the magic's advice too
+    w.go(w.trace.error_step)
+    assert "revbench-cell" not in w.status.value
+    assert "✗ ReversibilityError: ancilla `t`" in status(w)
+    assert "(Cell In[7])" in dom(w.source.value).one(cls="rb-head").text
+    rows = dom(w.stack.value).select("tr", "rb-frame")
+    assert rows[0].attrs["title"] == "Cell In[7], line 6"
+
+
+def test_export_button_writes_the_page_and_offers_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    w = revbench.debug(define(POLY), 0.0, 2.0, loss="y")
+    buttons = [x for x in descendants(w) if "rb-export" in getattr(x, "_dom_classes", ())]
+    assert len(buttons) == 1 and buttons[0].tooltip
+    assert w.export_link.value == ""
+    buttons[0].click()
+    written = tmp_path / "poly-debugger.html"
+    assert written.exists()
+    link = dom(w.export_link.value).one("a", "rb-download")
+    assert link.attrs["download"] == "poly-debugger.html"
+    prefix = "data:text/html;charset=utf-8;base64,"
+    assert link.attrs["href"].startswith(prefix)
+    assert base64.b64decode(link.attrs["href"][len(prefix):]) == written.read_bytes()
+    assert dom(written.read_text(encoding="utf-8")).one(cls="rb-debugger")
+    # export= on revbench.debug writes it at once, where it is told
+    target = tmp_path / "sub.html"
+    w = revbench.debug(define(POLY), 0.0, 2.0, export=target)
+    assert target.exists() and w.export_path == target
+    assert "sub.html" in w.export_link.value
+
+
+def test_the_magic_exports_the_debugger(tmp_path):
+    harness = pytest.importorskip("ipython_harness")
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    config = Config()
+    config.HistoryManager.hist_file = ":memory:"
+    ip = InteractiveShell.instance(config=config)
+    if "revbench" not in ip.extension_manager.loaded:
+        ip.run_line_magic("load_ext", "revbench")
+    harness.run_ok(ip, "y = 0.0\nx = 2.0")
+    target = tmp_path / "cell.html"
+    ran = harness.run_ok(ip, f"%%reversible --no-jit --debug --loss y --export {target}\n"
+                             "t = 0.0\nt += x\ny += t * t\nt -= x\ndel t\n")
+    assert target.exists() and ip.user_ns["y"] == 0.0
+    page = target.read_text(encoding="utf-8")
+    assert f"Cell In[{ran.number}]" in page and "revbench-cell" not in page
+    ran = harness.run(ip, f"%%reversible --no-jit --export {target}\ny += x\n")
+    assert not ran.success and "--export" in ran.out and "--debug" in ran.out
+
+
+def test_a_static_debugger_rides_along_when_asked(monkeypatch):
+    w = revbench.debug(define(POLY), 0.0, 2.0, loss="y")
+    monkeypatch.delenv("REVBENCH_STATIC_DEBUGGER", raising=False)
+    bundle = w._repr_mimebundle_()
+    assert "text/html" not in bundle and "application/vnd.jupyter.widget-view+json" in bundle
+    monkeypatch.setenv("REVBENCH_STATIC_DEBUGGER", "1")
+    bundle = w._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    frame = dom(bundle["text/html"]).one("iframe", "rb-static-debugger")
+    assert "width:100%" in frame.attrs["style"] and "border:0" in frame.attrs["style"]
+    page = dom(frame.attrs["srcdoc"])  # the standalone page, whole
+    root = page.one(cls="rb-debugger")
+    for cls in CONTRACT:
+        root.one(cls=cls)
+    assert len(page_data(page)["steps"]) == len(w.trace)
+    monkeypatch.setenv("REVBENCH_STATIC_DEBUGGER", "0")
+    assert "text/html" not in w._repr_mimebundle_()
+
+
+def test_colours_follow_the_theme():
+    """Every colour of the debugger comes from a variable that follows JupyterLab's theme
+    (with a light fallback for the static page), so no fixed colour fights a dark theme."""
+    from revbench.jupyter.debugger import CSS
+
+    declared = re.findall(r"(?<![-\w])(color|background|background-color)\s*:\s*([^;}]+)", CSS)
+    assert declared
+    for prop, value in declared:
+        assert value.strip().startswith("var(--"), (prop, value)
+    for var, jp in (("--rb-fg", "--jp-content-font-color1"), ("--rb-bg", "--jp-layout-color0"),
+                    ("--rb-border", "--jp-border-color1"), ("--rb-muted", "--jp-content-font-color2")):
+        assert re.search(rf"{var}: var\({jp}, #[0-9a-f]{{6}}\);", CSS), var
+    assert 'body[data-jp-theme-light="false"] .rb-debugger' in CSS
 
 
 def test_debug_takes_a_recorded_trace_and_cell_sources():
@@ -367,6 +566,41 @@ def test_exported_page_steps_in_a_browser(tmp_path):
             page.wait_for_function(
                 "document.querySelector('.rb-status').textContent.startsWith('step 5 / 5')",
                 timeout=10_000)
+            assert errors == []
+        finally:
+            browser.close()
+
+
+@pytest.mark.slow
+def test_the_static_iframe_steps_in_a_browser(tmp_path, monkeypatch):
+    """What a course website shows (an nbconvert page with REVBENCH_STATIC_DEBUGGER=1): the
+    debugger in an iframe, stepping without a kernel, grown to fit its page."""
+    if _chromium() is None:
+        pytest.skip("no chromium (/usr/bin/chromium or `chromium` on PATH)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    monkeypatch.setenv("REVBENCH_STATIC_DEBUGGER", "1")
+    w = revbench.debug(define(POLY), 0.0, 2.0, loss="y")
+    site = tmp_path / "lesson.html"
+    site.write_text("<!DOCTYPE html><html><body><h1>lesson</h1>"
+                    f"{w._repr_mimebundle_()['text/html']}</body></html>", encoding="utf-8")
+    args = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync"]
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=_chromium(), headless=True, args=args)
+        try:
+            page = browser.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(site.as_uri())
+            frame = page.frame_locator("iframe.rb-static-debugger")
+            status = frame.locator(".rb-status")
+            assert status.inner_text().startswith("step 1 / 12 · forward · line 2")
+            frame.locator(".rb-turn").click()
+            assert status.inner_text().startswith("step 7 / 12 · backward · line 7")
+            frame.locator(".rb-forward").click()
+            frame.locator(".rb-forward").click()
+            assert frame.locator(".rb-executed-stmt").first.inner_text() == "t += x * x"
+            assert frame.locator("th.rb-adjoint-head").inner_text() == "adjoint ∂y/∂·"
             assert errors == []
         finally:
             browser.close()

@@ -97,6 +97,17 @@ class LabServer:
             body = reply.read()
         return json.loads(body) if body else None
 
+    def set_theme(self, theme: str | None) -> None:
+        """Choose JupyterLab's theme in the server's (isolated) user settings; None: the default.
+        Pages opened afterwards load with it."""
+        raw = json.dumps({"theme": theme} if theme else {})
+        request = urllib.request.Request(
+            f"{self.url}/lab/api/settings/@jupyterlab/apputils-extension:themes", method="PUT",
+            data=json.dumps({"raw": raw}).encode(),
+            headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            reply.read()
+
     def shutdown_kernels(self) -> None:
         """End every kernel: each test starts its own, and the machine has few cores."""
         with contextlib.suppress(OSError):
@@ -465,6 +476,8 @@ def test_debugger_steps_forward_and_back(lab: LabServer, debugger_page) -> None:
         backward = [s for s in seen if s.direction == "backward"]
         assert forward and backward and seen.index(backward[0]) == len(forward), (
             f"the forward steps come first, then the backward ones: {seen}")
+        # the turning point stands where the backward run starts: `del t`, undone first
+        assert backward[0].line == backward[1].line == LINE_DEL, backward[:2]
         for line in (LINE_Y_UPDATE, LINE_UNCOMPUTE, LINE_DEL):
             at = [s for s in forward if s.line == line]
             assert len(at) == 1, f"one forward step at line {line}: {forward}"
@@ -501,6 +514,145 @@ def test_debugger_shows_a_dirty_ancilla(lab: LabServer, debugger_page) -> None:
         assert row.get_attribute("data-state") == "dirty", row.evaluate("e => e.outerHTML")
         assert "rb-dirty" in (row.get_attribute("class") or "").split()
         assert "del t" in dbg.root.inner_text(), "the failed step names its statement"
+
+
+#: WCAG's minimum contrast for normal text
+MIN_CONTRAST = 4.5
+#: what must stay readable, inside a debugger root
+READABLE = {
+    "the debugger": None,
+    "status": ".rb-status .rb-step",
+    "direction": ".rb-status .rb-dir",
+    "what ran": ".rb-status .rb-action",
+    "a source line": ".rb-code .rb-line:not(.rb-current)",
+    "the current line": ".rb-code .rb-current",
+    "the executed statement": ".rb-executed-stmt",
+    "an adjoint update": ".rb-executed-adj",
+    "a table head": "table.rb-vars th",
+    "a value": "table.rb-vars td.rb-value",
+    "a changed value": "table.rb-vars tr.rb-changed td.rb-value",
+    "an adjoint": "table.rb-vars td.rb-adjoint",
+    "an ancilla state": "table.rb-ancillas td.rb-state",
+}
+#: the contrast of an element's text with what is really behind it (translucent
+#: backgrounds composed over their ancestors'), per WCAG 2
+_CONTRAST_JS = """(el) => {
+  const parse = (c) => {
+    const m = /rgba?\\(([^)]+)\\)/.exec(c);
+    if (!m) { return null; }
+    const p = m[1].split(/[\\s,\\/]+/).filter(Boolean).map(Number);
+    return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1];
+  };
+  const over = (top, below) => [0, 1, 2].map((i) => top[i] * top[3] + below[i] * (1 - top[3])).concat([1]);
+  const layers = [];
+  for (let n = el; n && n.nodeType === 1; n = n.parentElement) {
+    const c = parse(getComputedStyle(n).backgroundColor);
+    if (c && c[3] > 0) { layers.push(c); if (c[3] >= 1) { break; } }
+  }
+  let bg = [255, 255, 255, 1];
+  for (let i = layers.length - 1; i >= 0; i--) { bg = over(layers[i], bg); }
+  const fg = over(parse(getComputedStyle(el).color), bg);
+  const lum = (c) => {
+    const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+    return 0.2126 * f(c[0]) + 0.7152 * f(c[1]) + 0.0722 * f(c[2]);
+  };
+  const a = lum(fg), b = lum(bg);
+  return {ratio: (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05), background: b,
+          fg: fg.map(Math.round), bg: bg.map(Math.round)};
+}"""
+
+
+def contrasts(root) -> dict[str, dict]:
+    """Each READABLE element's text contrast (all of them must be on the page)."""
+    out = {}
+    for what, selector in READABLE.items():
+        el = root if selector is None else root.locator(selector).first
+        assert selector is None or root.locator(selector).count(), f"no {what} ({selector}) on the page"
+        out[what] = el.evaluate(_CONTRAST_JS)
+    return out
+
+
+def step_until(dbg: DebuggerView, selector: str, limit: int = 30) -> Shown:
+    """From the turning point, step forward until ``selector`` shows in the debugger."""
+    from playwright.sync_api import expect
+
+    dbg.button("rb-turn").click()
+    expect(dbg.root.locator(".rb-status").first).to_contain_text("turning point", timeout=STEP_S * 1000)
+    shown = dbg.read()
+    for _ in range(limit):
+        if dbg.root.locator(selector).count():
+            return shown
+        shown = dbg.click("rb-forward", shown.step + 1)
+    raise AssertionError(f"{selector!r} never showed after the turning point")
+
+
+def assert_readable(found: dict[str, dict], theme: str) -> None:
+    bad = {what: c for what, c in found.items() if c["ratio"] < MIN_CONTRAST}
+    assert not bad, f"text below contrast {MIN_CONTRAST} in the {theme} theme: {bad}"
+
+
+def test_debugger_is_readable_in_the_light_theme(lab: LabServer, debugger_page) -> None:
+    page, shots = debugger_page
+    dbg = DebuggerView(page.locator(".rb-debugger").first)
+    with explained(page, lab, "the debugger's contrast (light theme)", shots / "light-failed.png"):
+        step_until(dbg, ".rb-executed-adj")
+        if not dbg.root.locator("tr.rb-changed").count():  # a step that changes a variable
+            dbg.click("rb-forward", dbg.read().step + 1)
+        found = contrasts(dbg.root)
+        assert found["the debugger"]["background"] > 0.8, found["the debugger"]  # light
+        assert_readable(found, "light")
+
+
+#: a cell program that calls a function, so the call-stack panel shows too
+DARK_CELLS = [
+    "%load_ext revbench",
+    f"x = {X0!r}\ny = {Y0!r}",
+    "%%reversible --no-jit\n"
+    "def add_poly(y, x):\n"
+    "    t = 0.0\n"
+    "    t += x * x\n"
+    "    y += 3.0 * t + x\n"
+    "    t -= x * x\n"
+    "    del t",
+    "%%reversible --no-jit --debug --loss y\nadd_poly(y, x)",
+]
+
+
+def test_debugger_is_readable_in_the_dark_theme(lab: LabServer, browser,
+                                               tmp_path_factory: pytest.TempPathFactory) -> None:
+    """JupyterLab Dark: the debugger takes the theme's colours (no white box, no white text
+    on white), and its source lines, tables, highlights and stack stay readable."""
+    shots = tmp_path_factory.mktemp("dark")
+    nb = write_notebook(lab.root, "dark.ipynb", DARK_CELLS)
+    lab.set_theme("JupyterLab Dark")
+    context = browser.new_context(viewport={"width": 1400, "height": 1200})
+    page = context.new_page()
+    try:
+        with explained(page, lab, "the debugger in the dark theme", shots / "dark-failed.png"):
+            open_and_run_all(page, lab, nb)
+            page.locator("body[data-jp-theme-name='JupyterLab Dark'][data-jp-theme-light='false']") \
+                .wait_for(state="attached", timeout=STEP_S * 1000)
+            wait_for_cells(page, ".rb-debugger .rb-status")
+            dbg = DebuggerView(page.locator(".rb-debugger").first)
+            step_until(dbg, ".rb-stack-panel tr.rb-frame + tr.rb-frame")  # inside add_poly
+            step_until_more = dbg.read()
+            for _ in range(10):  # on to a step that changes a value, with adjoint updates
+                if dbg.root.locator("tr.rb-changed").count() and dbg.root.locator(".rb-executed-adj").count():
+                    break
+                step_until_more = dbg.click("rb-forward", step_until_more.step + 1)
+            found = contrasts(dbg.root)
+            frames = dbg.root.locator("table.rb-stack tr.rb-frame")
+            assert frames.count() == 2, dbg.root.locator("table.rb-stack").inner_text()
+            found["the call stack"] = frames.first.locator("td.rb-fn").evaluate(_CONTRAST_JS)
+            assert found["the debugger"]["background"] < 0.05, found["the debugger"]  # dark
+            assert_readable(found, "dark")
+            cell = page.locator(".jp-Cell", has=page.locator(".rb-debugger")).first
+            cell.scroll_into_view_if_needed()
+            cell.screenshot(path=str(shots / "debugger-dark.png"))
+    finally:
+        context.close()
+        lab.set_theme(None)
+        lab.shutdown_kernels()
 
 
 def _save_screenshot(page, path: Path) -> None:

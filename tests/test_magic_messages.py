@@ -479,7 +479,7 @@ def test_help_prints_the_usage_and_runs_nothing(ip, flag):
     run_ok(ip, "y = 0.0")
     ran = run_ok(ip, f"%%reversible {flag}\ny += 1.0\n")
     assert ran.lines[0] == ("usage: %%reversible [--no-jit] [--unchecked] [--show KIND] [--debug] "
-                            "[--loss NAME] [--inverse]")
+                            "[--export PATH] [--loss NAME] [--inverse] [--expect-error]")
     for name in ("--no-jit", "--unchecked", "--show KIND", "--debug", "--loss NAME", "--inverse"):
         assert f"  {name}" in ran.out
     assert ip.user_ns["y"] == 0.0

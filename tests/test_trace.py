@@ -93,8 +93,9 @@ def test_poly_forward_then_inverse_step_by_step():
                      "turn", "alloc", "update", "update", "update", "del"]
     assert tr.turn == 6
     assert [s.direction for s in tr] == ["forward"] * 6 + ["backward"] * 6
-    # the source lines of define()'s text: the def is line 2
-    assert [s.lineno for s in tr] == [2, 3, 4, 5, 6, 7, 2, 7, 6, 5, 4, 3]
+    # the source lines of define()'s text: the def is line 2; the turning point stands where
+    # the backward run starts, the last line (not on the def)
+    assert [s.lineno for s in tr] == [2, 3, 4, 5, 6, 7, 7, 7, 6, 5, 4, 3]
     assert tr[3].source == "    y += 3.0 * t + x"
     # the backward phase really runs the inverse statements
     assert tr[3].action == "y += (3.0 * t) + x"
@@ -108,6 +109,98 @@ def test_poly_forward_then_inverse_step_by_step():
     assert tr.source[0] == (2, "def poly(y, x):")
     assert tr.outputs == (14.0, 2.0) and tr.inputs == (0.0, 2.0)
     assert "6 forward + 6 backward" in repr(tr)
+
+
+def test_the_turning_point_is_where_the_backward_run_starts():
+    f = define(POLY)
+    for loss in (None, "y"):
+        tr = traced(f, 0.0, 2.0, loss=loss)
+        turn, first = tr[tr.turn], tr[tr.turn + 1]
+        assert turn.kind == "turn" and turn.direction == first.direction == "backward"
+        assert turn.lineno == first.lineno == 7 and first.source.strip() == "del t"
+        assert "runs from line 7" in turn.action and turn.stack[-1][1] == 7
+    assert "∂y seeded to 1" in tr[tr.turn].action
+    # tracing the inverse: the backward run is poly itself, from its first statement
+    tr = traced(~f, 14.0, 2.0)
+    assert tr[tr.turn].lineno == tr[tr.turn + 1].lineno == 3
+    # the backward run starts in a loop, or by entering a call: its line in f
+    g = define("""
+        def add_square(y, x):
+            y += x * x
+
+        def g(y, x):
+            y += x
+            add_square(y, x)
+    """)
+    tr = traced(g, 0.0, 3.0, loss="y")
+    assert tr[tr.turn + 1].kind == "enter" and tr[tr.turn].lineno == 7
+    tr = traced(define(LOOP), 0.0, np.ones(2))
+    assert tr[tr.turn + 1].kind == "for" and tr[tr.turn].lineno == tr[tr.turn + 1].lineno
+    # stopped by the step cap right after the turn: the last line, where an inverse begins
+    tr = revbench.trace(f, 0.0, 2.0, max_steps=7)
+    assert tr.turn == 6 and len(tr) == 7 and tr[6].lineno == 7
+
+
+def test_steps_say_what_they_executed_from_the_ir():
+    f = define(POLY)
+    tr = traced(f, 0.0, 2.0)
+    by_line = {s.lineno: s.executed for s in tr[tr.turn + 1:]}
+    # each backward step ran the inverse of its line
+    assert by_line == {7: ("t = 0.0",), 6: ("t += x * x",), 5: ("y -= (3.0 * t) + x",),
+                       4: ("t -= x * x",), 3: ("del t",)}
+    assert [s.executed for s in tr[1:tr.turn]] == [("t = 0.0",), ("t += x * x",),
+                                                  ("y += (3.0 * t) + x",), ("t -= x * x",), ("del t",)]
+    assert tr[0].executed == tr[tr.turn].executed == ()
+    # the reverse sweep: the inverse statement, then the adjoint updates it implies
+    tr = traced(f, 0.0, 2.0, loss="y")
+    step = next(s for s in tr[tr.turn:] if s.lineno == 5)
+    assert step.executed == ("y -= (3.0 * t) + x", "∂t += ∂y * 3.0", "∂x += ∂y")
+    # structure inverted, not text rewritten: the loop runs reversed, the if swaps its
+    # conditions, a product becomes a division, and a call runs its inverse
+    g = define("""
+        def double(y):
+            y *= 2.0
+
+        def g(s, x):
+            for i in range(len(x)):
+                if (x[i] > 0.0, x[i] > 1.0):
+                    x[i] += 1.0
+            s *= 2.0
+            ~double(s)
+    """)
+    tr = traced(g, 1.0, np.array([1.0, -1.0]))
+    assert tr[2].executed == ("if (x[i] > 0.0, x[i] > 1.0)",)
+    back = {s.kind: s.executed for s in tr[tr.turn + 1:] if s.kind in ("for", "if", "return")}
+    assert back["for"] == ("for i in reversed(range(len(x)))",)
+    assert back["if"] == ("if (x[i] > 1.0, x[i] > 0.0)",)
+    assert [s.executed for s in tr[tr.turn + 1:] if s.lineno == 8] == [("x[i] -= 1.0",)]
+    assert back["return"] == ("double(s)",)  # ~(~double) is double
+    assert [s.executed for s in tr[tr.turn + 1:] if s.lineno == 9] == [("s /= 2.0",)]
+    inner = [s for s in tr if s.function == "~double" and s.kind == "update"]
+    assert inner[0].executed == ("y /= 2.0",) and inner[0].direction == "forward"
+
+
+def test_loss_label_and_calls():
+    f = define(POLY)
+    assert revbench.trace(f, 0.0, 2.0).loss_label is None
+    assert revbench.trace(f, 0.0, 2.0, loss="y").loss_label == "y"
+    assert revbench.trace(f, 0.0, 2.0, loss=0).loss_label == "y"
+    assert not revbench.trace(f, 0.0, 2.0).has_calls
+    g = define("""
+        def mul_into(y, a, b):
+            y += a * b
+
+        def g(y, x):
+            for i in range(len(x) - 1):
+                mul_into(y[i], x[i], x[i + 1])
+    """)
+    tr = revbench.trace(g, np.zeros(3), np.array([1.0, 2.0, 3.0]), loss=("y", 1))
+    assert tr.loss_label == "y[1]" and tr.has_calls
+    h = define("""
+        def h(A, x):
+            A[0, 1] += x * x
+    """)
+    assert revbench.trace(h, np.zeros((2, 2)), 3.0, loss=("A", (0, 1))).loss_label == "A[0, 1]"
 
 
 def test_state_shows_variables_and_ancilla_states():

@@ -18,8 +18,12 @@ snapshot of the arguments at the start.  Nothing copies every array at every
 step: :mod:`revbench.tracing` reconstructs the state at any step by applying
 deltas forwards or backwards from where it last was.
 
-A step is a tuple ``(direction, kind, frame, line, action, deltas, error)``;
-the delta tuples are described at :data:`VAR` and below.  A failed check
+A step is a tuple ``(direction, kind, frame, line, action, deltas, error, code)``;
+the delta tuples are described at :data:`VAR` and below.  ``code`` is the text of
+the IR statements the step executed (``t -= x * x`` on the line that reads
+``t += x * x`` when the inverse runs, with the adjoint updates beside it in the
+reverse sweep), printed from the very statements the tracer ran, so a debugger
+can show what ran beside the line the user wrote.  A failed check
 records its step with the error and stops the run (:class:`Recording` keeps
 what was recorded), as the compiled code raises at that point.
 """
@@ -376,6 +380,8 @@ class Recording:
     error: BaseException | None = None
     error_step: int | None = None
     params: tuple[str, ...] = field(default_factory=tuple)
+    #: gradient mode: the loss, as ``(parameter position, element index or None)``
+    loss: tuple[int, tuple[int, ...] | None] | None = None
 
 
 class Tracer:
@@ -428,7 +434,11 @@ class Tracer:
 
     # -- recording ---------------------------------------------------------------------
     def emit(self, kind: str, frame: Frame, line: int, action: str, deltas,
-             error: BaseException | None = None) -> None:
+             error: BaseException | None = None, code: tuple[str, ...] | None = None) -> None:
+        """Record a step.  ``code``: the statements it executed, as text; by default the
+        action itself for a simple statement (its action is its statement's text)."""
+        if code is None:
+            code = (action,) if kind in _SIMPLE_KINDS else ()
         if self._pending:
             deltas = [*self._pending, *deltas]
             self._pending = []
@@ -439,17 +449,17 @@ class Tracer:
             deltas, self._merge = self._merge, None
         if error is None and len(self.steps) >= self.max_steps:
             raise _Limit  # (a failing step is always recorded)
-        self.steps.append((self.direction, kind, frame, line, action, tuple(deltas), error))
+        self.steps.append((self.direction, kind, frame, line, action, tuple(deltas), error, code))
 
     def fail(self, run: _Run, line: int, kind: str, action: str, error: BaseException,
-             deltas=()) -> None:
+             deltas=(), code: tuple[str, ...] | None = None) -> None:
         """Record the failing step with its error and stop the run."""
-        self.emit(kind, run.frame, line, action, deltas, error)
+        self.emit(kind, run.frame, line, action, deltas, error, code)
         raise _Stop
 
     def check_failed(self, run: _Run, line: int, kind: str, action: str, k: int, expected: Any,
-                     actual: Any, *index: Any, deltas=()) -> None:
-        self.fail(run, line, kind, action, run.code.error(k, expected, actual, *index), deltas)
+                     actual: Any, *index: Any, deltas=(), code: tuple[str, ...] | None = None) -> None:
+        self.fail(run, line, kind, action, run.code.error(k, expected, actual, *index), deltas, code)
 
     def fail_exception(self, run: _Run, line: int, exc: Exception, deltas=()) -> None:
         """An exception of the program itself (index out of range, ...), told on the user's line."""
@@ -523,6 +533,7 @@ class Tracer:
         action = stmt_text(main)
         if len(stmts) > 1 or isinstance(stmts[0], ir.For):
             action += " (with adjoints)" if primal else ""
+        code = _group_code(stmts)
         tracer = self
 
         def run_group(run: _Run) -> None:
@@ -538,7 +549,7 @@ class Tracer:
                 buf, tracer._merge = tracer._merge or [], None
                 tracer.fail_exception(run, line, exc, buf)
             buf, tracer._merge = tracer._merge, None
-            tracer.emit(kind, run.frame, line, action, buf)
+            tracer.emit(kind, run.frame, line, action, buf, code=code)
 
         return run_group
 
@@ -981,6 +992,7 @@ class Tracer:
                       for a, b in s.alias_checks) if c.check else ()
         params = callee.func.params
         line, action = s.loc.line, stmt_text(s)
+        code = (action + (" (its reverse sweep)" if s.backward else ""),)
 
         def call(run: _Run) -> None:
             V, frame = run.V, run.frame
@@ -989,7 +1001,7 @@ class Tracer:
                 wa = [_wrap(i, n) for i, n in zip(ia(V), arr.shape)]
                 if all(a == _wrap(j, n) for a, j, n in zip(wa, ib(V), arr.shape)):
                     first = wa[0] if len(wa) == 1 else tuple(wa)
-                    self.check_failed(run, line, "call", action, k, first, first)
+                    self.check_failed(run, line, "call", action, k, first, first, code=code)
             values, elems = [], []
             for j, (name, index, _) in enumerate(specs):
                 if index is None:
@@ -1001,7 +1013,8 @@ class Tracer:
             child = self.new_frame(prog.ir, cdir, frame, line)
             inner = _Run(dict(zip(params, values)), child, callee)
             self.emit("enter", child, callee.def_line, f"enter {child.name} from line {line}",
-                      [(VAR, child, p, ABSENT, self.ref(v)) for p, v in zip(params, values)])
+                      [(VAR, child, p, ABSENT, self.ref(v)) for p, v in zip(params, values)],
+                      code=code)
             callee.run(inner)
             out = inner.V
             deltas = []
@@ -1017,7 +1030,8 @@ class Tracer:
                     old = arr[idx]
                     arr[idx] = out[params[j]]
                     deltas.append((ELEM, self.slot(arr), idx, old, arr[idx], frame, name))
-            self.emit("return", frame, line, f"return from {child.name} to line {line}", deltas)
+            self.emit("return", frame, line, f"return from {child.name} to line {line}", deltas,
+                      code=code)
 
         return call
 
@@ -1039,12 +1053,14 @@ class Tracer:
 
         def if_(run: _Run) -> None:
             cond = bool(eval(pre, G, run.V))
-            self.emit("if", run.frame, line, f"{header}: {cond} → {'then branch' if cond else skipped}", ())
+            self.emit("if", run.frame, line, f"{header}: {cond} → {'then branch' if cond else skipped}",
+                      (), code=(header,))
             (then if cond else orelse)(run)
             if k is not None:
                 p = bool(eval(post, G, run.V))
                 if p != cond:
-                    self.check_failed(run, line, "if", f"{header}: postcondition {p}", k, cond, p)
+                    self.check_failed(run, line, "if", f"{header}: postcondition {p}", k, cond, p,
+                                      code=(header,))
 
         return if_
 
@@ -1058,16 +1074,17 @@ class Tracer:
         def while_(run: _Run) -> None:
             if k_entry is not None and eval(post, G, run.V):
                 self.check_failed(run, line, "while", f"{header}: postcondition True on entry",
-                                  k_entry, False, True)
+                                  k_entry, False, True, code=(header,))
             while True:
                 go = bool(eval(cond, G, run.V))
-                self.emit("while", run.frame, line, f"{header}: {go} → {'iterate' if go else 'leave'}", ())
+                self.emit("while", run.frame, line, f"{header}: {go} → {'iterate' if go else 'leave'}",
+                          (), code=(header,))
                 if not go:
                     return
                 body(run)
                 if k_iter is not None and not eval(post, G, run.V):
                     self.check_failed(run, line, "while", f"{header}: postcondition False",
-                                      k_iter, True, False)
+                                      k_iter, True, False, code=(header,))
 
         return while_
 
@@ -1091,7 +1108,8 @@ class Tracer:
             V, frame = run.V, run.frame
             rng = (eval(start, G, V), eval(stop, G, V), eval(step, G, V))
             if k_step is not None and rng[2] == 0:
-                self.check_failed(run, line, "for", f"{header}: step 0", k_step, 1, rng[2])
+                self.check_failed(run, line, "for", f"{header}: step 0", k_step, 1, rng[2],
+                                  code=(header,))
             values = range(*rng)
             last = ABSENT
             for i in (reversed(values) if s.reverse else values):
@@ -1100,12 +1118,13 @@ class Tracer:
                 else:
                     old = V.get(var, ABSENT)
                     V[var] = i
-                    self.emit("for", frame, line, f"{header}: {var} = {i}", ((VAR, frame, var, old, i),))
+                    self.emit("for", frame, line, f"{header}: {var} = {i}", ((VAR, frame, var, old, i),),
+                              code=(header,))
                 last = i
                 body(run)
             if last is ABSENT:
                 if not quiet:
-                    self.emit("for", frame, line, f"{header}: no iterations", ())
+                    self.emit("for", frame, line, f"{header}: no iterations", (), code=(header,))
             else:
                 del V[var]
                 if not quiet:  # the loop variable goes out of scope with the next step
@@ -1113,7 +1132,8 @@ class Tracer:
             for k, code, pos in bounds:
                 now = eval(code, G, V)
                 if now != rng[pos]:
-                    self.check_failed(run, line, "for", f"{header}: bound changed", k, rng[pos], now)
+                    self.check_failed(run, line, "for", f"{header}: bound changed", k, rng[pos], now,
+                                      code=(header,))
 
         return for_
 
@@ -1134,8 +1154,8 @@ class Tracer:
 
         def assert_(run: _Run) -> None:
             if not eval(cond, G, run.V):
-                self.fail(run, line, "assert", f"{action}: False", AssertionError(msg))
-            self.emit("assert", run.frame, line, f"{action}: True", ())
+                self.fail(run, line, "assert", f"{action}: False", AssertionError(msg), code=(action,))
+            self.emit("assert", run.frame, line, f"{action}: True", (), code=(action,))
 
         return assert_
 
@@ -1167,14 +1187,35 @@ class Tracer:
                 deltas += [(NEWARR, slot, v.copy()), (VAR, frame, name, ABSENT, ArrayRef(slot))]
             else:
                 deltas.append((VAR, frame, name, ABSENT, v))
-        action = f"turn: run {frame.name}" + (" with the loss's adjoint seeded to 1" if seeds else "")
-        self.emit("turn", frame, code.def_line, action, deltas)
+        # the line and the words are settled by `settle_turn`, once the backward run has begun
+        self.emit("turn", frame, code.def_line, f"turn: run {frame.name}", deltas)
+
+    def settle_turn(self, turn: int, top: Frame, last_line: int, seed: str | None) -> None:
+        """Put the turning point on the line where the backward run really starts.
+
+        That is the line of the first backward step (in the traced function: a
+        first step inside a call counts at its call's line), or, when the run
+        recorded nothing after the turn (the step cap), the function's last line,
+        where an inverse begins.
+        """
+        step = self.steps[turn]
+        line = last_line
+        if turn + 1 < len(self.steps):
+            nxt = self.steps[turn + 1]
+            f, line = nxt[2], nxt[3]
+            while f.parent is not None and f.id != top.id:
+                line, f = f.call_line or line, f.parent
+        frame = step[2]
+        what = "the reverse sweep" if frame.direction.startswith("backward") else frame.name
+        action = (f"turning point: the forward run is over; {what} runs from line {line}"
+                  + (f", with the loss's adjoint ∂{seed} seeded to 1" if seed else ""))
+        self.steps[turn] = (*step[:3], line, action, *step[5:])
 
     def flush(self) -> None:
         """Attach deltas still pending (a loop variable going out of scope) to the last step."""
         if self._pending and self.steps:
             last = self.steps[-1]
-            self.steps[-1] = (*last[:5], last[5] + tuple(self._pending), last[6])
+            self.steps[-1] = (*last[:5], last[5] + tuple(self._pending), *last[6:])
         self._pending = []
 
 
@@ -1207,6 +1248,20 @@ def _has_adjoint(stmts: list[ir.Stmt]) -> bool:
 
 
 _KINDS = {ir.Update: "update", ir.Swap: "swap", ir.Alloc: "alloc", ir.Dealloc: "del"}
+#: steps of one simple statement: their action is the statement's text
+_SIMPLE_KINDS = frozenset(_KINDS.values())
+
+
+def _group_code(stmts: tuple[ir.Stmt, ...]) -> tuple[str, ...]:
+    """The statements a group step executes, as text: the elementwise loops of AD by
+    their bodies (``readable`` drops the generated element index)."""
+    out: list[str] = []
+    for s in stmts:
+        if isinstance(s, ir.For) and s.var.startswith(GENERATED):
+            out += _group_code(tuple(s.body))
+        else:
+            out.append(stmt_text(s))
+    return tuple(out)
 
 
 def record(f, args: tuple, loss: Any = None, max_steps: int = DEFAULT_MAX_STEPS) -> Recording:
@@ -1234,7 +1289,8 @@ def record(f, args: tuple, loss: Any = None, max_steps: int = DEFAULT_MAX_STEPS)
         fcode = tracer.code(prog, forward, sig, prog.check)
         bcode = tracer.code(prog, backward, sig, prog.check)
         top = tracer.new_frame(prog.ir, forward)
-        rec = Recording(tracer.steps, top, params=prog.ir.params)
+        rec = Recording(tracer.steps, top, params=prog.ir.params,
+                        loss=None if loss is None else (seed.param, seed.index))
         values = tuple(a.copy() if isinstance(a, np.ndarray) else _python_scalar(a) for a in args)
         try:
             run = tracer.start(top, fcode, values)
@@ -1274,6 +1330,12 @@ def record(f, args: tuple, loss: Any = None, max_steps: int = DEFAULT_MAX_STEPS)
                 f"the trace of {f.__name__} stopped after max_steps={max_steps} steps, before "
                 f"the program finished; pass a larger max_steps (e.g. max_steps={max_steps * 10}) "
                 "to record more, or trace it on smaller inputs")
+        if rec.turn is not None:
+            loss_name = None
+            if loss is not None:
+                loss_name = prog.ir.params[seed.param] + (
+                    "" if seed.index is None else f"[{', '.join(map(str, seed.index))}]")
+            tracer.settle_turn(rec.turn, top, function_span(prog.ir)[1], loss_name)
         return rec
     finally:
         tracer.close()

@@ -117,6 +117,23 @@ def read_cell(header: str, body: str) -> Cell:
 CELL_LABELS: dict[str, str] = {}
 
 
+def cell_label(filename: str) -> str | None:
+    """What IPython calls the cell a file name stands for, ``"Cell In[5]"`` (None: no cell).
+
+    ``%%reversible`` cells are labelled by the magic (:data:`CELL_LABELS`); the
+    ``@reversible`` functions of a plain Python cell live in IPython's own cell
+    files, which its compiler numbers.  IPython is consulted only when it is
+    already imported: this module never imports it.
+    """
+    label = CELL_LABELS.get(filename)
+    if label is not None or "IPython" not in sys.modules:
+        return label
+    shell = sys.modules["IPython"].get_ipython()
+    numbers_ = getattr(getattr(shell, "compile", None), "_filename_map", None)
+    number = numbers_.get(filename) if isinstance(numbers_, dict) else None
+    return f"Cell In[{number}]" if isinstance(number, int) else None
+
+
 def cell_filename(source: str) -> str:
     """The file name of a cell's text: the same text always gets the same name.
 

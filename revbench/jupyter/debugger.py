@@ -1,87 +1,167 @@
 """The stepping debugger: a :class:`~revbench.tracing.Trace` as a Jupyter widget or an HTML page.
 
-``revbench.debug(f, *args, loss=None)`` records a trace and returns a
-:class:`Debugger` widget: the source with the current line marked (▶ running
-forward, ◀ backward), a variables table (changed values highlighted, adjoints
-beside values in gradient mode), the ancillas with their states (a dirty one
-in red), and controls: start, step back, step forward, end, the turning
-point, play, and a slider.  :meth:`Debugger.export_html` writes the same
-debugger as one self-contained page that steps without a kernel.
+``revbench.debug(f, *args, loss=None, export=None)`` records a trace and
+returns a :class:`Debugger` widget: the source with the current line marked
+(▶ running forward, ◀ backward, ⟲ at the turning point), and under it, on a
+line that runs its inverse, the statement actually executed (``t -= x * x``
+for ``t += x * x``; in the reverse sweep the adjoint updates too); a call
+stack when functions call functions; a variables table (changed values
+highlighted, adjoints ``∂y/∂·`` -- named after the loss -- beside values in
+gradient mode); the ancillas with their states (a dirty one in red); and
+controls: start, step back, step forward, end, the turning point (where the
+backward run starts), play, a slider, and *export page*.
 
-One rendering serves both: Python renders each panel's HTML for a step
-(:func:`render_panels`); the widget shows it in ``HTML`` widgets, and the page
-embeds the panels of every step (identical ones stored once) with a few
+**The static page.**  :meth:`Debugger.export_html` (the *export page* button,
+``revbench.debug(..., export=PATH)``, ``%%reversible --debug --export PATH``)
+writes the same debugger as one self-contained page that steps without a
+kernel.  One rendering serves both: Python renders each panel's HTML for a
+step (:func:`render_panels`); the widget shows it in ``HTML`` widgets, and the
+page embeds the panels of every step (identical ones stored once) with a few
 lines of inline JavaScript that only swaps them.  That keeps one source of
 truth for what a step looks like, at the price of a page that grows with the
 number of steps, so a page holds at most ``max_steps`` steps (5000 by
 default) around the current one and says so when the trace is longer.
 
+**For a static website** (``REVBENCH_STATIC_DEBUGGER=1`` in the kernel's
+environment): the widget's ``_repr_mimebundle_`` also returns ``text/html``, the
+static page in an ``<iframe class="rb-static-debugger" srcdoc="...">``, so a
+notebook exported to HTML (nbconvert) keeps a debugger that steps without a
+kernel.  Without the variable the bundle is the usual widget view only.
+
+**Themes.**  Colours follow JupyterLab's CSS variables (``--jp-layout-color0``,
+``--jp-content-font-color1``, ``--jp-border-color1`` ...), with light fallbacks
+for the static page; highlights are translucent tints, readable on a light or a
+dark background, and accents get lighter shades under a dark theme
+(``body[data-jp-theme-light="false"]``).
+
+**Errors** are told as the ``%%reversible`` magic tells them: ``Cell In[5],
+line 3: del t`` (or ``File "...", line 3``), then the message and the usual fix.
+
 The DOM carries the classes the browser tests rely on: ``rb-debugger`` (root),
 ``rb-start``, ``rb-back``, ``rb-forward``, ``rb-end``, ``rb-turn``, ``rb-play``,
-``rb-slider``, ``rb-status`` (``step K / N · forward · line L``), ``rb-source``
-(current line ``rb-current``), ``table.rb-vars`` (rows ``tr[data-name]``,
-``td.rb-value``, ``td.rb-adjoint``, ``rb-changed``) and ``table.rb-ancillas``
-(``tr[data-name][data-state]``, ``rb-dirty``).
+``rb-slider``, ``rb-export`` (widget only; its link ``rb-export-link``, an
+``a.rb-download``), ``rb-status`` (``step K / N · forward · line L``), ``rb-source``
+(current line ``rb-current``, plus ``rb-turning`` at the turning point; the
+executed statements ``div.rb-executed`` with one ``.rb-executed-stmt`` each,
+``rb-executed-adj`` for an adjoint update), ``rb-stack-panel`` (``table.rb-stack``,
+rows ``tr.rb-frame[data-function][data-line]``, innermost first, the current one
+``rb-frame-current``; empty when the run calls no function), ``table.rb-vars``
+(rows ``tr[data-name]``, ``td.rb-value``, ``td.rb-adjoint``, ``rb-changed``; the
+adjoint column's head ``th.rb-adjoint-head``) and ``table.rb-ancillas``
+(``tr[data-name][data-state]``, ``rb-dirty``); a static page's iframe
+``iframe.rb-static-debugger``.
 """
 
 from __future__ import annotations
 
+import base64
 import html
 import json
+import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import ipywidgets as widgets
 
-from revbench.backends.tracer import DEFAULT_MAX_STEPS
+from revbench.backends.tracer import DEFAULT_MAX_STEPS, StepLimitError
 from revbench.function import ReversibleFunction
-from revbench.jupyter.cell import CELL_LABELS
-from revbench.tracing import State, Trace, source_lines, trace
+from revbench.jupyter.cell import cell_label
+from revbench.tracing import State, Step, Trace, source_lines, trace
 
 #: at most this many source lines are shown; longer functions show a window around the line
 SOURCE_WINDOW = 40
 #: steps a static page holds at most (each step's panels are embedded)
 PAGE_STEPS = 5000
+#: the environment variable that makes the widget also carry its static page (text/html)
+STATIC_ENV = "REVBENCH_STATIC_DEBUGGER"
+#: a download link carries the page as a data: URI up to this size (bytes); bigger: a file link
+DOWNLOAD_LIMIT = 8_000_000
 _TURN_TIP = "jump to the turning point: the forward run ends and the backward run begins"
+_EXPORT_TIP = ("write this debugger as a standalone HTML page (it steps without a kernel) "
+               "and offer it for download")
 
 CSS = """
-.rb-debugger { font-size: 13px; color: #1f2328; background: #ffffff; padding: 6px;
-  border: 1px solid #d0d7de; border-radius: 6px; max-width: 1100px; }
+.rb-debugger {
+  --rb-fg: var(--jp-content-font-color1, #1f2328);
+  --rb-muted: var(--jp-content-font-color2, #57606a);
+  --rb-faint: var(--jp-content-font-color3, #6e7781);
+  --rb-bg: var(--jp-layout-color0, #ffffff);
+  --rb-code-bg: var(--jp-cell-editor-background, #f6f8fa);
+  --rb-border: var(--jp-border-color1, #d0d7de);
+  --rb-rule: var(--jp-border-color2, #eaeef2);
+  --rb-forward: var(--jp-success-color0, #1a7f37);
+  --rb-backward: #9a6700;
+  --rb-adjoint: #6639ba;
+  --rb-error: var(--jp-error-color0, #82071e);
+  --rb-error-bg: var(--jp-rendermime-error-background, #ffebe9);
+  --rb-info: var(--jp-brand-color0, #0969da);
+  --rb-tint-forward: rgba(46, 160, 67, 0.18);
+  --rb-tint-backward: rgba(212, 167, 44, 0.26);
+  --rb-tint-error: rgba(248, 81, 73, 0.22);
+  --rb-tint-adjoint: rgba(163, 113, 247, 0.20);
+  --rb-tint-executed: rgba(212, 167, 44, 0.12);
+  font-size: 13px; color: var(--rb-fg); background: var(--rb-bg); padding: 6px;
+  border: 1px solid var(--rb-border); border-radius: 6px; max-width: 1100px; }
+body[data-jp-theme-light="false"] .rb-debugger {
+  --rb-forward: #56d364; --rb-backward: #e3b341; --rb-adjoint: #d2a8ff;
+  --rb-error: #ff7b72; --rb-info: #79c0ff; }
 .rb-debugger .rb-controls { display: flex; flex-wrap: wrap; gap: 4px; align-items: center; }
-.rb-status { font-family: monospace; margin: 4px 0; }
-.rb-status .rb-dir-forward { color: #1a7f37; font-weight: bold; }
-.rb-status .rb-dir-backward { color: #9a6700; font-weight: bold; }
-.rb-status .rb-action { color: #57606a; }
-.rb-status .rb-step-error, .rb-error { color: #82071e; background: #ffebe9; padding: 2px 6px;
-  white-space: pre-wrap; font-family: monospace; border-radius: 4px; }
-.rb-main { display: flex; gap: 12px; align-items: flex-start; }
-.rb-source { flex: 1 1 55%; min-width: 0; }
-.rb-side { flex: 1 1 45%; min-width: 0; }
-.rb-head { font-weight: bold; margin: 2px 0 4px 0; }
-.rb-code { font-family: monospace; white-space: pre; overflow-x: auto; border: 1px solid #d0d7de;
-  border-radius: 4px; padding: 2px 0; background: #f6f8fa; }
-.rb-line { padding: 0 6px; color: #1f2328; }
-.rb-ln { display: inline-block; width: 3.5em; color: #8c959f; text-align: right; margin-right: 4px; }
-.rb-mark { display: inline-block; width: 1.2em; }
-.rb-current.rb-dir-forward { background: #dafbe1; box-shadow: inset 3px 0 #1a7f37; }
-.rb-current.rb-dir-backward { background: #fff8c5; box-shadow: inset 3px 0 #9a6700; }
-.rb-current.rb-failed { background: #ffebe9; box-shadow: inset 3px 0 #cf222e; }
-.rb-side table { border-collapse: collapse; width: 100%; margin-bottom: 8px; font-family: monospace; }
-.rb-side th { text-align: left; border-bottom: 1px solid #d0d7de; padding: 2px 6px;
-  font-family: sans-serif; font-weight: 600; }
-.rb-side td { padding: 1px 6px; border-bottom: 1px solid #eaeef2; vertical-align: top;
-  color: #1f2328; }
-.rb-side td.rb-note { color: #57606a; font-size: 11px; }
-tr.rb-changed td { background: #fff8c5; font-weight: bold; }
-td.rb-adjoint { color: #8250df; }
-td.rb-adjoint.rb-adj-changed { background: #fbefff; font-weight: bold; }
-tr.rb-dirty td { background: #ffebe9; color: #82071e; font-weight: bold; }
-tr[data-state="freed"] td { color: #8c959f; }
-tr[data-state="clean"] td.rb-state { color: #1a7f37; }
-tr[data-state="allocated"] td.rb-state { color: #0969da; }
-.rb-empty td { color: #8c959f; font-style: italic; }
-.rb-window { color: #57606a; font-style: italic; }
+.rb-debugger .rb-status > .widget-html-content, .rb-debugger .rb-source > .widget-html-content,
+.rb-debugger .rb-side .widget-html-content { line-height: 1.5; }
+.rb-debugger .rb-status { font-family: monospace; margin: 4px 0; color: var(--rb-fg); }
+.rb-debugger .rb-dir-forward { color: var(--rb-forward); font-weight: bold; }
+.rb-debugger .rb-dir-backward { color: var(--rb-backward); font-weight: bold; }
+.rb-debugger .rb-turning-label { color: var(--rb-backward); font-weight: bold; }
+.rb-debugger .rb-action { color: var(--rb-muted); }
+.rb-debugger .rb-step-error, .rb-debugger .rb-error { color: var(--rb-error);
+  background: var(--rb-error-bg); padding: 2px 6px; white-space: pre-wrap; font-family: monospace;
+  border-radius: 4px; }
+.rb-debugger .rb-main { display: flex; gap: 12px; align-items: flex-start; }
+.rb-debugger .rb-source { flex: 1 1 55%; min-width: 0; }
+.rb-debugger .rb-side { flex: 1 1 45%; min-width: 0; }
+.rb-debugger .rb-head { font-weight: bold; margin: 2px 0 4px 0; color: var(--rb-fg); }
+.rb-debugger .rb-file { color: var(--rb-muted); font-weight: normal; }
+.rb-debugger .rb-code { font-family: monospace; white-space: pre; overflow-x: auto;
+  border: 1px solid var(--rb-border); border-radius: 4px; padding: 2px 0;
+  background: var(--rb-code-bg); color: var(--rb-fg); }
+.rb-debugger .rb-line { padding: 0 6px; color: var(--rb-fg); }
+.rb-debugger .rb-ln { display: inline-block; width: 3.5em; color: var(--rb-faint); text-align: right;
+  margin-right: 4px; }
+.rb-debugger .rb-mark { display: inline-block; width: 1.2em; }
+.rb-debugger .rb-current.rb-dir-forward { background: var(--rb-tint-forward);
+  box-shadow: inset 3px 0 var(--rb-forward); }
+.rb-debugger .rb-current.rb-dir-backward { background: var(--rb-tint-backward);
+  box-shadow: inset 3px 0 var(--rb-backward); }
+.rb-debugger .rb-current.rb-failed { background: var(--rb-tint-error);
+  box-shadow: inset 3px 0 var(--rb-error); }
+.rb-debugger .rb-executed { background: var(--rb-tint-executed); box-shadow: inset 3px 0 var(--rb-backward);
+  color: var(--rb-fg); }
+.rb-debugger .rb-executed-line { padding: 0 6px; }
+.rb-debugger .rb-executed-label { color: var(--rb-muted); font-style: italic; }
+.rb-debugger .rb-executed-stmt { color: var(--rb-fg); font-weight: bold; }
+.rb-debugger .rb-executed-adj { color: var(--rb-adjoint); font-weight: normal; }
+.rb-debugger .rb-side table { border-collapse: collapse; width: 100%; margin-bottom: 8px;
+  font-family: monospace; color: var(--rb-fg); }
+.rb-debugger .rb-side th { text-align: left; border-bottom: 1px solid var(--rb-border); padding: 2px 6px;
+  font-family: sans-serif; font-weight: 600; color: var(--rb-fg); }
+.rb-debugger .rb-side td { padding: 1px 6px; border-bottom: 1px solid var(--rb-rule);
+  vertical-align: top; color: var(--rb-fg); }
+.rb-debugger .rb-side td.rb-note { color: var(--rb-muted); font-size: 11px; }
+.rb-debugger tr.rb-changed td { background: var(--rb-tint-backward); font-weight: bold; }
+.rb-debugger td.rb-adjoint { color: var(--rb-adjoint); }
+.rb-debugger td.rb-adjoint.rb-adj-changed { background: var(--rb-tint-adjoint); font-weight: bold; }
+.rb-debugger tr.rb-dirty td { background: var(--rb-tint-error); color: var(--rb-error); font-weight: bold; }
+.rb-debugger tr[data-state="freed"] td { color: var(--rb-faint); }
+.rb-debugger tr[data-state="clean"] td.rb-state { color: var(--rb-forward); }
+.rb-debugger tr[data-state="allocated"] td.rb-state { color: var(--rb-info); }
+.rb-debugger tr.rb-frame-current td { background: var(--rb-tint-forward); font-weight: bold; }
+.rb-debugger td.rb-frame-code { color: var(--rb-muted); white-space: pre; }
+.rb-debugger .rb-empty td { color: var(--rb-faint); font-style: italic; }
+.rb-debugger .rb-window { color: var(--rb-muted); font-style: italic; }
+.rb-debugger .rb-export-link { font-size: 12px; color: var(--rb-muted); }
+.rb-debugger .rb-export-link a { color: var(--jp-content-link-color, #0969da); }
 """
 
 
@@ -102,15 +182,51 @@ def render_status(t: Trace, k: int) -> str:
         f'<span class="rb-lineno">line {step.lineno}</span>',
         f'<span class="rb-stack" title="call stack, innermost first">in {_e(stack)}</span>',
     ]
+    if k == t.turn:
+        parts.append('<span class="rb-turning-label">⟲ turning point</span>')
     out = " · ".join(parts)
     out += f'<div class="rb-action">{"▶" if step.direction == "forward" else "◀"} {_e(step.action)}</div>'
     if step.error is not None:
-        out += f'<div class="rb-step-error">✗ {_e(_error_text(step.error))}</div>'
+        out += f'<div class="rb-step-error">✗ {_e(error_headline(step.error, step))}</div>'
     return out
 
 
+def _same_code(a: str, b: str) -> bool:
+    """Whether two statements read alike, ignoring spaces, parentheses and a trailing colon
+    (the tracer prints ``y += (3.0 * t) + x`` for ``y += 3.0 * t + x``)."""
+    def norm(s: str) -> str:
+        return re.sub(r"[\s()]", "", s).rstrip(":")
+    return norm(a) == norm(b)
+
+
+def _executed_rows(step: Step, text: str) -> str:
+    """The statements a step executed, under its line, when they are not the line itself:
+    an inverse (or the reverse sweep) runs there, or an inverted block."""
+    code = step.executed
+    if not code or step.kind in ("start", "turn", "enter"):
+        return ""
+    if step.frame.direction == "forward" and _same_code(code[0], text) and len(code) == 1:
+        return ""
+    indent = " " * (len(text) - len(text.lstrip()))
+    label = "runs "
+    rows = []
+    for i, stmt in enumerate(code):
+        adj = stmt.startswith(("∂", "del ∂"))
+        cls = "rb-executed-stmt" + (" rb-executed-adj" if adj else "")
+        lead = label if i == 0 else " " * len(label)
+        rows.append(f'<div class="rb-executed-line"><span class="rb-ln"></span>'
+                    f'<span class="rb-mark">{"↳" if i == 0 else " "}</span>{indent}'
+                    f'<span class="rb-executed-label">{lead}</span>'
+                    f'<span class="{cls}">{_e(stmt)}</span></div>')
+    tip = ("what the tracer executed for this line: its inverse, from the program the compiler "
+           "derives" + (", with the adjoint updates of the reverse sweep"
+                        if step.frame.direction.startswith("backward") else ""))
+    return f'<div class="rb-executed" title="{_e(tip)}">{"".join(rows)}</div>'
+
+
 def render_source(t: Trace, k: int) -> str:
-    """The current function's source, the step's line marked with its direction."""
+    """The current function's source, the step's line marked with its direction, and under
+    it the statement really executed when that is not the line as written (an inverse)."""
     step = t[k]
     lines = source_lines(step.frame.function)
     if len(lines) > SOURCE_WINDOW:
@@ -119,33 +235,62 @@ def render_source(t: Trace, k: int) -> str:
         shown = lines[lo:lo + SOURCE_WINDOW]
     else:
         lo, shown = 0, lines
-    arrow = "▶" if step.direction == "forward" else "◀"
+    turning = k == t.turn
+    arrow = "⟲" if turning else "▶" if step.direction == "forward" else "◀"
     rows = []
     if lo > 0:
         rows.append('<div class="rb-line rb-window">⋮</div>')
     for n, text in shown:
         cls = "rb-line"
         mark = " "
-        if n == step.lineno:
-            cls += f" rb-current rb-dir-{step.direction}" + (" rb-failed" if step.error else "")
+        current = n == step.lineno
+        if current:
+            cls += f" rb-current rb-dir-{step.direction}" + (" rb-failed" if step.error else "") + \
+                (" rb-turning" if turning else "")
             mark = "✗" if step.error else arrow
         rows.append(f'<div class="{cls}" data-line="{n}"><span class="rb-ln">{n}</span>'
                     f'<span class="rb-mark">{mark}</span>{_e(text)}</div>')
+        if current:
+            rows.append(_executed_rows(step, text))
     if lo + len(shown) < len(lines):
         rows.append('<div class="rb-line rb-window">⋮</div>')
-    shown_file = CELL_LABELS.get(step.filename, step.filename)
-    where = f"{_e(step.frame.name)} <span class='rb-file'>({_e(shown_file)})</span>"
+    where = f"{_e(step.frame.name)} <span class='rb-file'>({_e(file_label(step.filename))})</span>"
     phase = "forward" if step.direction == "forward" else "backward: " + (
         "the reverse sweep (inverse + adjoints)" if step.frame.direction.startswith("backward")
         else "running the inverse")
-    return (f'<div class="rb-head">{where} · {arrow} {_e(phase)}</div>'
+    if turning:
+        phase = "turning point: the backward run starts here"
+    return (f'<div class="rb-head">{where} · {"◀" if turning else arrow} {_e(phase)}</div>'
             f'<div class="rb-code">{"".join(rows)}</div>')
 
 
-def render_variables(state: State, gradient: bool) -> str:
-    """The variables table: value, what this step changed, the adjoint in gradient mode."""
-    head = "<th>variable</th><th>value</th>" + ("<th>adjoint ∂L/∂·</th>" if gradient else "") + \
-        "<th></th>"
+def render_stack(t: Trace, k: int) -> str:
+    """The call stack at step ``k``, innermost first ('' when the run calls no function)."""
+    if not t.has_calls:
+        return ""
+    step = t[k]
+    frame, line = step.frame, step.lineno
+    rows = []
+    while frame is not None:
+        cls = "rb-frame" + (" rb-frame-current" if not rows else "")
+        where = f"{file_label(frame.filename)}, line {line}"
+        rows.append(f'<tr class="{cls}" data-function="{_e(frame.name)}" data-line="{line}" '
+                    f'title="{_e(where)}"><td class="rb-fn">{_e(frame.name)}</td>'
+                    f'<td class="rb-frame-line">line {line}</td>'
+                    f'<td class="rb-frame-code">{_e(frame.line_text(line).strip())}</td></tr>')
+        line, frame = frame.call_line or 0, frame.parent
+    return ('<div class="rb-head">call stack</div><table class="rb-stack"><thead><tr>'
+            '<th>function</th><th>line</th><th></th></tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table>')
+
+
+def render_variables(state: State, gradient: bool, loss: str | None = None) -> str:
+    """The variables table: value, what this step changed, the adjoint ``∂loss/∂·`` in
+    gradient mode (named after the loss: ``∂y/∂·``, ``∂y[2]/∂·``)."""
+    adjoint_head = f"adjoint ∂{loss or 'L'}/∂·"
+    head = "<th>variable</th><th>value</th>" + \
+        (f'<th class="rb-adjoint-head" title="d {_e(loss or "loss")} / d this variable">'
+         f'{_e(adjoint_head)}</th>' if gradient else "") + "<th></th>"
     rows = []
     for v in state.variables:
         cls = f"rb-role-{v.role}" + (" rb-changed" if v.changed else "")
@@ -177,26 +322,67 @@ def render_ancillas(state: State) -> str:
             f'<tbody>{"".join(rows)}</tbody></table>')
 
 
-def render_panels(t: Trace, k: int) -> tuple[str, str, str, str]:
-    """The HTML of the status, source, variables and ancillas panels at step ``k``."""
+#: the panels of a step, in the order :func:`render_panels` returns them (and the page swaps them)
+PANELS = ("rb-status", "rb-source", "rb-stack-panel", "rb-vars-panel", "rb-ancillas-panel")
+
+
+def render_panels(t: Trace, k: int) -> tuple[str, str, str, str, str]:
+    """The HTML of the status, source, call-stack, variables and ancillas panels at step ``k``."""
     state = t.state_at(k)
-    return (render_status(t, k), render_source(t, k), render_variables(state, t.gradient_mode),
-            render_ancillas(state))
+    return (render_status(t, k), render_source(t, k), render_stack(t, k),
+            render_variables(state, t.gradient_mode, t.loss_label), render_ancillas(state))
 
 
 def render_error(t: Trace) -> str:
+    """Why the trace stopped, told as the magic tells an error (cell, line, message)."""
     if t.error is None:
         return ""
     where = f" (step {t.error_step + 1})" if t.error_step is not None else ""
-    return f"<b>The trace stopped{where}:</b>\n{_e(_error_text(t.error))}"
+    step = t[t.error_step] if t.error_step is not None else None
+    return f"<b>The trace stopped{where}:</b>\n{_e(error_text(t.error, step))}"
 
 
-def _error_text(exc: BaseException) -> str:
-    notes = "".join("\n" + n for n in getattr(exc, "__notes__", ()))
-    text = str(exc)
-    if not isinstance(exc, RuntimeError):  # IndexError, AssertionError...: say which
-        text = f"{type(exc).__name__}: {text}"
-    return text + notes
+# --------------------------------------------------------------------------- #
+# Errors, named as the magic names them
+# --------------------------------------------------------------------------- #
+def file_label(filename: str) -> str:
+    """A file as people read it: ``Cell In[5]`` for a notebook cell, else the file name."""
+    return cell_label(filename) or filename
+
+
+def _where(filename: str, line: int) -> str:
+    label = cell_label(filename)
+    return f"{label}, line {line}" if label else f'File "{filename}", line {line}'
+
+
+def error_headline(exc: BaseException, step: Step | None) -> str:
+    """``ReversibilityError: <message>; <the usual fix>``, in the magic's words."""
+    name = type(exc).__name__
+    if isinstance(exc, StepLimitError) or step is None:
+        return f"{name}: {exc}"
+    try:  # the magic's wording (cell terms, the fix); it needs IPython, which widgets bring
+        from revbench.jupyter.cell import Place
+        from revbench.jupyter.magic import _headline
+
+        frame = step.frame
+        place = Place(step.filename, step.lineno, None, frame.function.name, frame.direction)
+        return f"{name}: {_headline(exc, place)}"
+    except Exception:  # pragma: no cover - the message itself is what matters
+        notes = "".join("\n" + n for n in getattr(exc, "__notes__", ()))
+        return f"{name}: {exc}{notes}"
+
+
+def error_text(exc: BaseException, step: Step | None) -> str:
+    """The error at ``step`` as the magic tells it: each line from the outermost call down
+    to the failing one (``Cell In[5], line 3: del t``), then the message."""
+    lines = []
+    if step is not None and not isinstance(exc, StepLimitError):
+        frame, line = step.frame, step.lineno
+        while frame is not None:
+            lines.append(f"{_where(frame.filename, line)}: {frame.line_text(line).strip()}")
+            line, frame = frame.call_line or 0, frame.parent
+        lines.reverse()
+    return "\n".join([*lines, error_headline(exc, step)])
 
 
 # --------------------------------------------------------------------------- #
@@ -209,15 +395,23 @@ def _button(label: str, cls: str, tooltip: str, on_click: Callable[[], None]) ->
     return b
 
 
+def static_debugger_wanted() -> bool:
+    """Whether ``REVBENCH_STATIC_DEBUGGER=1``: widgets then also carry their static page."""
+    return os.environ.get(STATIC_ENV, "").strip() == "1"
+
+
 class Debugger(widgets.VBox):
     """The stepping debugger over one :class:`~revbench.tracing.Trace` (see the module docstring).
 
     ``index`` is the current step (0-based; the status line counts from 1);
     :meth:`go` moves to a step; the buttons and the slider call it.
+    ``export_path`` is where the *export page* button writes (by default
+    ``<function>-debugger.html`` in the working folder).
     """
 
-    def __init__(self, t: Trace, start: int = 0):
+    def __init__(self, t: Trace, start: int = 0, export_path: str | Path | None = None):
         self.trace = t
+        self.export_path = None if export_path is None else Path(export_path)
         n = len(t)
         self.start_button = _button("|◀ start", "rb-start", "jump to the first step", lambda: self.go(0))
         self.back_button = _button("◀ back", "rb-back", "step back", lambda: self.go(self.index - 1))
@@ -228,6 +422,7 @@ class Debugger(widgets.VBox):
             "⟲ turning point", "rb-turn", _TURN_TIP,
             lambda: self.go(t.turn if t.turn is not None else self.index))
         self.turn_button.disabled = t.turn is None
+        self.export_button = _button("⤓ export page", "rb-export", _EXPORT_TIP, self.export)
         self.play = widgets.Play(value=1, min=1, max=n, step=1, interval=400, show_repeat=False,
                                  tooltip="play: step forward every 0.4 s")
         self.play.add_class("rb-play")
@@ -238,24 +433,28 @@ class Debugger(widgets.VBox):
         self.slider.observe(lambda _change: self._show(), names="value")
         self.status = widgets.HTML().add_class("rb-status")
         self.source = widgets.HTML().add_class("rb-source")
+        self.stack = widgets.HTML().add_class("rb-stack-panel")
         self.variables = widgets.HTML().add_class("rb-vars-panel")
         self.ancillas = widgets.HTML().add_class("rb-ancillas-panel")
         self.error = widgets.HTML(render_error(t)).add_class("rb-error-panel")
+        self.export_link = widgets.HTML().add_class("rb-export-link")
         controls = [self.start_button, self.back_button, self.play, self.forward_button,
                     self.end_button, self.turn_button]
         if t.error_step is not None:
             controls.append(_button("✗ go to the error", "rb-goto-error",
                                     "jump to the step that failed", lambda: self.go(t.error_step)))
-        side = widgets.VBox([self.variables, self.ancillas], layout=widgets.Layout(flex="1 1 45%"))
+        side = widgets.VBox([self.stack, self.variables, self.ancillas],
+                            layout=widgets.Layout(flex="1 1 45%"))
         side.add_class("rb-side")
         main = widgets.HBox([self.source, side])
         main.add_class("rb-main")
         self.source.layout = widgets.Layout(flex="1 1 55%")
-        bar = widgets.HBox(controls + [self.slider])
+        bar = widgets.HBox(controls + [self.slider, self.export_button])
         bar.add_class("rb-controls")
         parts = [widgets.HTML(f"<style>{CSS}</style>").add_class("rb-style"), bar, self.status, main]
         if t.error is not None:
             parts.append(self.error)
+        parts.append(self.export_link)
         super().__init__(parts)
         self.add_class("rb-debugger")
         self.go(start)
@@ -278,9 +477,10 @@ class Debugger(widgets.VBox):
         return self.trace.state_at(self.index)
 
     def _show(self) -> None:
-        status, source, variables, ancillas = render_panels(self.trace, self.index)
+        status, source, stack, variables, ancillas = render_panels(self.trace, self.index)
         self.status.value = status
         self.source.value = source
+        self.stack.value = stack
         self.variables.value = variables
         self.ancillas.value = ancillas
 
@@ -289,12 +489,57 @@ class Debugger(widgets.VBox):
         on the current step; see :func:`export_html`."""
         return export_html(self.trace, path, around=self.index, max_steps=max_steps)
 
+    def default_export_path(self) -> Path:
+        """``<function>-debugger.html`` in the working folder (``cell-debugger.html`` for a cell)."""
+        name = re.sub(r"[^\w.-]+", "_", self.trace.function.__name__).strip("_") or "revbench"
+        return Path(f"{name}-debugger.html")
+
+    def export(self, path: str | Path | None = None) -> Path:
+        """What the *export page* button does: write the page (to ``path``, else
+        :attr:`export_path`, else :meth:`default_export_path`) and show a link that
+        downloads it (a ``data:`` URI, so it works wherever the notebook runs)."""
+        target = Path(path) if path is not None else self.export_path or self.default_export_path()
+        written = self.export_html(target)
+        self.export_link.value = download_link(written)
+        return written
+
+    def static_html(self) -> str:
+        """The static page in an ``<iframe class="rb-static-debugger">`` (what a notebook
+        exported to HTML shows when ``REVBENCH_STATIC_DEBUGGER=1``)."""
+        return static_iframe(self.trace, around=self.index)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
+        data = super()._repr_mimebundle_(**kwargs)
+        if data is not None and static_debugger_wanted():
+            data["text/html"] = self.static_html()
+        return data
+
+
+def download_link(path: Path) -> str:
+    """A link that downloads the page at ``path``: its bytes in a ``data:`` URI (up to
+    :data:`DOWNLOAD_LIMIT`; a bigger page gets a plain link to the file)."""
+    raw = path.read_bytes()
+    where = _e(path.resolve())
+    if len(raw) <= DOWNLOAD_LIMIT:
+        uri = "data:text/html;charset=utf-8;base64," + base64.b64encode(raw).decode("ascii")
+        link = (f'<a class="rb-download" download="{_e(path.name)}" href="{uri}">'
+                f'⤓ download {_e(path.name)}</a>')
+    else:
+        link = (f'<a class="rb-download" href="{_e(path.as_posix())}" target="_blank">'
+                f'open {_e(path.name)}</a>')
+    return (f"{link} · the page was written to <code>{where}</code> ({len(raw) // 1024 + 1} KiB); "
+            "it steps without a kernel")
+
 
 def debug(f: ReversibleFunction | Trace, *args: Any, loss: Any = None,
-          max_steps: int = DEFAULT_MAX_STEPS) -> Debugger:
-    """The stepping debugger for ``f(*args)`` (or for a recorded :class:`Trace`)."""
+          max_steps: int = DEFAULT_MAX_STEPS, export: str | Path | None = None) -> Debugger:
+    """The stepping debugger for ``f(*args)`` (or for a recorded :class:`Trace`); with
+    ``export=PATH`` it also writes its static page there (the *export page* button's file)."""
     t = f if isinstance(f, Trace) else trace(f, *args, loss=loss, max_steps=max_steps)
-    return Debugger(t)
+    w = Debugger(t, export_path=export)
+    if export is not None:
+        w.export(export)
+    return w
 
 
 # --------------------------------------------------------------------------- #
@@ -305,14 +550,22 @@ _PAGE_JS = r"""
   var root = document.currentScript.parentNode;
   var data = JSON.parse(root.querySelector('script.rb-data').textContent);
   var q = function (cls) { return root.querySelector('.' + cls); };
-  var panels = [q('rb-status'), q('rb-source'), q('rb-vars-panel'), q('rb-ancillas-panel')];
-  var slider = q('rb-slider'), play = q('rb-play'), timer = null, i = 0;
+  var panels = data.classes.map(q);
+  var slider = q('rb-slider'), play = q('rb-play'), timer = null, i = 0, tallest = 0;
+  function fit() {  // inside an iframe (a static website): grow the frame to the page
+    try {
+      var frame = window.frameElement;
+      var h = document.documentElement.scrollHeight;
+      if (frame && h > tallest) { tallest = h; frame.style.height = (h + 8) + 'px'; }
+    } catch (e) { /* another origin: the frame keeps its height */ }
+  }
   function show(j) {
     i = Math.max(0, Math.min(data.steps.length - 1, j));
     var s = data.steps[i];
-    for (var p = 0; p < 4; p++) { panels[p].innerHTML = data.panels[s[p]]; }
+    for (var p = 0; p < panels.length; p++) { panels[p].innerHTML = data.panels[s[p]]; }
     slider.value = String(data.offset + i + 1);
     if (i === data.steps.length - 1) { stop(); }
+    fit();
   }
   function stop() { if (timer !== null) { clearInterval(timer); timer = null; play.textContent = '▶ play'; } }
   q('rb-start').onclick = function () { show(0); };
@@ -335,6 +588,7 @@ _PAGE_JS = r"""
     if (ev.key === 'ArrowLeft') { show(i - 1); ev.preventDefault(); }
   });
   show(data.current - data.offset);
+  window.addEventListener('load', fit);
 })();
 """
 
@@ -360,7 +614,7 @@ def page_html(t: Trace, around: int = 0, max_steps: int = PAGE_STEPS) -> str:
         steps.append(row)
     turn_ok = t.turn is not None and lo <= t.turn < hi
     data = {"offset": lo, "current": max(lo, min(around, hi - 1)), "turn": t.turn if turn_ok else None,
-            "error": t.error_step, "steps": steps, "panels": panels}
+            "error": t.error_step, "classes": list(PANELS), "steps": steps, "panels": panels}
     payload = json.dumps(data, ensure_ascii=False).replace("</", "<\\/")
     note = ""
     if (lo, hi) != (0, n):
@@ -390,7 +644,8 @@ def page_html(t: Trace, around: int = 0, max_steps: int = PAGE_STEPS) -> str:
 </div>
 <div class="rb-status"></div>
 <div class="rb-main"><div class="rb-source"></div>
-<div class="rb-side"><div class="rb-vars-panel"></div><div class="rb-ancillas-panel"></div></div></div>
+<div class="rb-side"><div class="rb-stack-panel"></div><div class="rb-vars-panel"></div>
+<div class="rb-ancillas-panel"></div></div></div>
 {error}{note}
 <script type="application/json" class="rb-data">{payload}</script>
 <script>{_PAGE_JS}</script>
@@ -406,4 +661,19 @@ def export_html(t: Trace, path: str | Path, around: int = 0, max_steps: int = PA
     return path
 
 
-__all__ = ["Debugger", "debug", "export_html", "page_html", "render_panels"]
+def static_iframe(t: Trace, around: int = 0, max_steps: int = PAGE_STEPS) -> str:
+    """The static page embedded in an HTML document: ``<iframe class="rb-static-debugger"
+    srcdoc="...">`` (the page escaped into the attribute; no file, no network).  Its height
+    is estimated from what the page shows; the page's script grows it to fit when the frame
+    shares the document's origin."""
+    page = page_html(t, around, max_steps)
+    source = min(len(t.source), SOURCE_WINDOW) + 4
+    side = len(t.params) + 8 + (6 if t.has_calls else 0)
+    height = max(360, min(1200, 150 + 20 * max(source, side)))
+    title = _e(f"revbench debugger: {t.function.__name__}")
+    return (f'<iframe class="rb-static-debugger" title="{title}" srcdoc="{_e(page)}" '
+            f'style="width:100%;height:{height}px;border:0"></iframe>')
+
+
+__all__ = ["Debugger", "debug", "error_text", "export_html", "page_html", "render_panels",
+           "static_iframe"]

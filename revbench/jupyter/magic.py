@@ -1,6 +1,7 @@
 """The ``%%reversible`` cell magic: ``%load_ext revbench``, then::
 
-    %%reversible [--no-jit] [--unchecked] [--show forward|inverse|adjoint] [--debug] [--loss NAME] [--inverse]
+    %%reversible [--no-jit] [--unchecked] [--show forward|inverse|adjoint|lines]
+                 [--debug [--export PATH]] [--loss NAME] [--inverse] [--expect-error]
 
 A cell of ``def``s defines reversible functions in the notebook; a cell of plain
 statements is a *cell program* run on the notebook's own variables (see
@@ -46,7 +47,8 @@ from revbench.jupyter.cell import (
 )
 from revbench.lang.errors import ReversibilityError, ReversibilitySyntaxError
 
-SHOW_KINDS = ("forward", "inverse", "adjoint")
+#: ``lines``: each source line beside its inverse and adjoint (:mod:`revbench.explain`)
+SHOW_KINDS = ("forward", "inverse", "adjoint", "lines")
 #: compiled cell programs kept per magic (re-running a cell reuses its compiled code)
 PROGRAM_CACHE_SIZE = 64
 #: exceptions that a user's cell program raises while it runs (shown without traceback)
@@ -91,9 +93,13 @@ class ReversibleMagics(Magics):
     @argument("--unchecked", action="store_true",
               help="generate code without runtime reversibility checks (check=False)")
     @argument("--show", action="append", choices=SHOW_KINDS, metavar="KIND",
-              help="display the generated code: forward, inverse or adjoint (may be repeated)")
+              help="display the generated code: forward, inverse or adjoint; or lines: each "
+                   "source line beside its inverse and adjoint (may be repeated)")
     @argument("--debug", action="store_true",
               help="open the stepping debugger on the cell program instead of running it")
+    @argument("--export", metavar="PATH",
+              help="with --debug: also write the debugger as a standalone HTML page to PATH "
+                   "(it steps without a kernel)")
     @argument("--loss", metavar="NAME",
               help="also compute the gradient of the variable NAME (or one element, NAME[i]) "
                    "with respect to the float variables the cell uses")
@@ -171,10 +177,17 @@ class ReversibleMagics(Magics):
         fn = program.function.inverse if args.inverse else program.function
         loss = None if args.loss is None else self._loss(args.loss, program, ns)
         for kind in args.show or ():  # the cell's own forward, inverse or adjoint, as written
-            display(Code(program.function.source(kind, *program.arguments(program.values(ns))),
-                         language="python"))
+            values = program.arguments(program.values(ns))
+            if kind == "lines":  # its lines beside their inverse and adjoint
+                # (its adjoint column is the forward cell's: --inverse differentiates another)
+                display(program.function.explain(*values, loss=None if args.inverse else args.loss))
+                continue
+            display(Code(program.function.source(kind, *values), language="python"))
+        if args.export is not None and not args.debug:
+            raise UsageError("--export writes the debugger's page: use it with --debug "
+                             "(%%reversible --debug --export PATH)")
         if args.debug:
-            return self._debug(fn, program, loss)
+            return self._debug(fn, program, loss, args.export)
         if loss is not None:
             return Gradients(args.loss, program.gradients(ns, loss, inverse=args.inverse))
         program.run(ns, inverse=args.inverse)
@@ -184,6 +197,8 @@ class ReversibleMagics(Magics):
         for flag, advice in (("inverse", "run a function backwards with (~f)(...) or "
                                          "f.inverse(...)"),
                              ("debug", "debug a function with revbench.debug(f, *args)"),
+                             ("export", "export a function's debugger with "
+                                        "revbench.debug(f, *args, export=PATH)"),
                              ("loss", "differentiate a function with revbench.grad(f, loss=...)")):
             if getattr(args, flag) not in (None, False):
                 raise UsageError(f"--{flag} applies to a cell program (plain statements); this "
@@ -196,7 +211,7 @@ class ReversibleMagics(Magics):
               + (f" [{', '.join(extra)}]" if extra else ""))
         for f in fns.values():
             for kind in args.show or ():
-                display(Code(f.source(kind), language="python"))
+                display(f.explain() if kind == "lines" else Code(f.source(kind), language="python"))
 
     def _program(self, cell: Cell, options: dict) -> CellProgram:
         """The compiled cell program, reused while the cell and what it calls are the same."""
@@ -220,7 +235,7 @@ class ReversibleMagics(Magics):
         except ValueError as exc:
             raise UsageError(str(exc)) from None
 
-    def _debug(self, fn, program: CellProgram, loss) -> None:
+    def _debug(self, fn, program: CellProgram, loss, export: str | None = None) -> None:
         import revbench
 
         debug = getattr(revbench, "debug", None)
@@ -230,7 +245,8 @@ class ReversibleMagics(Magics):
         # the debugger steps through copies: the notebook variables are left as they are
         values = tuple(v.copy() if isinstance(v, np.ndarray) else v
                        for v in program.arguments(program.values(self.shell.user_ns)))
-        display(debug(fn, *values, loss=loss))
+        extra = {} if export is None else {"export": export}  # the page, also as a file
+        display(debug(fn, *values, loss=loss, **extra))
 
     # -- where errors point ---------------------------------------------------------------
     def _label_cell(self, filename: str) -> None:
