@@ -50,16 +50,18 @@ class Feedback:
         p.text(self.text)
 
     def _repr_html_(self) -> str:
-        # The theme's own colours where JupyterLab defines them, readable fallbacks elsewhere.
+        # The text in the theme's own colour (light or dark), on a translucent tint that
+        # reads on both; the bar in the theme's success or warning colour.
         if self.ok:
-            colour, bg = "var(--jp-success-color1, #1a7f37)", "var(--jp-success-color3, #dafbe1)"
+            colour, bg = "var(--jp-success-color1, #1a7f37)", "rgba(46, 160, 67, 0.15)"
         else:
-            colour, bg = "var(--jp-warn-color1, #9a6700)", "var(--jp-warn-color3, #fff8c5)"
+            colour, bg = "var(--jp-warn-color1, #9a6700)", "rgba(212, 167, 44, 0.18)"
         mark = "✔" if self.ok else "✘"
         items = "".join(f"<li>{html.escape(d)}</li>" for d in self.details)
         body = f"<ul style='margin:4px 0 0 0'>{items}</ul>" if items else ""
         return (f"<div class='rb-feedback rb-feedback-{'ok' if self.ok else 'hint'}' "
-                f"style='border-left:4px solid {colour};background:{bg};color:#1f2328;"
+                f"style='border-left:4px solid {colour};background:{bg};"
+                f"color:var(--jp-content-font-color1, #1f2328);"
                 f"padding:6px 10px;border-radius:4px;font-family:sans-serif'>"
                 f"<b>{mark} {html.escape(self.exercise)}</b>: {html.escape(self.title)}{body}</div>")
 
