@@ -391,3 +391,30 @@ def f(y, x):
     for name in ("g", "p"):
         assert len([ln for ln in fwd.splitlines() if f"_rb_call_{name}_" in ln]) == 2, fwd
     assert ns["f"](0.0, 3.0)[0] == pytest.approx(-21.0)
+
+
+CALL_BETWEEN_READS = '''
+def doubles(t):
+    t *= 2.0
+
+def f(y, x):
+    for i in range(len(x)):
+        y[0] += x[i] * x[i]
+        doubles(y[0])
+        y[0] += np.sin(x[i])
+'''
+
+
+@pytest.mark.parametrize("backend", ["numba", "python"])
+@pytest.mark.parametrize("check", [True, False])
+def test_an_adjoint_read_twice_is_not_hoisted_across_the_call_that_updates_it(backend, check):
+    """The sweep reads ``y[0]``'s adjoint on both sides of ``doubles``'s reverse sweep, which
+    doubles it: loading it once per iteration gave a wrong gradient, because the passes did
+    not count the adjoints a reverse-sweep call carries as written (found in review)."""
+    f = revbench.define(CALL_BETWEEN_READS, {"np": np}, backend=backend, check=check)["f"]
+    x = np.array([0.3, -0.7, 1.1])
+    got = revbench.grad(f, loss=("y", 0))(np.zeros(1), x)[1]
+    # y = sum over i of 2^(n-1-i) * (x_i^2 * 2 + sin x_i): each doubling scales what came before
+    n = len(x)
+    want = np.array([2.0 ** (n - 1 - i) * (4.0 * x[i] + np.cos(x[i])) for i in range(n)])
+    np.testing.assert_allclose(got, want, rtol=1e-12)

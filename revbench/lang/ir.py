@@ -230,6 +230,11 @@ class Call:
     lanes: int = 1  # adjoint seeds carried at once (adj_args holds lanes x len(args))
     #: per argument: the caller keeps no adjoint for it (the callee need not compute one)
     inactive: tuple[bool, ...] = ()
+    #: set by the tangent transform (second derivatives): run the callee's tangent
+    #: program, carrying ``tan_args``: the tangents of ``args`` then of the non-None
+    #: ``adj_args`` (None where there is none: an int or bool)
+    tangent: bool = False
+    tan_args: tuple[Target | None, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -472,6 +477,9 @@ def names_written(body: tuple[Stmt, ...]) -> set[str]:
             out.update((s.a.name, s.b.name))
         elif isinstance(s, Call):
             out.update(a.name for a in s.args)
+            # a reverse sweep updates the adjoints it carries, a tangent call the tangents
+            out.update(a.name for a in s.adj_args if a is not None)
+            out.update(a.name for a in s.tan_args if a is not None)
         elif isinstance(s, (Alloc, Dealloc)):
             out.add(s.name)
     return out
