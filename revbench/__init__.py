@@ -12,6 +12,7 @@ from revbench.function import ReversibleFunction, define, reversible
 from revbench.lang.errors import ReversibilityError, ReversibilitySyntaxError, ReversibilityTypeError
 from revbench.lang.markers import inverted, routine
 from revbench.rules.functions import register
+from revbench.second_order import hessian, hvp
 from revbench.testing import check_inverse
 from revbench.tracing import trace
 
@@ -31,6 +32,8 @@ __all__ = [
     "debug",
     "define",
     "grad",
+    "hessian",
+    "hvp",
     "inverted",
     "jacobian",
     "register",

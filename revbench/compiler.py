@@ -12,7 +12,7 @@ from __future__ import annotations
 import builtins
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from revbench.backends import codegen
@@ -31,6 +31,24 @@ BACKENDS = ("numba", "python")
 #: (restoring the inputs from the outputs while carrying adjoints) of the
 #: forward program, backward-inverse that of the inverse program.
 DIRECTIONS = ("forward", "inverse", "backward", "backward-inverse")
+#: second derivatives (:mod:`revbench.second_order`): ``tangent-<direction>`` is the
+#: tangent (forward-mode) program of a direction above, run by a tangent call of a
+#: callee; ``hvp`` (``hvp-inverse``) is the tangent of the forward run followed by its
+#: reverse sweep, in one program: seeded with v on the inputs, it gives H v.
+TANGENT = "tangent-"
+SECOND_ORDER_DIRECTIONS = (*(TANGENT + d for d in DIRECTIONS), "hvp", "hvp-inverse")
+
+
+def base_direction(direction: str) -> str:
+    """The program direction whose source lines a direction's code runs: ``forward``
+    for a reverse sweep of the forward program, ``inverse`` for that of the inverse."""
+    if direction.startswith(TANGENT):
+        direction = direction[len(TANGENT):]
+    if direction in ("backward", "hvp"):
+        return "forward"
+    if direction in ("backward-inverse", "hvp-inverse"):
+        return "inverse"
+    return direction
 
 
 @dataclass
@@ -135,6 +153,8 @@ class Program:
             direction = "inverse" if direction == "forward" else "forward"
         if call.backward:
             direction = "backward" if direction == "forward" else "backward-inverse"
+        if call.tangent:
+            direction = TANGENT + direction
         return obj._program, direction
 
     def callee_writes(self, call: ir.Call) -> tuple[bool, ...]:
@@ -253,7 +273,8 @@ class Program:
         func = typed.func
         if direction.startswith("backward"):
             func = drop_zero_adjoint_updates(func, self.callee_writes)
-        if not check:
+        if not check and direction not in SECOND_ORDER_DIRECTIONS:
+            # (second-order programs keep it: the pass does not know tangent calls)
             # no runtime check reads the uncomputed ancillas: drop the dead inverse work
             # (a reverse sweep's uncomputation, a forward run's `~routine`)
             func = prune(func, self.callee_writes_only)
@@ -293,7 +314,10 @@ class Program:
 
     def typed(self, direction: str, signature: tuple[VarType, ...], lanes: int = 1,
               inactive: frozenset[str] = frozenset()):
-        """Stage types (and, for the backward directions, the adjoint transform)."""
+        """Stage types (and, for the backward directions, the adjoint transform; for the
+        second-order ones, the tangent transform after it)."""
+        if direction in SECOND_ORDER_DIRECTIONS:
+            return self._typed_second_order(direction, signature, lanes, inactive)
         if direction in ("backward", "backward-inverse"):
             from revbench.transforms.adjoint import adjoint
 
@@ -307,12 +331,34 @@ class Program:
             return infer(func, full)
         return infer(self.ir_for(direction), signature)
 
+    def _typed_second_order(self, direction: str, signature: tuple[VarType, ...], lanes: int,
+                            inactive: frozenset[str]):
+        """The tangent program of a direction (``tangent-<direction>``), or of the forward
+        run followed by its reverse sweep (``hvp``): see :mod:`revbench.transforms.tangent`."""
+        from revbench.transforms.tangent import tangent
+
+        if direction.startswith(TANGENT):
+            inner = self.typed(direction[len(TANGENT):], signature, lanes, inactive)
+            if direction[len(TANGENT):].startswith("backward"):
+                inner = infer(drop_zero_adjoint_updates(inner.func, self.callee_writes),
+                              inner.params)
+        else:
+            base = base_direction(direction)
+            sweep = "backward" if base == "forward" else "backward-inverse"
+            run = self.typed(base, signature)
+            back = self.typed(sweep, signature, 1, inactive)
+            back_func = drop_zero_adjoint_updates(back.func, self.callee_writes)
+            inner = infer(replace(back_func, body=run.func.body + back_func.body), back.params)
+        func, full = tangent(inner)
+        return infer(func, full)
+
     def _compile(self, direction, backend, check, signature, lanes=1,
                  inactive=frozenset()) -> Compiled:
         deps: list = []
         gen, injected = self.generate(direction, backend, check, signature, lanes=lanes,
                                       inactive=inactive, deps=deps)
-        func = self.ir_for("forward" if direction.startswith("backward") else direction)
+        func = self.ir_for("forward" if direction.startswith("backward") else
+                           base_direction(direction))
         table = CheckTable(func.name, func.filename, direction, gen.checks, gen.linemap,
                            {ln: func.line_text(ln) for ln in set(gen.linemap.values())})
         TABLES[gen.module_key] = table

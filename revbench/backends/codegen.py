@@ -97,7 +97,8 @@ def _subarray_places(s: ir.Stmt) -> tuple[ir.Expr, ...]:
     if isinstance(s, ir.Update):
         return (s.target,)
     if isinstance(s, ir.Call):
-        return (*s.args, *(a for a in s.adj_args if a is not None))
+        return (*s.args, *(a for a in s.adj_args if a is not None),
+                *(a for a in s.tan_args if a is not None))
     return ()
 
 
@@ -849,6 +850,7 @@ class Emitter:
                 self.alias_check(a, b, "call-alias", s.loc)
         names, writeback = [], []
         args = list(s.args) + ([a for a in s.adj_args if a is not None] if s.backward else [])
+        args += [a for a in s.tan_args if a is not None]  # a tangent call (second order)
         changes = self.callee_writes(s) + (True,) * (len(args) - len(s.args))
         for a, changed in zip(args, changes):
             if isinstance(a, ir.Var):
@@ -1014,7 +1016,8 @@ class Emitter:
                              if isinstance(st, (ir.Alloc, ir.Dealloc))}
         for st in ir.walk_stmts(loop.body):
             if isinstance(st, ir.Call):
-                refused.update(a.name for a in (*st.args, *st.adj_args) if a is not None)
+                refused.update(a.name for a in (*st.args, *st.adj_args, *st.tan_args)
+                               if a is not None)
                 continue
             if isinstance(st, ir.Swap):
                 refused.update((st.a.name, st.b.name))
