@@ -1,6 +1,9 @@
 # The two commands a newcomer needs (see README):
 #   make lab    -- set up and open the workbench: JupyterLab on the tour notebook
 #   make test   -- set up and run the whole test suite (lint, quick tests, then the slow ones)
+# and for a teacher:
+#   make site   -- the course website in site/: each lesson run and exported to HTML, its
+#                  debuggers still stepping without a kernel (open site/index.html)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -8,7 +11,7 @@ TOUR := notebooks/01_tour.ipynb
 # Jupyter refuses to run as root unless told; containers often are root.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: setup setup-test lab demo test test-quick test-slow lint bench clean
+.PHONY: setup setup-test lab demo site test test-quick test-slow lint bench clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +25,11 @@ $(VENV)/.installed-notebook: pyproject.toml | $(VENV)/bin/python
 # Everything the tests use: the notebook extra plus pytest, nbclient, playwright ...
 $(VENV)/.installed-test: pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+# The course website's builder: the notebook extra plus nbclient and nbconvert.
+$(VENV)/.installed-site: pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install --quiet -e '.[site]'
 	touch $@
 
 setup: $(VENV)/.installed-notebook
@@ -39,6 +47,12 @@ lab: setup
 # A quick look without a browser: forward and inverse runs, and a gradient, in the terminal.
 demo: setup
 	$(PY) -m revbench.demo
+
+# The course website: every lesson notebook executed (REVBENCH_STATIC_DEBUGGER=1: each
+# debugger also carries its static page) and exported with nbconvert, plus an index page.
+SITE ?= site
+site: $(VENV)/.installed-site
+	JUPYTER_PREFER_ENV_PATH=1 $(PY) -m revbench.course.site $(SITE)
 
 test: setup-test
 	$(PY) -m ruff check revbench tests benchmarks
@@ -58,4 +72,4 @@ bench: setup
 	$(PY) benchmarks/bench_core.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info
+	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info site

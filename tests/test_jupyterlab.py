@@ -664,29 +664,47 @@ def _save_screenshot(page, path: Path) -> None:
         shutil.copyfile(path, SCREENSHOT)
 
 
-def test_the_tour_runs_in_jupyterlab(lab: LabServer, page, tmp_path: Path) -> None:
-    """``make lab`` opens notebooks/01_tour.ipynb: in JupyterLab, *Run All Cells* runs it
-    through (past the cell that shows an error on purpose) and every debugger renders."""
+#: every notebook of the course, each run with "Run All Cells" by the test below
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_the_tour_runs_in_jupyterlab(lab: LabServer, page, tmp_path: Path, notebook: Path) -> None:
+    """``make lab`` opens notebooks/01_tour.ipynb, and a class goes on to every lesson: in
+    JupyterLab, *Run All Cells* runs each notebook through with no error output (no
+    traceback, nothing on stderr), every debugger renders, and every exercise's check cell
+    shows its feedback."""
     import nbformat
 
-    tour = ROOT / "notebooks" / "01_tour.ipynb"
-    nb = nbformat.read(tour, as_version=4)
+    nb = nbformat.read(notebook, as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]
     debuggers = sum("--debug" in c.source.split("\n", 1)[0] or "revbench.debug(" in c.source for c in code)
-    failing = {i for i, c in enumerate(code) if "raises-exception" in c.metadata.get("tags", [])}
-    shutil.copy(tour, lab.root / tour.name)
-    with explained(page, lab, "the tour in JupyterLab", tmp_path / "tour.png"):
-        open_and_run_all(page, lab, tour.name)
-        wait_for_cells(page, ".rb-debugger")
-        deadline = time.monotonic() + CELL_RUN_S
-        while not all_ran(page) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert all_ran(page), "Run All Cells did not run every cell"
-        roots = page.locator(".rb-debugger")
-        roots.nth(debuggers - 1).wait_for(state="visible", timeout=STEP_S * 1000)
-        assert roots.count() == debuggers
-        cells = page.locator(".jp-NotebookPanel .jp-CodeCell")
-        stderr = ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
-        errors = {i: cells.nth(i).locator(stderr).all_inner_texts() for i in range(cells.count())}
-        errors = {i: e for i, e in errors.items() if e}
-        assert set(errors) == failing, f"cells with errors (0-based code cells): {errors}"
+    # check cells: a line that is just the call `check.exercise_k(...)`, whose Feedback shows
+    checks = sum(re.search(r"^check\.exercise_\w*\(", c.source, re.MULTILINE) is not None for c in code)
+    tagged = [i for i, c in enumerate(code) if "raises-exception" in c.metadata.get("tags", [])]
+    assert not tagged, f"{notebook.name}: no cell may fail on purpose (raises-exception tags on {tagged})"
+    shutil.copy(notebook, lab.root / notebook.name)
+    try:
+        with explained(page, lab, f"{notebook.name} in JupyterLab", tmp_path / f"{notebook.stem}.png"):
+            open_and_run_all(page, lab, notebook.name)
+            if debuggers:
+                wait_for_cells(page, ".rb-debugger")
+            stderr = ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
+            deadline = time.monotonic() + CELL_RUN_S
+            while not all_ran(page) and time.monotonic() < deadline:
+                if page.locator(f".jp-NotebookPanel {stderr}").count():
+                    break  # Run All stops at an error: report it now
+                time.sleep(0.5)
+            cells = page.locator(".jp-NotebookPanel .jp-CodeCell")
+            errors = {i: cells.nth(i).locator(stderr).all_inner_texts() for i in range(cells.count())}
+            errors = {i: e for i, e in errors.items() if e}
+            assert not errors, f"cells with error output (0-based code cells): {errors}"
+            assert all_ran(page), "Run All Cells did not run every cell"
+            roots = page.locator(".rb-debugger")
+            if debuggers:
+                roots.nth(debuggers - 1).wait_for(state="visible", timeout=STEP_S * 1000)
+            assert roots.count() == debuggers
+            assert page.locator(".jp-NotebookPanel .rb-feedback").count() >= checks, (
+                f"{checks} exercise checks, but fewer feedback boxes")
+    finally:
+        lab.shutdown_kernels()
