@@ -177,5 +177,15 @@ def test_the_tour_page_steps_in_a_browser(tmp_path: Path) -> None:
             assert status.inner_text() != before
             debugger.locator("button.rb-back").click()
             sync_api.expect(status).to_contain_text("step 1 /", timeout=10_000)
+            # each frame is sized to its debugger (by message: a page opened from disk has
+            # no origin its frames share), not left at its estimated height
+            page.wait_for_timeout(500)
+            for k in range(frames.count()):
+                frame = frames.nth(k)
+                frame.scroll_into_view_if_needed()
+                inner = page.frame_locator("iframe.rb-static-debugger").nth(k).locator(".rb-debugger")
+                shown = inner.evaluate("e => e.getBoundingClientRect().bottom + window.scrollY")
+                height = frame.evaluate("e => e.getBoundingClientRect().height")
+                assert shown <= height <= shown + 40, (k, shown, height)
         finally:
             browser.close()

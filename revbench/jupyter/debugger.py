@@ -552,12 +552,19 @@ _PAGE_JS = r"""
   var q = function (cls) { return root.querySelector('.' + cls); };
   var panels = data.classes.map(q);
   var slider = q('rb-slider'), play = q('rb-play'), timer = null, i = 0, tallest = 0;
-  function fit() {  // inside an iframe (a static website): grow the frame to the page
+  function fit() {
+    // Inside an iframe (a static website): size the frame to the tallest step shown so far
+    // (no jumping while stepping).  The frame's own height is no measure (the page fills
+    // it), so measure the debugger itself; tell the frame directly where the origin allows,
+    // else by message to the embedding page's listener (a page opened from disk).
+    if (window.parent === window) { return; }
+    var h = Math.ceil(root.getBoundingClientRect().bottom + window.scrollY) + 16;
+    if (h <= tallest) { return; }
+    tallest = h;
     try {
-      var frame = window.frameElement;
-      var h = document.documentElement.scrollHeight;
-      if (frame && h > tallest) { tallest = h; frame.style.height = (h + 8) + 'px'; }
-    } catch (e) { /* another origin: the frame keeps its height */ }
+      if (window.frameElement) { window.frameElement.style.height = h + 'px'; return; }
+    } catch (e) { /* another origin: ask the embedding page */ }
+    window.parent.postMessage({revbenchDebuggerHeight: h}, '*');
   }
   function show(j) {
     i = Math.max(0, Math.min(data.steps.length - 1, j));
@@ -672,7 +679,23 @@ def static_iframe(t: Trace, around: int = 0, max_steps: int = PAGE_STEPS) -> str
     height = max(360, min(1200, 150 + 20 * max(source, side)))
     title = _e(f"revbench debugger: {t.function.__name__}")
     return (f'<iframe class="rb-static-debugger" title="{title}" srcdoc="{_e(page)}" '
-            f'style="width:100%;height:{height}px;border:0"></iframe>')
+            f'style="width:100%;height:{height}px;border:0"></iframe>' + _FIT_LISTENER)
+
+
+#: beside each embedded page: sizes a frame whose page asks for a height by message (one
+#: listener per document, however many debuggers it embeds)
+_FIT_LISTENER = """<script>(function () {
+  if (window.revbenchFitFrames) { return; }
+  window.revbenchFitFrames = true;
+  window.addEventListener('message', function (e) {
+    var h = e.data && e.data.revbenchDebuggerHeight;
+    if (typeof h !== 'number') { return; }
+    var frames = document.querySelectorAll('iframe.rb-static-debugger');
+    for (var k = 0; k < frames.length; k++) {
+      if (frames[k].contentWindow === e.source) { frames[k].style.height = h + 'px'; }
+    }
+  });
+})();</script>"""
 
 
 __all__ = ["Debugger", "debug", "error_text", "export_html", "page_html", "render_panels",
