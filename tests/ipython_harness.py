@@ -48,6 +48,9 @@ def shell():
     config = Config()
     config.HistoryManager.hist_file = ":memory:"  # the cells are numbered, but not saved anywhere
     ip = InteractiveShell.instance(config=config)
+    # the shell is one per process: start each module on an empty namespace, whatever the
+    # modules before it left there (a notebook variable `y` turns `y = 0.0` into an error)
+    ip.reset(new_session=False)
     if "revbench" not in ip.extension_manager.loaded:
         ip.run_line_magic("load_ext", "revbench")
     yield ip
