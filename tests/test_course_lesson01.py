@@ -4,11 +4,11 @@ names the problem, and give the tour's committed skeletons a hint, not an error.
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import pytest
+from course_harness import assert_hint, load_solutions
 
 import revbench
 from revbench.course import lesson01 as check
@@ -19,23 +19,13 @@ NOTEBOOK = ROOT / "notebooks" / "01_tour.ipynb"
 
 @pytest.fixture(scope="module")
 def solutions():
-    spec = importlib.util.spec_from_file_location("lesson01_solutions",
-                                                  ROOT / "notebooks" / "solutions" / "lesson01.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_solutions("01")
 
 
 def wrong(body: str):
     """``square_into`` with this body: a student's answer, on the Python backend."""
     return revbench.define(f"def square_into(y, x):\n    {body}\n", {"np": np},
                            backend="python")["square_into"]
-
-
-def assert_hint(feedback, *phrases: str) -> None:
-    assert not feedback.ok, feedback.text
-    for p in phrases:
-        assert p in feedback.text, f"{p!r} not in:\n{feedback.text}"
 
 
 def test_the_solutions_pass(solutions):

@@ -9,12 +9,11 @@ would import them, on Numba.
 
 from __future__ import annotations
 
-import importlib.util
-import math
 from pathlib import Path
 
 import numpy as np
 import pytest
+from course_harness import assert_hint, load_solutions, reversible_cell, wrong
 
 import revbench
 from revbench.course import lesson02 as check
@@ -25,35 +24,11 @@ NOTEBOOK = ROOT / "notebooks" / "02_reversible_programming.ipynb"
 
 @pytest.fixture(scope="module")
 def solutions():
-    spec = importlib.util.spec_from_file_location("lesson02_solutions",
-                                                  ROOT / "notebooks" / "solutions" / "lesson02.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def wrong(source: str):
-    """The one function defined by ``source`` (a student's wrong answer)."""
-    fns = revbench.define(source, {"np": np, "math": math}, backend="python")
-    (f,) = fns.values()
-    return f
+    return load_solutions("02")
 
 
 def notebook_cell(name: str) -> str:
-    """The ``%%reversible`` cell of the notebook that defines ``name``, without the magic line."""
-    nbformat = pytest.importorskip("nbformat")
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    for cell in nb.cells:
-        if cell.cell_type == "code" and cell.source.startswith("%%reversible") \
-                and f"def {name}(" in cell.source:
-            return cell.source.split("\n", 1)[1]
-    raise AssertionError(f"no cell defines {name}")
-
-
-def assert_hint(feedback, *phrases: str) -> None:
-    assert not feedback.ok, feedback.text
-    for p in phrases:
-        assert p in feedback.text, f"{p!r} not in:\n{feedback.text}"
+    return reversible_cell(NOTEBOOK, name)
 
 
 def test_the_solutions_pass(solutions):

@@ -6,14 +6,13 @@ skeletons a hint, not an error.
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 
 import numpy as np
 import pytest
+from course_harness import assert_hint, cell_with, code_cells, load_solutions, wrong
 
-import revbench
 from revbench.course import lesson03 as check
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,33 +22,15 @@ C, A, B = math.cos(1.0), check.A, check.B   # t = a * b = 1
 
 @pytest.fixture(scope="module")
 def solutions():
-    spec = importlib.util.spec_from_file_location("lesson03_solutions",
-                                                  ROOT / "notebooks" / "solutions" / "lesson03.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def wrong(source: str):
-    fns = revbench.define(source, {"np": np, "math": math}, backend="python")
-    (f,) = fns.values()
-    return f
+    return load_solutions("03")
 
 
 def notebook_cells() -> list[str]:
-    nbformat = pytest.importorskip("nbformat")
-    return [c.source for c in nbformat.read(NOTEBOOK, as_version=4).cells if c.cell_type == "code"]
+    return code_cells(NOTEBOOK)
 
 
 def notebook_cell(needle: str) -> str:
-    (src,) = [s for s in notebook_cells() if needle in s]
-    return src.split("\n", 1)[1] if src.startswith("%%") else src
-
-
-def assert_hint(feedback, *phrases: str) -> None:
-    assert not feedback.ok, feedback.text
-    for p in phrases:
-        assert p in feedback.text, f"{p!r} not in:\n{feedback.text}"
+    return cell_with(NOTEBOOK, needle)
 
 
 def test_the_solutions_pass(solutions):

@@ -6,11 +6,11 @@ test with.  The facts the checks compare with are read off a real trace.
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import pytest
+from course_harness import assert_hint, load_solutions, reversible_cell, wrong
 
 import revbench
 from revbench.course import lesson04 as check
@@ -21,32 +21,11 @@ NOTEBOOK = ROOT / "notebooks" / "04_debugger.ipynb"
 
 @pytest.fixture(scope="module")
 def solutions():
-    spec = importlib.util.spec_from_file_location("lesson04_solutions",
-                                                  ROOT / "notebooks" / "solutions" / "lesson04.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def wrong(source: str):
-    (f,) = revbench.define(source, {"np": np}, backend="python").values()
-    return f
+    return load_solutions("04")
 
 
 def notebook_cell(name: str) -> str:
-    nbformat = pytest.importorskip("nbformat")
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    for cell in nb.cells:
-        if cell.cell_type == "code" and cell.source.startswith("%%reversible") \
-                and f"def {name}(" in cell.source:
-            return cell.source.split("\n", 1)[1]
-    raise AssertionError(f"no cell defines {name}")
-
-
-def assert_hint(feedback, *phrases: str) -> None:
-    assert not feedback.ok, feedback.text
-    for p in phrases:
-        assert p in feedback.text, f"{p!r} not in:\n{feedback.text}"
+    return reversible_cell(NOTEBOOK, name)
 
 
 def test_the_solutions_pass(solutions):

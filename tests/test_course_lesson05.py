@@ -6,11 +6,11 @@ hint, not an error.
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import pytest
+from course_harness import assert_hint, load_solutions
 
 from revbench import reversible
 from revbench.checkpoint import Bennett, Periodic, Reverse, Revolve, StoreAll, TimeLoop
@@ -22,17 +22,7 @@ NOTEBOOK = ROOT / "notebooks" / "05_space_time.ipynb"
 
 @pytest.fixture(scope="module")
 def solutions():
-    spec = importlib.util.spec_from_file_location("lesson05_solutions",
-                                                  ROOT / "notebooks" / "solutions" / "lesson05.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def assert_hint(feedback, *phrases: str) -> None:
-    assert not feedback.ok, feedback.text
-    for p in phrases:
-        assert p in feedback.text, f"{p!r} not in:\n{feedback.text}"
+    return load_solutions("05")
 
 
 def test_plan_counts_are_what_a_run_reports():

@@ -5,12 +5,11 @@ skeletons get a hint (not an error), and the checks never change their inputs.
 
 from __future__ import annotations
 
-import importlib.util
-import math
 from pathlib import Path
 
 import numpy as np
 import pytest
+from course_harness import assert_hint, load_solutions, wrong
 
 import revbench
 from revbench.course import lesson06 as check
@@ -21,16 +20,7 @@ NOTEBOOK = ROOT / "notebooks" / "06_workloads.ipynb"
 
 @pytest.fixture(scope="module")
 def solutions():
-    spec = importlib.util.spec_from_file_location("lesson06_solutions",
-                                                  ROOT / "notebooks" / "solutions" / "lesson06.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def wrong(source: str):
-    (f,) = revbench.define(source, {"np": np, "math": math}, backend="python").values()
-    return f
+    return load_solutions("06")
 
 
 def notebook_code(start: str) -> str:
@@ -40,12 +30,6 @@ def notebook_code(start: str) -> str:
         if cell.cell_type == "code" and start in cell.source:
             return cell.source
     raise AssertionError(f"no cell holds {start!r}")
-
-
-def assert_hint(feedback, *phrases: str) -> None:
-    assert not feedback.ok, feedback.text
-    for p in phrases:
-        assert p in feedback.text, f"{p!r} not in:\n{feedback.text}"
 
 
 def test_the_solutions_pass(solutions):
