@@ -6,7 +6,7 @@ The public API only; see ``docs/language.md`` for the language.
 from typing import TYPE_CHECKING
 
 from revbench._version import __version__
-from revbench.ad import check_grad, grad, jacobian, value_and_grad
+from revbench.ad import check_grad, grad, jacobian, value_and_grad, vjp
 from revbench.config import set_tolerance
 from revbench.function import ReversibleFunction, define, reversible
 from revbench.lang.errors import ReversibilityError, ReversibilitySyntaxError, ReversibilityTypeError
@@ -42,6 +42,7 @@ __all__ = [
     "set_tolerance",
     "trace",
     "value_and_grad",
+    "vjp",
 ]
 
 

@@ -1,4 +1,5 @@
-"""Automatic differentiation by reverse computing: ``grad``, ``value_and_grad``, ``jacobian``.
+"""Automatic differentiation by reverse computing: ``grad``, ``value_and_grad``, ``jacobian``,
+``vjp``.
 
 ``grad(f, loss="y")`` runs ``f`` forward, seeds the adjoint of the loss with
 1, then runs ``f``'s *reverse sweep* (the ``backward`` program built by
@@ -429,6 +430,105 @@ def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any,
 
     run.__name__ = f"jacobian({f.__name__})"
     return run
+
+
+def _names(which: Any) -> tuple:
+    """``outputs=`` / ``wrt=`` as a tuple: one name or position, or a tuple or list of them."""
+    return (which,) if isinstance(which, (str, int, np.integer)) else tuple(which)
+
+
+def vjp(f: ReversibleFunction, *args: Any, outputs: Any,
+        wrt: Any = None) -> tuple[tuple, Callable[..., tuple]]:
+    """``outs, pullback = vjp(f, *args, outputs=("r",), wrt=("x", "w"))``: a
+    vector-Jacobian product, for losses that are not one scalar argument.
+
+    ``outs`` are the final values of the ``outputs`` (a tuple, one per name, also for
+    one).  ``pullback(*cotangents)`` takes one cotangent per output -- a number for a
+    scalar output, an array of the output's shape for an array, ``None`` for zero -- and
+    returns a tuple aligned with ``wrt``: the cotangents of those arguments at entry,
+    ``sum_k <cotangent_k, d outputs_k / d wrt>``.  ``wrt=None`` means every argument
+    (aligned with them, as ``grad``'s tuple is); integer and bool arguments get ``None``.
+
+    Why a pullback rather than a Jacobian: the cotangents of every output are
+    seeded at once into one reverse sweep, so a pullback costs one sweep whatever
+    the number of outputs (``jacobian`` needs one seed per output element).  The
+    forward run happens here, once; each ``pullback`` call runs one sweep from a
+    copy of the state after it, so a pullback can be called again (other
+    cotangents, or the same).  It is what the JAX and PyTorch exports
+    (:mod:`revbench.interop`) call in their backward passes.
+
+    Complex numbers follow ``grad``'s convention: the cotangent ``c`` of a complex
+    output ``z`` seeds the real loss ``Re(conj(c) z)`` (``c.real * z.real + c.imag
+    * z.imag``), and a complex argument's cotangent is ``dL/dRe + i dL/dIm``.
+
+    With checks on, the sweep must give back the arguments' values at entry (as
+    for ``grad``); otherwise a :class:`ReversibilityError` is raised rather than a
+    gradient computed along a trajectory the inverse did not recover.  Neither
+    ``args`` nor the cotangents are changed.
+    """
+    if not isinstance(f, ReversibleFunction):
+        raise TypeError(f"vjp needs a reversible function (decorated with @reversible), got {f!r}")
+    api = f"vjp({f.__name__})"
+    out_names = _names(outputs)
+    wrt_names = f.params if wrt is None else _names(wrt)
+    for what, names in (("outputs", out_names), ("wrt", wrt_names)):
+        if not names:
+            raise ValueError(f"{api}: {what} names no argument")
+    ko = [_param_index(f, o, "outputs") for o in out_names]
+    kw = [_param_index(f, w, "wrt") for w in wrt_names]
+    for what, ks in (("outputs", ko), ("wrt", kw)):
+        if len(set(ks)) != len(ks):
+            raise ValueError(f"{api}: {what} names an argument twice")
+    b = _Backward(f, tuple(f.params[k] for k in kw + ko))
+    sig, backward = b.prepare(args)
+    for k in ko:
+        if sig[k].dtype not in DIFFERENTIABLE:
+            raise ReversibilityTypeError(
+                f"{api}: output `{f.params[k]}` must be a float or complex value or array "
+                f"(got {sig[k]}): integers and bools have no cotangents",
+                variable=f.params[k], function=f.name, stage="ad")
+    final = b.forward(args)
+    state = b.snapshot(final)  # the sweeps' private copy: the caller may change `outs`
+    outs = tuple(final[k] if sig[k].is_array else _python_scalar(final[k]) for k in ko)
+    slots = [b.adjoint_slot(sig, k) for k in ko]
+
+    def pullback(*cotangents: Any) -> tuple:
+        if len(cotangents) != len(ko):
+            raise TypeError(f"{api}: pullback takes one cotangent per output "
+                            f"({', '.join(f.params[k] for k in ko)}), got {len(cotangents)}")
+        adjs = b.zero_adjoints(sig, state)
+        for k, slot, ct in zip(ko, slots, cotangents):
+            if ct is not None:
+                adjs[slot] = _cotangent(f, api, sig[k], state[k], f.params[k], ct)
+        adj_out, error = b.sweep(backward, b.snapshot(state), adjs, args, api)
+        if error is not None:
+            raise error from None
+        grads = b.gradients(sig, adj_out)
+        return tuple(grads[k] for k in kw)
+
+    pullback.__name__ = f"pullback({f.__name__})"
+    return outs, pullback
+
+
+def _cotangent(f: ReversibleFunction, api: str, t: VarType, value: Any, name: str, ct: Any) -> Any:
+    """A cotangent given for output ``name``, checked and converted to a fresh adjoint
+    (the sweep updates adjoint arrays in place: never the caller's)."""
+    complex_ = t.dtype == "complex"
+    if not complex_ and np.iscomplexobj(ct):
+        raise TypeError(f"{api}: the cotangent of `{name}` is complex, but `{name}` is real "
+                        f"({t}); pass a real cotangent")
+    try:
+        arr = np.array(ct, dtype=complex if complex_ else float, copy=True)
+    except (TypeError, ValueError):
+        raise TypeError(f"{api}: the cotangent of `{name}` must be a number or array of numbers, "
+                        f"got {ct!r}") from None
+    shape = value.shape if t.is_array else ()
+    if arr.shape != shape:
+        raise ValueError(f"{api}: the cotangent of `{name}` has shape {arr.shape}; `{name}` "
+                         f"has shape {shape}" + ("" if t.is_array else " (a scalar)"))
+    if t.is_array:
+        return arr
+    return complex(arr) if complex_ else float(arr)
 
 
 def check_grad(f: ReversibleFunction, *args: Any, loss: Loss, eps: float = 1e-6,

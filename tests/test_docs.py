@@ -33,7 +33,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = ("docs/language.md", "docs/architecture.md", "docs/ad.md", "docs/checkpointing.md",
-             "docs/performance.md", "README.md")
+             "docs/performance.md", "docs/interop.md", "README.md")
+#: documents whose examples need optional packages: skipped, saying so, where one is missing
+NEEDS = {"docs/interop.md": ("jax", "torch")}
 SHOWN_PATH = "/tmp/demo/example.py"  # how the documents show the script's path
 TIMEOUT_S = 900
 
@@ -129,6 +131,9 @@ def _xfail_cases():
 
 @pytest.mark.parametrize("doc", DOCUMENTS)
 def test_examples_run(doc: str) -> None:
+    for module in NEEDS.get(doc, ()):
+        pytest.importorskip(module, reason=f"{doc}'s examples need {module} "
+                                           "(pip install 'revbench[interop]')")
     text = _read(doc)
     blocks = blocks_of(text)
     assert any(b.lang == "python" for b in blocks), f"{doc} has no python examples"
