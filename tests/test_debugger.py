@@ -9,6 +9,7 @@ installed, loaded in headless chromium and clicked (slow).
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import math
 import os
@@ -520,6 +521,22 @@ def test_exported_page_of_a_long_trace_is_capped_with_a_note(tmp_path):
     assert (slider.attrs["min"], slider.attrs["max"]) == ("251", "350")
 
 
+@contextlib.contextmanager
+def headless_page(sync_api):
+    """A page in headless chromium, and the list its script errors are collected in."""
+    args = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync"]
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=_chromium(), headless=True, args=args)
+        try:
+            page = browser.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            yield page, errors
+        finally:
+            browser.close()
+
+
 def _chromium() -> str | None:
     if os.access("/usr/bin/chromium", os.X_OK):
         return "/usr/bin/chromium"
@@ -539,36 +556,27 @@ def test_exported_page_steps_in_a_browser(tmp_path):
             del t
     """)
     path = revbench.debug(f, 1.0, 2.0).export_html(tmp_path / "page.html")
-    args = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync"]
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=_chromium(), headless=True, args=args)
-        try:
-            page = browser.new_page()
-            errors: list[str] = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(path.as_uri())
-            status = page.locator(".rb-status")
-            assert status.inner_text().startswith("step 1 / 5 · forward · line 2")
-            page.locator(".rb-forward").click()
-            page.locator(".rb-forward").click()
-            assert status.inner_text().startswith("step 3 / 5 · forward · line 4")
-            assert page.locator(".rb-current").get_attribute("data-line") == "4"
-            assert page.locator(".rb-vars tr[data-name='t'] td.rb-value").inner_text() == "2.0"
-            page.locator(".rb-back").click()
-            assert status.inner_text().startswith("step 2 / 5")
-            page.locator(".rb-goto-error").click()
-            row = page.locator(".rb-ancillas tr[data-name='t']")
-            assert row.get_attribute("data-state") == "dirty"
-            assert "rb-dirty" in (row.get_attribute("class") or "")
-            page.locator(".rb-start").click()
-            page.locator(".rb-play").click()
-            page.wait_for_function(
-                "document.querySelector('.rb-status').textContent.startsWith('step 5 / 5')",
-                timeout=10_000)
-            assert errors == []
-        finally:
-            browser.close()
+    with headless_page(sync_api) as (page, errors):
+        page.goto(path.as_uri())
+        status = page.locator(".rb-status")
+        assert status.inner_text().startswith("step 1 / 5 · forward · line 2")
+        page.locator(".rb-forward").click()
+        page.locator(".rb-forward").click()
+        assert status.inner_text().startswith("step 3 / 5 · forward · line 4")
+        assert page.locator(".rb-current").get_attribute("data-line") == "4"
+        assert page.locator(".rb-vars tr[data-name='t'] td.rb-value").inner_text() == "2.0"
+        page.locator(".rb-back").click()
+        assert status.inner_text().startswith("step 2 / 5")
+        page.locator(".rb-goto-error").click()
+        row = page.locator(".rb-ancillas tr[data-name='t']")
+        assert row.get_attribute("data-state") == "dirty"
+        assert "rb-dirty" in (row.get_attribute("class") or "")
+        page.locator(".rb-start").click()
+        page.locator(".rb-play").click()
+        page.wait_for_function(
+            "document.querySelector('.rb-status').textContent.startsWith('step 5 / 5')",
+            timeout=10_000)
+        assert errors == []
 
 
 @pytest.mark.slow
@@ -583,24 +591,15 @@ def test_the_static_iframe_steps_in_a_browser(tmp_path, monkeypatch):
     site = tmp_path / "lesson.html"
     site.write_text("<!DOCTYPE html><html><body><h1>lesson</h1>"
                     f"{w._repr_mimebundle_()['text/html']}</body></html>", encoding="utf-8")
-    args = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync"]
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=_chromium(), headless=True, args=args)
-        try:
-            page = browser.new_page()
-            errors: list[str] = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(site.as_uri())
-            frame = page.frame_locator("iframe.rb-static-debugger")
-            status = frame.locator(".rb-status")
-            assert status.inner_text().startswith("step 1 / 12 · forward · line 2")
-            frame.locator(".rb-turn").click()
-            assert status.inner_text().startswith("step 7 / 12 · backward · line 7")
-            frame.locator(".rb-forward").click()
-            frame.locator(".rb-forward").click()
-            assert frame.locator(".rb-executed-stmt").first.inner_text() == "t += x * x"
-            assert frame.locator("th.rb-adjoint-head").inner_text() == "adjoint ∂y/∂·"
-            assert errors == []
-        finally:
-            browser.close()
+    with headless_page(sync_api) as (page, errors):
+        page.goto(site.as_uri())
+        frame = page.frame_locator("iframe.rb-static-debugger")
+        status = frame.locator(".rb-status")
+        assert status.inner_text().startswith("step 1 / 12 · forward · line 2")
+        frame.locator(".rb-turn").click()
+        assert status.inner_text().startswith("step 7 / 12 · backward · line 7")
+        frame.locator(".rb-forward").click()
+        frame.locator(".rb-forward").click()
+        assert frame.locator(".rb-executed-stmt").first.inner_text() == "t += x * x"
+        assert frame.locator("th.rb-adjoint-head").inner_text() == "adjoint ∂y/∂·"
+        assert errors == []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from interop_programs import RESID
 
 jax = pytest.importorskip("jax", reason="jax is not installed (pip install 'revbench[interop]')")
 jnp = pytest.importorskip("jax.numpy", reason="jax is not installed")
@@ -28,15 +29,6 @@ def x64():
     jax.config.update("jax_enable_x64", saved)
 
 
-RESID = """
-    def resid(r, s, a, x, n, flag):
-        for i in range(len(r)):
-            r[i] += a[i] * x[i] * x[i] + sin(s)
-        for i in range(n):
-            s += x[i] * a[i]
-        if flag:
-            s += 1.0
-"""
 
 
 def args_of():

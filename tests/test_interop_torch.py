@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from interop_programs import RESID
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'revbench[interop]')")
 
@@ -16,15 +17,6 @@ import revbench  # noqa: E402
 from revbench import ReversibilityError  # noqa: E402
 from revbench.interop import to_torch  # noqa: E402
 
-RESID = """
-    def resid(r, s, a, x, n, flag):
-        for i in range(len(r)):
-            r[i] += a[i] * x[i] * x[i] + sin(s)
-        for i in range(n):
-            s += x[i] * a[i]
-        if flag:
-            s += 1.0
-"""
 D = torch.float64
 
 

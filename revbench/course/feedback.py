@@ -153,3 +153,22 @@ def expect_outputs(exercise: str, f: ReversibleFunction, args: tuple, want: tupl
             fail(exercise, f"{what or f.__name__ + show(args)}: `{name}` ends as {show(g)}, "
                            f"expected {show(w)}",
                  f"inputs: {', '.join(f'{p}={show(a)}' for p, a in zip(f.params, args))}")
+
+
+def run_answer(exercise: str, f: ReversibleFunction, args: tuple, where: str, advice: str,
+               at: Callable[[], str] | None = None) -> tuple:
+    """``f(*args)`` on copies, for a check; a dirty ancilla becomes the hint every lesson
+    gives for it (``where``: the inputs, as the hint names them; ``advice``: how to clean it
+    up in this exercise; ``at``: a further place, such as the loop index, found on demand).
+    Any other error goes on to :func:`attempt`, which quotes it."""
+    from revbench.lang.errors import ReversibilityError
+
+    try:
+        return call(f, *args)
+    except ReversibilityError as e:
+        if not str(e).startswith("ancilla"):
+            raise
+        place = at() if at is not None else ""
+        fail(exercise, f"{where}: `del {e.variable}` finds {e.variable} = {show(e.actual)}, not "
+                       f"{show(e.expected)}{place}: the ancilla is dirty", advice)
+        raise  # not reached: fail() raises

@@ -16,7 +16,17 @@ from typing import Any
 
 import numpy as np
 
-from revbench.course.feedback import Feedback, attempt, call, close, fail, need_function, show, success
+from revbench.course.feedback import (
+    Feedback,
+    attempt,
+    call,
+    close,
+    fail,
+    need_function,
+    run_answer,
+    show,
+    success,
+)
 from revbench.function import ReversibleFunction, define
 from revbench.lang.errors import ReversibilityError
 from revbench.lang.ir import Call, walk_stmts
@@ -130,17 +140,11 @@ def exercise_2(rms_into: Any) -> Feedback:
         f = need_function(ex, rms_into, "rms_into")
         _need_params(ex, f, ("r", "x"))
         for r0, x in RMS_INPUTS:
-            try:
-                got = call(f, r0, x)
-            except ReversibilityError as e:
-                if str(e).startswith("ancilla"):
-                    fail(ex, f"on x={show(x)}: `del {e.variable}` finds {e.variable} = "
-                             f"{show(e.actual)}, not {show(e.expected)}: the ancilla is dirty",
-                         f"{e.variable} still holds the sum of squares when it is freed. After its "
-                         f"last use (the update of r) and before `del {e.variable}`, undo the "
-                         f"loop that computed it: the same loop with `-=` (or put the "
-                         "computation in `with routine:` and write `~routine` after using it).")
-                raise
+            got = run_answer(ex, f, (r0, x), f"on x={show(x)}",
+                             "It still holds the sum of squares when it is freed. After its last "
+                             "use (the update of r) and before `del`, undo the loop that computed "
+                             "it: the same loop with `-=` (or put the computation in `with "
+                             "routine:` and write `~routine` after using it).")
             want = _rms(r0, x)
             if not close(got[0], want):
                 why = ("r did not change: the uncompute ran before s was used. Compute, then "

@@ -18,9 +18,19 @@ from typing import Any
 import numpy as np
 
 from revbench.ad import grad
-from revbench.course.feedback import Feedback, attempt, call, close, fail, hint, need_function, show, success
+from revbench.course.feedback import (
+    Feedback,
+    attempt,
+    call,
+    close,
+    fail,
+    hint,
+    need_function,
+    run_answer,
+    show,
+    success,
+)
 from revbench.function import ReversibleFunction, define
-from revbench.lang.errors import ReversibilityError
 
 #: The program of exercise 1 (the notebook shows the same text): y += sin(a b) + a² b.
 PROGRAM_SOURCE = '''\
@@ -205,16 +215,10 @@ def exercise_3(soft_norm: Any) -> Feedback:
         if len(f.params) != 2:
             fail(ex, f"`soft_norm` takes ({', '.join(f.params)}), it should take (L, x)")
         for L0, x in SOFT_NORM_INPUTS:
-            try:
-                got = call(f, L0, x)
-            except ReversibilityError as e:
-                if str(e).startswith("ancilla"):
-                    fail(ex, f"on x={show(x)}: `del {e.variable}` finds {e.variable} = "
-                             f"{show(e.actual)}, not {show(e.expected)}: the ancilla is dirty",
-                         "Uncompute it after its last use: undo the updates that computed it, in "
-                         "reverse order (or compute it inside `with routine:` and write "
-                         "`~routine` after the update of L).")
-                raise
+            got = run_answer(ex, f, (L0, x), f"on x={show(x)}",
+                             "Uncompute it after its last use: undo the updates that computed it, "
+                             "in reverse order (or compute it inside `with routine:` and write "
+                             "`~routine` after the update of L).")
             want = L0 + soft_norm_py(x)
             if not close(got[0], want):
                 fail(ex, f"on L={show(L0)}, x={show(x)}: L ends as {show(got[0])}, expected "

@@ -16,8 +16,16 @@ from typing import Any
 import numpy as np
 
 from revbench.ad import grad
-from revbench.course.feedback import Feedback, attempt, call, close, fail, need_function, show, success
-from revbench.lang.errors import ReversibilityError
+from revbench.course.feedback import (
+    Feedback,
+    attempt,
+    close,
+    fail,
+    need_function,
+    run_answer,
+    show,
+    success,
+)
 from revbench.workloads import ba as ba_ref
 
 
@@ -66,16 +74,10 @@ def exercise_1(csr_sqnorm: Any) -> Feedback:
             A = _dense(data, indices, indptr, shape)
             ax = A @ x
             want = float(ax @ ax)
-            try:
-                got = call(f, 1.0, x, data, indices, indptr)
-            except ReversibilityError as e:
-                if str(e).startswith("ancilla"):
-                    fail(ex, f"on {name}: `del {e.variable}` finds {e.variable} = {show(e.actual)}: "
-                             "the ancilla is dirty",
-                         "Compute the row's sum into the ancilla, add its square to s, then "
-                         "uncompute it (the same inner loop with -=), or let `with routine:` "
-                         "... `~routine` do it.")
-                raise
+            got = run_answer(ex, f, (1.0, x, data, indices, indptr), f"on {name}",
+                             "Compute the row's sum into the ancilla, add its square to s, then "
+                             "uncompute it (the same inner loop with -=), or let `with routine:` "
+                             "... `~routine` do it.")
             for arg, g, w in zip(f.params[1:], got[1:], (x, data, indices, indptr)):
                 if not close(g, w):
                     fail(ex, f"on {name}: csr_sqnorm changes `{arg}` (to {show(g)})",
