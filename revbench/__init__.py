@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING
 from revbench._version import __version__
 from revbench.ad import check_grad, grad, jacobian, value_and_grad, vjp
 from revbench.config import set_tolerance
+from revbench.external import external
 from revbench.function import ReversibleFunction, define, reversible
 from revbench.lang.errors import ReversibilityError, ReversibilitySyntaxError, ReversibilityTypeError
 from revbench.lang.markers import inverted, routine
+from revbench.rules.adjoints import custom_adjoint, remove_adjoint
 from revbench.rules.functions import register
 from revbench.second_order import hessian, hvp
 from revbench.testing import check_inverse
@@ -29,14 +31,17 @@ __all__ = [
     "__version__",
     "check_grad",
     "check_inverse",
+    "custom_adjoint",
     "debug",
     "define",
+    "external",
     "grad",
     "hessian",
     "hvp",
     "inverted",
     "jacobian",
     "register",
+    "remove_adjoint",
     "reversible",
     "routine",
     "set_tolerance",

@@ -532,28 +532,32 @@ def _cotangent(f: ReversibleFunction, api: str, t: VarType, value: Any, name: st
 
 
 def check_grad(f: ReversibleFunction, *args: Any, loss: Loss, eps: float = 1e-6,
-               rtol: float = 1e-5, atol: float = 1e-7) -> tuple:
-    """Compare ``grad(f, loss)`` with central finite differences; raise if they differ.
+               rtol: float = 1e-5, atol: float = 1e-7, wrt: Any = None) -> tuple:
+    """Compare ``grad(f, loss, wrt=wrt)`` with central finite differences; raise if they
+    differ.
 
     Every float scalar, every element of a float array, and the real and
-    imaginary parts of complex arguments are perturbed by ``eps``.  Returns the
-    AD gradients.
+    imaginary parts of complex arguments are perturbed by ``eps`` (only those ``wrt``
+    names, when given: a custom adjoint may be exact for some arguments only).  Returns
+    the AD gradients.
     """
     for name, v, positive in (("eps", eps, True), ("rtol", rtol, False), ("atol", atol, False)):
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)) \
                 or not np.isfinite(v) or v < 0 or (positive and v == 0):
             need = "a finite number > 0" if positive else "a finite number >= 0"
             raise ValueError(f"check_grad: {name} must be {need}, got {v!r}")
-    g = grad(f, loss)(*args)
+    g = grad(f, loss, wrt=wrt)(*args)
     sig = f.signature_of(args)
     seed = _resolve_loss(f, loss, sig, args)
+    checked = set(range(len(sig))) if wrt is None else {
+        _param_index(f, w, "wrt") for w in ((wrt,) if isinstance(wrt, (str, int)) else wrt)}
 
     def loss_of(a) -> float:
         out = f(*(copy_arg(x) for x in a))[seed.param]
         return float(out if seed.index is None else out[seed.index])
 
     for k, (t, a) in enumerate(zip(sig, args)):
-        if t.dtype not in DIFFERENTIABLE:
+        if t.dtype not in DIFFERENTIABLE or k not in checked:
             continue
         parts = [1.0] + ([1j] if t.dtype == "complex" else [])
         for idx in (np.ndindex(a.shape) if t.is_array else [None]):
@@ -571,7 +575,10 @@ def check_grad(f: ReversibleFunction, *args: Any, loss: Loss, eps: float = 1e-6,
             ad = g[k] if idx is None else g[k][idx]
             if not abs(ad - fd) <= atol + rtol * abs(fd):
                 where = f.params[k] + ("" if idx is None else str(list(idx)))
+                used = f._program.custom_adjoints_used() if not f.is_inverse else ()
+                hint = (f" (the reverse sweep uses the custom adjoint(s) "
+                        f"{', '.join(used)}: check them)" if used else "")
                 raise AssertionError(
                     f"check_grad({f.__name__}): d loss / d {where}: AD gives {ad!r}, central "
-                    f"differences give {fd!r}")
+                    f"differences give {fd!r}{hint}")
     return g

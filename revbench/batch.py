@@ -38,6 +38,7 @@ from revbench.config import get_tolerance
 from revbench.function import ReversibleFunction, _python_scalar
 from revbench.lang.errors import ReversibilityError, ReversibilityTypeError
 from revbench.lang.types import NUMPY_DTYPES, VarType
+from revbench.rules import functions as fn_rules
 
 #: seeds per reverse sweep, as for the unbatched jacobian
 LANES = 8
@@ -128,7 +129,9 @@ class _Batched:
                        tuple(keep_values and (bk or wk) for bk, wk in zip(batched, written)))
 
     def driver(self, lay: _Layout) -> Callable:
-        hit = self._drivers.get(lay)
+        # a user rule registered since (a custom adjoint, a pure function) means new kernels
+        cache_key = (lay, fn_rules.REGISTRY_VERSION[0])
+        hit = self._drivers.get(cache_key)
         if hit is not None:
             return hit
         f, b = self.f, self.b
@@ -151,7 +154,7 @@ class _Batched:
 
                 run = numba.njit(cache=True, boundscheck=False)(mod.driver)
                 mod._rb_dispatcher = run
-        self._drivers[lay] = run
+        self._drivers[cache_key] = run
         return run
 
     def run(self, lay: _Layout, n: int, args: tuple, item0: tuple, rows: list[tuple[int, int]],

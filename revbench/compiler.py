@@ -15,12 +15,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from revbench.backends import codegen
+from revbench.backends import codegen, custom_sweep
 from revbench.backends.runtime import TABLES, CheckTable
 from revbench.lang import ir, suggest
 from revbench.lang.check import arity_message
 from revbench.lang.errors import ReversibilityTypeError
 from revbench.lang.types import VarType, infer
+from revbench.rules import adjoints as adjoint_rules
 from revbench.rules import functions as fn_rules
 from revbench.transforms.hoist import hoist
 from revbench.transforms.invert import invert
@@ -73,6 +74,9 @@ _GENERATION = [0]
 class Program:
     """A checked reversible function, with its lazily built compilations."""
 
+    #: its code is not revbench's to step through (an external function: one step)
+    opaque = False
+
     ir: ir.Function
     check: bool = True
     backend: str = "numba"
@@ -90,6 +94,39 @@ class Program:
 
     def __post_init__(self) -> None:
         _GENERATION[0] += 1
+
+    @property
+    def module(self) -> str:
+        """The module the function was defined in (``__main__`` in a notebook): with its
+        name, the key of its custom adjoint (:mod:`revbench.rules.adjoints`)."""
+        return str(self.namespace.get("__name__", "__main__"))
+
+    def custom_adjoint(self) -> adjoint_rules.AdjointRule | None:
+        return adjoint_rules.lookup(self.module, self.ir.name)
+
+    def custom_adjoints_used(self) -> tuple[str, ...]:
+        """``adjoint (of f)`` for this function and every function it calls (through
+        their calls too) that has a custom adjoint: what its gradient trusts."""
+        found: list[str] = []
+        seen: set[int] = set()
+
+        def visit(prog: Program) -> None:
+            if id(prog) in seen:
+                return
+            seen.add(id(prog))
+            rule = prog.custom_adjoint()
+            if rule is not None:
+                found.append(f"{rule.label} (of {prog.ir.name})")
+                return  # its own code is not differentiated
+            for st in ir.walk_stmts(prog.ir.body):
+                if isinstance(st, ir.Call):
+                    try:
+                        visit(prog.callee(st)[0])
+                    except ReversibilityTypeError:
+                        pass
+
+        visit(self)
+        return tuple(found)
 
     def written_params(self) -> frozenset[str]:
         """The parameters this function may change, through its calls too.
@@ -256,8 +293,9 @@ class Program:
         from revbench.function import ReversibleFunction
 
         for name, prog, key, sub in compiled.deps:
-            obj = self.lookup(name)
-            if not isinstance(obj, ReversibleFunction) or obj._program is not prog:
+            obj = self.lookup(name) if name is not None else None  # None: its own inverse
+            if name is not None and (not isinstance(obj, ReversibleFunction)
+                                     or obj._program is not prog):
                 return False
             if prog.compile(*key) is not sub:
                 return False
@@ -269,6 +307,10 @@ class Program:
                  inactive: frozenset[str] = frozenset(), deps: list | None = None):
         """Stages types + codegen: the generated module and the globals it needs
         (``deps`` collects the callees compiled on the way)."""
+        rule = self.custom_adjoint() if direction == "backward" else None
+        if rule is not None:
+            return self._generate_custom(rule, backend, check, signature, lanes, inactive,
+                                         compile_callees, deps)
         typed = self.typed(direction, signature, lanes, inactive)
         func = typed.func
         if direction.startswith("backward"):
@@ -312,6 +354,48 @@ class Program:
             injected[symbol] = _user_impl(rule, backend)
         return gen, injected
 
+    def _generate_custom(self, rule: adjoint_rules.AdjointRule, backend: str, check: bool,
+                         signature: tuple[VarType, ...], lanes: int, inactive: frozenset[str],
+                         compile_callees: bool, deps: list | None, direction: str = "backward",
+                         through: str | None = None):
+        """The reverse sweep of a function with a custom adjoint: the user's adjoint, then
+        this function's inverse (:mod:`revbench.backends.custom_sweep`); with ``through``
+        (an external function's inverse), its forward run, then the adjoint."""
+        self._refuse_written_inactive(inactive)
+        typed = infer(self.ir, signature)
+        injected: dict[str, object] = {}
+        inverse_key = "-"
+        if compile_callees:
+            key = ("inverse" if through is None else "forward", backend, check, signature)
+            inverse = self.compile(*key)
+            inverse_key = inverse.generated.key
+            injected[custom_sweep.INVERSE_SYMBOL] = inverse.run
+            if deps is not None:
+                deps.append((None, self, key, inverse))
+        # (under Numba the adjoint's stand-in returns a tuple, checked when typed)
+        gen = custom_sweep.generate(typed, rule, direction, check, lanes, inactive, inverse_key,
+                                    tuple_result=backend == "numba", through=through)
+        if backend == "numba":
+            from revbench.backends import numba_backend
+
+            n = sum(1 for t in signature if t.dtype in custom_sweep.DIFFERENTIABLE)
+            injected[custom_sweep.ADJOINT_SYMBOL] = numba_backend.adjoint_callable(
+                rule.fn, rule.label, self.ir.name, rule.fingerprint, n)
+
+        else:
+            from revbench.backends.runtime import as_tuple
+
+            injected[custom_sweep.ADJOINT_SYMBOL] = rule.fn
+            injected[custom_sweep.AS_TUPLE_SYMBOL] = as_tuple
+        return gen, injected
+
+    def _refuse_written_inactive(self, inactive: frozenset[str]) -> None:
+        bad = sorted(inactive & self.written_params())
+        if bad:
+            raise ValueError(f"{', '.join(bad)} change(s) inside {self.ir.name}, so the "
+                             "gradient flows through it: only read-only arguments can be "
+                             "left without an adjoint")
+
     def typed(self, direction: str, signature: tuple[VarType, ...], lanes: int = 1,
               inactive: frozenset[str] = frozenset()):
         """Stage types (and, for the backward directions, the adjoint transform; for the
@@ -322,11 +406,7 @@ class Program:
             from revbench.transforms.adjoint import adjoint
 
             base = "forward" if direction == "backward" else "inverse"
-            bad = sorted(inactive & self.written_params())
-            if bad:
-                raise ValueError(f"{', '.join(bad)} change(s) inside {self.ir.name}, so the "
-                                 "gradient flows through it: only read-only arguments can be "
-                                 "left without an adjoint")
+            self._refuse_written_inactive(inactive)
             func, full = adjoint(infer(self.ir_for(base), signature), lanes, inactive)
             return infer(func, full)
         return infer(self.ir_for(direction), signature)
@@ -337,6 +417,14 @@ class Program:
         run followed by its reverse sweep (``hvp``): see :mod:`revbench.transforms.tangent`."""
         from revbench.transforms.tangent import tangent
 
+        rule = self.custom_adjoint()
+        if rule is not None and direction in ("hvp", TANGENT + "backward"):
+            raise ReversibilityTypeError(
+                f"{self.ir.name} has a custom adjoint ({rule.label}), which gives first "
+                "derivatives only: second derivatives (hvp, hessian) cannot differentiate it "
+                f"again. Remove it (revbench.remove_adjoint({self.ir.name})) to differentiate "
+                "the derived reverse sweep instead", function=self.ir.name,
+                filename=self.ir.filename, lineno=self.ir.firstlineno, stage="types")
         if direction.startswith(TANGENT):
             inner = self.typed(direction[len(TANGENT):], signature, lanes, inactive)
             if direction[len(TANGENT):].startswith("backward"):

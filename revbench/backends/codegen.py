@@ -141,7 +141,7 @@ def _helper_rule(name: str, fn, nargs: int) -> fn_rules.FunctionRule:
     # injected like a registered function: fn itself in Python, an inlined version using
     # LLVM's overflow intrinsics under Numba (numba_backend.user_function)
     return fn_rules.FunctionRule(name, f"_rb_{name}", nargs, (), result="int", hidden=True,
-                                 user_function=fn, fingerprint=fn_rules._fingerprint(fn, ()))
+                                 user_function=fn, fingerprint=fn_rules.fingerprint(fn))
 
 
 #: operator -> the helper generated code calls for it on integers when checks are on
@@ -1091,3 +1091,21 @@ def generate(typed: TypedFunction, direction: str, options: Options,
     linemap = {g + shift: u for g, u in em.linemap.items()}
     needed = {r.impl: r for r in em.user_functions.values()}
     return Generated(source, key, fname, em.checks, linemap, needed)
+
+
+def assemble(comments: list[str], fname: str, params: tuple[str, ...], body: list[str],
+             checks: list[CheckInfo], line: int, check: bool) -> Generated:
+    """A generated module from lines written by hand rather than from IR (a custom
+    adjoint's sweep, an external function's kernels): the usual header, ``_RB_MODULE``,
+    the calling convention ``fname(*params, atol, rtol)``, and every line mapped to the
+    user's ``line`` (the function's ``def``)."""
+    header = [*comments, "import math as _rb_math", "import numpy as _rb_np"]
+    if check:
+        header.append("from revbench.backends.runtime import CheckFailed as _RbCheckFailed")
+    lines = [f"def {fname}({', '.join((*params, '_rb_gatol', '_rb_grtol'))}):",
+             *("    " + b for b in body)]
+    key = hashlib.sha256("\n".join(header + lines).encode()).hexdigest()[:32]
+    head = [*header, f"_RB_MODULE = {int(key[:15], 16)}", ""]
+    source = "\n".join(head + lines) + "\n"
+    linemap = {g: line for g in range(len(head) + 1, len(head) + len(lines) + 1)}
+    return Generated(source, key, fname, checks, linemap)

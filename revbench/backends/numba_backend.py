@@ -47,6 +47,79 @@ def user_function(rule) -> Callable:
     return _user_cache[key]
 
 
+def external_callable(fn: Callable, name: str, fingerprint: str) -> Callable:
+    """What generated code calls for an external function (:mod:`revbench.external`):
+    ``fn`` compiled once per argument types; a function Numba cannot compile is reported
+    as such, by name, when the caller is typed."""
+    def result(disp, args):
+        return lambda *args: disp(*args)
+
+    return _opaque_stand_in(fn, (f"external:{name}", fingerprint), f"rb_external_{name}",
+                            f"the external function {name}",
+                            f"to call other Python, define {name} with backend='python'", result)
+
+
+def adjoint_callable(fn: Callable, label: str, function: str, fingerprint: str,
+                     n_adjoints: int) -> Callable:
+    """What generated code calls for a custom adjoint (:mod:`revbench.rules.adjoints`):
+    ``fn`` compiled once per argument types, always returning a tuple -- of
+    ``n_adjoints`` adjoints, or the caller's typing fails with a message that says so."""
+    from numba.core import types
+    from numba.core.errors import TypingError
+
+    def result(disp, args):
+        ret = disp.overloads[tuple(args)].signature.return_type
+        n = len(ret) if isinstance(ret, types.BaseTuple) else 1
+        if n != n_adjoints:
+            raise TypingError(
+                f"the custom adjoint {label} of {function} returns {n} value(s), but {function} "
+                f"has {n_adjoints} float or complex argument(s): return their adjoints at entry, "
+                "in order (a tuple)")
+        if isinstance(ret, types.BaseTuple):
+            return lambda *args: disp(*args)
+        return lambda *args: (disp(*args),)
+
+    return _opaque_stand_in(fn, (f"adjoint:{function}:{n_adjoints}", fingerprint),
+                            f"rb_adjoint_{function}", f"the custom adjoint {label} of {function}",
+                            f"to call other Python, give {function} backend='python'", result)
+
+
+def _opaque_stand_in(fn: Callable, key: tuple, symbol: str, what: str, fix: str,
+                     result: Callable) -> Callable:
+    """A stand-in for a user's function that is not an expression rule, compiled while
+    the caller is typed: a function Numba cannot compile is reported as the user's
+    mistake -- naming it (``what``) and how to fix it -- rather than as Numba's typing
+    trace of generated code.  ``result(dispatcher, arg_types)`` checks what it returns
+    and gives the implementation.  One stand-in per fingerprint: edited code is new code.
+    """
+    if key in _user_cache:
+        return _user_cache[key]
+    import numba
+    from numba.core.errors import TypingError
+    from numba.extending import overload
+
+    disp = numba.njit(fn)
+
+    def stand_in(*args):  # only jitted code calls it
+        return fn(*args)
+
+    def typing(*args):
+        try:
+            disp.compile(tuple(args))
+        except Exception as exc:
+            text = str(exc).strip()
+            first = text.splitlines()[0] if text else type(exc).__name__
+            raise TypingError(f"{what} cannot be compiled by Numba: {first}. Under "
+                              f"backend='numba' it must compile with Numba (numpy, np.linalg, "
+                              f"math); {fix}") from None
+        return result(disp, args)
+
+    stand_in.__name__ = stand_in.__qualname__ = symbol
+    overload(stand_in, prefer_literal=False, strict=False, inline="never")(typing)
+    _user_cache[key] = stand_in
+    return stand_in
+
+
 def typed_once(impl: Callable, name: str) -> Callable:
     """A stand-in for ``impl`` in jitted code that Numba compiles once per argument
     *types*.
@@ -140,6 +213,12 @@ def translate_numba_error(exc: BaseException, function: str) -> ReversibilityTyp
     first = detail[0] if detail else (step or type(exc).__name__)
     if step and detail:
         first += f" [{step}]"
+    # a user's custom adjoint that failed (``adjoint_callable``) says so itself, deeper in
+    for marker in ("the custom adjoint ", "the external function "):
+        own = next((ln for ln in lines if marker in ln), None)
+        if own is not None:
+            first = own[own.index(marker):]
+            break
     if where:
         table, line = where
         text = table.source_lines.get(line, "").strip()

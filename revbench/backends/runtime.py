@@ -69,6 +69,13 @@ MESSAGES = {
                 "around",
     "nonfinite": "`{detail}` by `{var}`: the operand is infinite or nan, which cannot be undone",
     "result": "`{detail}` cannot be undone: the result {why}",
+    "adjoint-shape": "the custom adjoint {detail} returned an adjoint of `{var}` whose shape is "
+                     "not `{var}`'s",
+    "adjoint-count": "the custom adjoint {detail} returned the wrong number of adjoints",
+    "external-shape": "the external function {detail} returned a value whose shape is not "
+                      "`{var}`'s",
+    "external-nonfinite": "the external function {detail} returned an infinite or nan value, "
+                          "which cannot be subtracted from `{var}` again",
 }
 
 #: the range of revbench integers (int64): exact results outside it are refused
@@ -136,6 +143,18 @@ def to_user_error(exc: CheckFailed) -> ReversibilityError:
         values = f"{_fmt(actual)} does not divide {_fmt(expected)}"
     elif info.kind == "shape":
         values = f"{_fmt(actual)} vs {_fmt(expected)} along axis {index[0] if index else 0}"
+    elif info.kind == "adjoint-shape":
+        values = (f"it must return the adjoint of every float argument with that argument's "
+                  f"shape (the adjoint of `{var}` at entry)")
+    elif info.kind == "external-shape":
+        values = f"its value is added into `{var}`, so it must have `{var}`'s shape"
+    elif info.kind == "external-nonfinite":
+        values = "revbench runs it backwards by subtracting its value"
+    elif info.kind == "adjoint-count":
+        label = info.detail.split("\t")[0]
+        what = MESSAGES["adjoint-count"].format(detail=label)
+        values = (f"it returned {_fmt(actual)}, but {var} has {_fmt(expected)} float or complex "
+                  "argument(s): return their adjoints at entry, in order (a tuple)")
     else:
         values = f"expected {_fmt(expected)}, got {_fmt(actual)}"
     text = table.source_lines.get(info.line, "").strip()
@@ -153,6 +172,11 @@ def to_user_error(exc: CheckFailed) -> ReversibilityError:
 # --------------------------------------------------------------------------- #
 # Sums in expressions, for the debugger's tracer (generated code loops instead)
 # --------------------------------------------------------------------------- #
+def as_tuple(r):
+    """A custom adjoint's result as a tuple (it may return one adjoint bare)."""
+    return r if isinstance(r, tuple) else (r,)
+
+
 def loop_sum(item, shape, start):
     """``start + item(i0) + item(i1) + ...`` over the indices of ``shape`` in order: the
     order of generated code's loops (Python's ``sum`` of floats compensates rounding

@@ -485,6 +485,10 @@ class Tracer:
                 "reversible functions are not supported", function=prog.ir.name, stage="types")
         self._compiling.add(key)
         try:
+            if prog.opaque or (direction == "backward" and prog.custom_adjoint() is not None):
+                c = self._opaque_top(prog, direction, signature, check, inactive)
+                self._codes[key] = c
+                return c
             typed = prog.typed(direction, signature, 1, inactive)
             _refuse_subarrays(typed)
             c = _Code(self, prog, direction, typed, check, self.atol, self.rtol)
@@ -981,12 +985,14 @@ class Tracer:
         if s.backward:
             written = prog.written_params()
             off = frozenset(p for p, o in zip(prog.ir.params, s.inactive) if o and p not in written)
-        callee = self.code(prog, cdir, types, c.check and prog.check, off)
         args = list(s.args) + ([a for a in s.adj_args if a is not None] if s.backward else [])
         written = prog.written_params()
         changes = tuple(p in written for p in prog.ir.params) + (True,) * (len(args) - len(s.args))
         specs = tuple((a.name, None if isinstance(a, ir.Var) else self._indexer(c, a), ch)
                       for a, ch in zip(args, changes))
+        if prog.opaque or (cdir == "backward" and prog.custom_adjoint() is not None):
+            return self._opaque_call(c, s, prog, cdir, types, off, specs)
+        callee = self.code(prog, cdir, types, c.check and prog.check, off)
         alias = tuple((c.add_check("call-alias", expr_text(a), s.loc, expr_text(b)),
                        a.name, self._indexer(c, a), self._indexer(c, b))
                       for a, b in s.alias_checks) if c.check else ()
@@ -1032,6 +1038,79 @@ class Tracer:
                     deltas.append((ELEM, self.slot(arr), idx, old, arr[idx], frame, name))
             self.emit("return", frame, line, f"return from {child.name} to line {line}", deltas,
                       code=code)
+
+        return call
+
+    def _opaque_top(self, prog, direction: str, signature: tuple[VarType, ...], check: bool,
+                    inactive: frozenset[str]) -> _Code:
+        """The traced function itself when its code is the user's (an external function,
+        a custom adjoint's reverse sweep): one step (:meth:`_opaque_call`) on its ``def``."""
+        from revbench.transforms.adjoint import DIFFERENTIABLE, adj_name
+
+        typed = prog.typed("forward", signature)
+        c = _Code(self, prog, direction, typed, check, self.atol, self.rtol)
+        params = prog.ir.params
+        backward = direction.startswith("backward")
+        adjs = tuple(ir.Var(adj_name(p)) if backward and t.dtype in DIFFERENTIABLE and
+                     p not in inactive else None for p, t in zip(params, signature))
+        call = ir.Call(prog.ir.name, tuple(ir.Var(p) for p in params),
+                       inverted=direction in ("inverse", "backward-inverse"), backward=backward,
+                       adj_args=adjs if backward else (), loc=ir.Loc(c.def_line))
+        specs = tuple((a.name, None, True) for a in (*call.args, *adjs) if a is not None)
+        c.run = self._opaque_call(c, call, prog, direction, signature, inactive, specs)
+        return c
+
+    def _opaque_call(self, c: _Code, s: ir.Call, prog, cdir: str, types: tuple[VarType, ...],
+                     off: frozenset[str], specs: tuple) -> Callable[[_Run], None]:
+        """A call whose code is the user's, as one step: an external function (any
+        direction), or the reverse sweep of a callee with a custom adjoint.  There are no
+        revbench lines inside to step through, so the step runs the callee's compiled
+        code (Python backend) and records what it changed."""
+        check = c.check and prog.check
+        compiled = prog.compile(cdir, "python", check, types, 1,
+                                off if cdir.startswith("backward") else frozenset())
+        rule = prog.custom_adjoint()
+        line = s.loc.line
+        name, params = prog.ir.name, prog.ir.params
+        if prog.opaque:
+            op = "+=" if cdir in ("forward", "backward-inverse") else "-="
+            what = f"external: {params[0]} {op} {name}({', '.join(params[1:])})"
+            if cdir.startswith("backward"):
+                what += f", with its custom adjoint {rule.label}"
+        else:
+            what = f"its custom adjoint {rule.label}, then ~{name}"
+        action = f"{stmt_text(s)} ({what})"
+        code = (action,)
+
+        def call(run: _Run) -> None:
+            V, frame = run.V, run.frame
+            values, before = [], []
+            for name, index, _ in specs:
+                v = V[name] if index is None else V[name][index(V)]
+                values.append(v)
+                before.append(v.copy() if isinstance(v, np.ndarray) else v)
+            try:
+                out = compiled.run(*values, self.atol, self.rtol)
+            except CheckFailed as exc:
+                self.fail_exception(run, line, exc)
+            except Exception as exc:  # the user's adjoint raised: told at the call
+                self.fail_exception(run, line, exc)
+            deltas = []
+            for (name, index, changed), old, v, new in zip(specs, before, values, out):
+                if isinstance(v, np.ndarray):
+                    if not np.array_equal(old, v, equal_nan=v.dtype.kind in "fc"):
+                        deltas.append((WHOLE, self.slot(v), old, v.copy(), frame, name))
+                elif index is None:
+                    if new is not V[name]:
+                        deltas.append((VAR, frame, name, V[name], new))
+                        V[name] = new
+                elif changed:
+                    arr = V[name]
+                    idx = index(V)
+                    old_el = arr[idx]
+                    arr[idx] = new
+                    deltas.append((ELEM, self.slot(arr), idx, old_el, arr[idx], frame, name))
+            self.emit("call", frame, line, action, deltas, code=code)
 
         return call
 

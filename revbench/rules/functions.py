@@ -173,7 +173,7 @@ USER_FUNCTIONS: dict[str, FunctionRule] = {}
 REGISTRY_VERSION = [0]
 
 
-def _fingerprint(fn: Callable, partials: Sequence[Callable]) -> str:
+def fingerprint(fn: Callable, partials: Sequence[Callable] = ()) -> str:
     """A stable digest of a user function and its partials, for compile caches."""
     h = hashlib.sha256()
     for f in (fn, *partials):
@@ -234,14 +234,14 @@ def register(fn: Callable, partials: Sequence[Callable] = ()) -> Callable:
     for k, p in enumerate(partials):
         if not callable(p):
             raise TypeError(f"partial derivative {k} of {name} is not callable: {p!r}")
-    fp = _fingerprint(fn, partials)
+    fp = fingerprint(fn, partials)
     # Each partial becomes a hidden function of its own, so the adjoint can call it.
     dnames = []
     for k, p in enumerate(partials):
         dname = f"{name}__d{k}"
         USER_FUNCTIONS[dname] = FunctionRule(
             dname, f"_rb_user_{dname}", nargs, (), result="float", hidden=True,
-            user_function=p, fingerprint=_fingerprint(p, ()))
+            user_function=p, fingerprint=fingerprint(p))
         dnames.append(dname)
     USER_FUNCTIONS[name] = FunctionRule(
         name, f"_rb_user_{name}", nargs, (name,), result="float", complex_ok=True,
