@@ -16,6 +16,7 @@ jnp = pytest.importorskip("jax.numpy", reason="jax is not installed")
 
 import revbench  # noqa: E402
 from revbench import ReversibilityError  # noqa: E402
+from revbench.interop import _jax_callback as host  # noqa: E402
 from revbench.interop import jax as rb_jax  # noqa: E402
 from revbench.interop import to_jax  # noqa: E402
 
@@ -31,6 +32,21 @@ def x64():
 
 
 
+@pytest.fixture(params=["jacobian-in-forward", "pullback", "unpacked", "pure_callback"])
+def path(request, monkeypatch):
+    """How a gradient is taken: small outputs' Jacobian computed with the forward pass (one
+    callback), or a second callback running the pullback (larger outputs); callback
+    arguments concatenated by dtype, or each on its own (large arrays); revbench's own
+    host-callback primitive, or ``jax.pure_callback`` (its fallback)."""
+    if request.param == "pullback":
+        monkeypatch.setattr(rb_jax, "JACOBIAN_IN_FORWARD", 0)
+    if request.param == "unpacked":
+        monkeypatch.setattr(rb_jax, "PACK_LIMIT", -1)
+    if request.param == "pure_callback":
+        monkeypatch.setattr(host, "USE_PRIMITIVE", False)
+    return request.param
+
+
 def args_of():
     return np.zeros(3), 0.5, np.array([1.0, 10.0, -2.0]), np.array([1.5, 2.0, -0.5]), 2, True
 
@@ -42,7 +58,7 @@ def jnp_resid(r, s, a, x, n, flag):
     return r, s
 
 
-def test_value_grad_and_jit_grad_match_revbench_grad(make):
+def test_value_grad_and_jit_grad_match_revbench_grad(make, path):
     f = make(RESID)
     jf = to_jax(f, outputs="s")
     args = args_of()
@@ -59,7 +75,7 @@ def test_value_grad_and_jit_grad_match_revbench_grad(make):
         np.testing.assert_array_equal(a, b)
 
 
-def test_several_outputs_and_jax_vjp_against_jax_numpy(make):
+def test_several_outputs_and_jax_vjp_against_jax_numpy(make, path):
     f = make(RESID)
     jf = to_jax(f, outputs=("r", "s"))
     args = tuple(jnp.asarray(a) for a in args_of())
@@ -105,7 +121,7 @@ def test_int_and_bool_arguments_pass_through(make):
         jax.grad(lambda n: jf(*args_of()[:4], n, True)[0])(2)
 
 
-def test_jacrev_and_vmap_against_jacobian(make):
+def test_jacrev_and_vmap_against_jacobian(make, path):
     f = make(RESID)
     jf = to_jax(f, outputs="r")
     args = args_of()
@@ -127,7 +143,7 @@ def test_jacrev_and_vmap_against_jacobian(make):
         np.testing.assert_allclose(gx[i], np.array([1.0, 2.0, 3.0]) @ Jx, rtol=1e-13)
 
 
-def test_vmap_with_large_outputs_loops_over_vjp(make, monkeypatch):
+def test_vmap_with_large_outputs_loops_over_vjp(make, monkeypatch, path):
     f = make(RESID)
     jf = to_jax(f, outputs="r")
     args = args_of()
@@ -144,7 +160,7 @@ def test_vmap_with_large_outputs_loops_over_vjp(make, monkeypatch):
         np.testing.assert_allclose(got[i], cts[i] @ Jx, rtol=1e-13)
 
 
-def test_nested_vmap(make):
+def test_nested_vmap(make, path):
     f = make("""
         def sq(y, x, w):
             y += w * x * x

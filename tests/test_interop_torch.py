@@ -20,6 +20,17 @@ from revbench.interop import to_torch  # noqa: E402
 D = torch.float64
 
 
+@pytest.fixture(params=["jacobian-in-forward", "pullback"])
+def path(request, monkeypatch):
+    """How an eager gradient is taken: small outputs' Jacobian computed with the forward
+    pass (the backward pass is a product with it), or the pullback operator."""
+    if request.param == "pullback":
+        import revbench.interop.torch as rb_torch
+
+        monkeypatch.setattr(rb_torch, "JACOBIAN_IN_FORWARD", 0)
+    return request.param
+
+
 def tensors(grad=True):
     return (torch.zeros(3, dtype=D, requires_grad=grad), torch.tensor(0.5, dtype=D, requires_grad=grad),
             torch.tensor([1.0, 10.0, -2.0], dtype=D, requires_grad=grad),
@@ -32,7 +43,7 @@ def torch_resid(r, s, a, x, n, flag):
     return r, s
 
 
-def test_gradcheck_several_outputs(make):
+def test_gradcheck_several_outputs(make, path):
     f = make(RESID)
     tf = to_torch(f, outputs=("r", "s"))
     assert torch.autograd.gradcheck(tf, tensors())
@@ -46,12 +57,13 @@ def test_opcheck(make):
     torch.library.opcheck(tf.op, (r, s, a, x, torch.tensor(n), torch.tensor(flag)))
 
 
-def test_backward_matches_revbench_and_torch(make):
+def test_backward_matches_revbench_and_torch(make, path):
     f = make(RESID)
     tf = to_torch(f, outputs="s")
     args = tensors()
     keep = [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]
     s = tf(*args)
+    assert s.shape == () and s.dtype == D and s.requires_grad  # a scalar stays a scalar
     s.backward()
     g = revbench.grad(f, loss="s")(np.zeros(3), 0.5, np.array([1.0, 10.0, -2.0]),
                                    np.array([1.5, 2.0, -0.5]), 2, True)
@@ -66,7 +78,7 @@ def test_backward_matches_revbench_and_torch(make):
             torch.testing.assert_close(a.detach(), b)
 
 
-def test_int_and_bool_tensors_pass_through(make):
+def test_int_and_bool_tensors_pass_through(make, path):
     f = make(RESID)
     tf = to_torch(f, outputs=("s", "n"))
     r, s, a, x, _, _ = tensors()
@@ -78,7 +90,7 @@ def test_int_and_bool_tensors_pass_through(make):
     assert int(n) == 3
 
 
-def test_in_a_module_training_loop(make):
+def test_in_a_module_training_loop(make, path):
     f = make("""
         def model(y, w, x):
             for i in range(len(y)):
@@ -172,3 +184,18 @@ def test_errors(make):
         to_torch(bad, outputs="y")(0.0, 2.0)
     with pytest.raises(IndexError, match="out of bounds"):  # revbench's error, in its function
         tf(r, s, a[:2].detach(), x.detach(), n, flag)
+
+
+def test_one_export_for_several_sizes(make, path):
+    f = make("""
+        def wsum(y, x, w):
+            for i in range(len(x)):
+                y += w[i] * x[i] * x[i]
+    """)
+    tf = to_torch(f, outputs="y")
+    for n in (3, 5, 2):
+        x = torch.linspace(0.5, 1.5, n, dtype=D, requires_grad=True)
+        w = torch.arange(1.0, n + 1, dtype=D, requires_grad=True)
+        tf(0.0, x, w).backward()
+        torch.testing.assert_close(x.grad, 2 * w.detach() * x.detach())
+        torch.testing.assert_close(w.grad, x.detach() ** 2)

@@ -14,8 +14,16 @@ from typing import Any
 
 import numpy as np
 
-from revbench.ad import _names, _param_index, vjp
+from revbench import compiler
+from revbench.ad import _Backward, _check_recovered, _names, _param_index, vjp
 from revbench.function import ReversibleFunction
+from revbench.rules import functions as fn_rules
+
+#: the most float output elements whose Jacobian the exports compute in the forward
+#: pass when a gradient will follow (one reverse sweep carrying that many seeds, lanes):
+#: the backward pass is then a product with it, in the framework, with no second call
+#: into Python -- what dominates the cost of a small call
+JACOBIAN_IN_FORWARD = 4
 
 #: the dtypes revbench computes with (complex is left out: JAX, PyTorch and revbench
 #: each have their own convention for complex cotangents)
@@ -39,6 +47,7 @@ class Export:
         if len(set(self.outputs)) != len(self.outputs):
             raise ValueError(f"{self.api}: outputs names an argument twice")
         self.written = f._program.written_params()
+        self._plans: dict[tuple, _JacobianPlan] = {}
 
     def check_arity(self, n: int) -> None:
         params = self.f.params
@@ -90,3 +99,70 @@ class Export:
         _, pullback = vjp(self.f, *self.arguments(arrays), outputs=outs, wrt=wrt)
         grads = pullback(*cotangents)
         return tuple(np.asarray(g, dtype=np.float64).reshape(s) for g, s in zip(grads, shapes))
+
+    def value_and_jacobian(self, arrays: tuple) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+        """The outputs' final values and the Jacobian of the float outputs (raveled, in
+        order: its rows) with respect to the float arguments (raveled, in order: its
+        columns), by one reverse sweep carrying one seed per row.  For at most
+        :data:`JACOBIAN_IN_FORWARD` rows; ``J.T @ cotangents`` is then the backward pass."""
+        args = self.arguments(arrays)
+        f = self.f
+        sig = f.signature_of(args)
+        # (sizes fix the rows and columns; a rule registered or a function redefined
+        # since means other kernels)
+        key = (sig, tuple(np.shape(a) for a in args), fn_rules.REGISTRY_VERSION[0],
+               compiler._GENERATION[0])
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = _JacobianPlan(self, sig, args)
+        b = plan.b
+        final = f._execute(plan.forward, args)  # on our copies of what f writes
+        outs = tuple(np.array(final[k], dtype=np.asarray(arrays[k]).dtype, copy=True)
+                     for k in self.outputs)
+        J = np.zeros((plan.rows, plan.cols))
+        if plan.rows:
+            adjs = []
+            for lane in range(plan.rows):
+                lane_adjs = b.zero_adjoints(sig, final)
+                k, r = plan.seeds[lane]
+                if sig[k].is_array:
+                    lane_adjs[plan.slots[k]].reshape(-1)[r] = 1.0
+                else:
+                    lane_adjs[plan.slots[k]] = 1.0
+                adjs += lane_adjs
+            out = f._execute(plan.backward, (*final, *adjs))
+            n = len(args)
+            error = _check_recovered(f, plan.entry(arrays), out[:n], f"{self.api} (its gradient)")
+            if error is not None:
+                raise error
+            adj_out, per_lane = out[n:], plan.per_lane
+            for lane in range(plan.rows):
+                J[lane] = np.concatenate([np.ravel(adj_out[lane * per_lane + plan.slots[k]])
+                                          for k in plan.wrt])
+        return outs, J
+
+
+class _JacobianPlan:
+    """What :meth:`Export.value_and_jacobian` needs for one signature: the kernels, the
+    seed of each row, the adjoint slots of the outputs and of the arguments."""
+
+    def __init__(self, ex: Export, sig: tuple, args: tuple):
+        f = ex.f
+        self.wrt = tuple(k for k, t in enumerate(sig) if t.dtype == "float")
+        fouts = tuple(k for k in ex.outputs if sig[k].dtype == "float")
+        self.b = b = _Backward(f, tuple(f.params[k] for k in self.wrt))
+        self.forward = f.compiled(sig)
+        sizes = {k: (np.size(args[k]) if sig[k].is_array else 1) for k in range(len(sig))}
+        self.seeds = [(k, r) for k in fouts for r in range(sizes[k])]
+        self.rows = len(self.seeds)
+        self.cols = sum(sizes[k] for k in self.wrt)
+        if self.rows:
+            _, self.backward = b.prepare(args, self.rows)
+        self.slots = {k: b.adjoint_slot(sig, k) for k in range(len(sig))
+                      if b.has_adjoint(f.params[k], sig[k])}
+        self.per_lane = len(self.slots)
+
+    def entry(self, arrays: tuple) -> tuple:
+        """The arguments at entry, as the recovered state is compared with them."""
+        return tuple(a if isinstance(a, np.ndarray) and a.ndim else np.asarray(a).item()
+                     for a in arrays)

@@ -2,27 +2,36 @@
 its backward pass.
 
 How it is built: one ``jax.custom_vjp`` primitive per argument layout (shapes and
-dtypes).  Its primal runs ``f`` forward through ``jax.pure_callback``, so it works
-eagerly and under ``jax.jit`` alike (XLA calls back into Python, where revbench runs
-its compiled kernels); its backward pass is another callback that runs
-:func:`revbench.vjp` -- a forward run and one reverse sweep seeded with JAX's
-cotangents.  The residuals are the inputs themselves (JAX holds them anyway), so
-``jax.grad`` costs two forward runs and one sweep, and nothing is stored in between.
+dtypes).  Its primal runs ``f`` forward through a host callback, so it works eagerly
+and under ``jax.jit`` alike (XLA calls back into Python, where revbench runs its
+compiled kernels).  The callback is :func:`revbench.interop._jax_callback.host_call`:
+the lowering ``jax.pure_callback`` uses, from a primitive of revbench's own that hands
+XLA's buffers straight over (``pure_callback`` itself, where this JAX lacks the
+internals).  Small arguments travel concatenated, one buffer per dtype
+(:class:`_Packing`): each argument of a callback costs about as much as the call.
+
+Gradients: when the float outputs have at most ``JACOBIAN_IN_FORWARD`` elements (a
+loss, a few residuals), the forward pass of a gradient returns their Jacobian as well,
+by one reverse sweep carrying one seed per element, and the backward pass is its product
+with the cotangents, in JAX -- one callback per ``jax.grad``.  With larger outputs the
+residuals are the inputs themselves (JAX holds them anyway) and the backward pass is a
+second callback running :func:`revbench.vjp`: a forward run and one reverse sweep
+seeded with JAX's cotangents, nothing stored in between.
 
 Precision: revbench computes in float64.  With JAX's default 32-bit mode a float64
 result would be rounded to float32 on its way back, silently, so ``to_jax`` refuses to
 run unless ``jax_enable_x64`` is on (it does not switch it on itself: that flag changes
 the dtypes of the whole program, which is the caller's decision).
 
-``jax.vmap``: the callbacks use ``vmap_method="expand_dims"``, so a vmapped call
-reaches revbench once with all items.  The backward pass then uses revbench's batched
+``jax.vmap``: the callbacks batch as ``vmap_method="expand_dims"`` does, so a vmapped
+call reaches revbench once with all items.  The pullback callback then uses revbench's batched
 Jacobian (one compiled loop over the items, :mod:`revbench.batch`), contracted with
 each item's cotangents, while the float outputs have at most :data:`JACOBIAN_LIMIT`
 elements (a Jacobian costs one reverse sweep per eight output elements); with larger
 outputs it runs one :func:`revbench.vjp` per item, in a Python loop.  Where only the
 cotangents are batched (``jax.jacrev``, ``jax.vmap`` of a pullback) one unbatched
-Jacobian serves every cotangent.  The forward pass of a vmapped call runs ``f`` once
-per item, in a Python loop.
+Jacobian serves every cotangent.  The forward pass of a vmapped call (with its Jacobian,
+for small outputs) runs ``f`` once per item, in a Python loop.
 """
 
 from __future__ import annotations
@@ -37,12 +46,15 @@ import numpy as np
 
 from revbench.ad import jacobian
 from revbench.function import ReversibleFunction
-from revbench.interop._common import DTYPES, Export
+from revbench.interop._common import DTYPES, JACOBIAN_IN_FORWARD, Export
+from revbench.interop._jax_callback import host_call
 
 #: the largest total size of float outputs whose vmapped backward pass is taken from a
 #: batched Jacobian (one reverse sweep per 8 output elements and item) rather than
 #: one ``vjp`` per item
 JACOBIAN_LIMIT = 32
+#: arguments of a callback above this many elements travel alone, not concatenated
+PACK_LIMIT = 4096
 
 _HINT = ": pass float64 arrays (jnp.asarray(x, jnp.float64)), int64 or bool ones"
 
@@ -107,36 +119,104 @@ def _primitive(ex: Export, key: tuple) -> Callable:
     fouts = ex.float_outputs(dtypes)
     grad_sds = tuple(jax.ShapeDtypeStruct(shapes[k], np.float64) for k in wrt)
     inner = shapes + tuple(shapes[k] for k in fouts)  # of the backward callback's arguments
+    pack = _Packing(shapes, dtypes)
+    pack_inner = _Packing(inner, dtypes + (np.dtype(np.float64),) * len(fouts))
+    rows = sum(math.prod(shapes[k]) for k in fouts)
+    cols = sum(math.prod(shapes[k]) for k in wrt)
+    # a gradient with few float outputs: their Jacobian comes with the forward pass
+    in_forward = 0 < rows <= JACOBIAN_IN_FORWARD and bool(wrt)
+    jac_sds = out_sds + (jax.ShapeDtypeStruct((rows, cols), np.float64),)
 
-    def forward_cb(*arrays):
+    def forward_cb(*buffers):
+        arrays = pack.unpack(buffers)
         lead = _lead(arrays, shapes)
         if lead is None:
             return ex.forward(arrays)
-        return _forward_batched(ex, arrays, shapes, lead)
+        return _map_items(ex.forward, arrays, shapes, lead, out_sds)
 
-    def backward_cb(*arrays):
+    def forward_jacobian_cb(*buffers):
+        arrays = pack.unpack(buffers)
+
+        def one(item):
+            outs, J = ex.value_and_jacobian(item)
+            return (*outs, J)
+
+        lead = _lead(arrays, shapes)
+        return one(arrays) if lead is None else _map_items(one, arrays, shapes, lead, jac_sds)
+
+    def backward_cb(*buffers):
+        arrays = pack_inner.unpack(buffers)
         lead = _lead(arrays, inner)
         if lead is None:
             return ex.backward(arrays[:n], arrays[n:])
         return _backward_batched(ex, arrays, inner, lead, wrt, fouts)
 
     def primal(*xs):
-        return jax.pure_callback(forward_cb, out_sds, *xs, vmap_method="expand_dims")
+        return host_call(forward_cb, out_sds, *pack.pack(xs))
 
     def primal_fwd(*xs):
-        return primal(*xs), xs
+        if in_forward:
+            *outs, J = host_call(forward_jacobian_cb, jac_sds, *pack.pack(xs))
+            return tuple(outs), (J, None)
+        return primal(*xs), (None, xs)
 
-    def primal_bwd(xs, cts):
+    def primal_bwd(res, cts):
+        J, xs = res
         if not wrt:
             return (None,) * n
         fcts = [ct for k, ct in zip(ex.outputs, cts) if k in fouts]
-        grads = iter(jax.pure_callback(backward_cb, grad_sds, *xs, *fcts,
-                                       vmap_method="expand_dims"))
+        if J is not None:  # J^T times the cotangents, in JAX
+            flat = jnp.concatenate([jnp.ravel(ct) for ct in fcts]) @ J
+            grads, start = [], 0
+            for k in wrt:
+                size = math.prod(shapes[k])
+                grads.append(flat[start:start + size].reshape(shapes[k]))
+                start += size
+            grads = iter(grads)
+        else:
+            grads = iter(host_call(backward_cb, grad_sds, *pack_inner.pack((*xs, *fcts))))
         return tuple(next(grads) if k in wrt else None for k in range(n))
 
     prim = jax.custom_vjp(primal)
     prim.defvjp(primal_fwd, primal_bwd)
     return prim
+
+
+class _Packing:
+    """A callback's arguments, one flat buffer per dtype.
+
+    Under ``jax.jit`` each argument of a ``pure_callback`` costs about as much as the
+    callback itself (some 17 µs on a 2-core machine), so small arguments travel
+    concatenated -- one float64 buffer, one int64, one bool -- and are cut apart again
+    (views, no copies) on the NumPy side.  Arrays above :data:`PACK_LIMIT` elements
+    travel on their own, not to copy them.  Vmapped buffers keep their leading axes.
+    """
+
+    def __init__(self, shapes: tuple, dtypes: tuple):
+        self.shapes = shapes
+        groups: dict[Any, list[int]] = {}
+        for k, (shape, dtype) in enumerate(zip(shapes, dtypes)):
+            group = dtype if math.prod(shape) <= PACK_LIMIT else ("alone", k)
+            groups.setdefault(group, []).append(k)
+        self.groups = tuple(tuple(ks) for ks in groups.values())
+
+    def pack(self, xs: tuple) -> list:
+        return [xs[ks[0]] if len(ks) == 1 else jnp.concatenate([jnp.ravel(xs[k]) for k in ks])
+                for ks in self.groups]
+
+    def unpack(self, buffers: tuple) -> tuple:
+        out: list[Any] = [None] * len(self.shapes)
+        for ks, buf in zip(self.groups, buffers):
+            buf = np.asarray(buf)
+            if len(ks) == 1:
+                out[ks[0]] = buf
+                continue
+            lead, start = buf.shape[:-1], 0
+            for k in ks:
+                size = math.prod(self.shapes[k])
+                out[k] = buf[..., start:start + size].reshape(lead + tuple(self.shapes[k]))
+                start += size
+        return tuple(out)
 
 
 def _lead(arrays: tuple, shapes: tuple) -> tuple[int, ...] | None:
@@ -158,12 +238,14 @@ def _split(a: Any, shape: tuple, lead: tuple) -> tuple[bool, np.ndarray]:
     return True, np.broadcast_to(a, lead + tuple(shape)).reshape((-1, *shape))
 
 
-def _forward_batched(ex: Export, arrays: tuple, shapes: tuple, lead: tuple) -> tuple:
+def _map_items(fn: Callable, arrays: tuple, shapes: tuple, lead: tuple, out_sds: tuple) -> tuple:
+    """``fn`` (one item's arguments -> its results) over the items of a vmapped call, in a
+    Python loop; the results stacked with the call's leading axes."""
     items = math.prod(lead)
     parts = [_split(a, s, lead) for a, s in zip(arrays, shapes)]
-    outs = [np.empty((items, *shapes[k]), dtype=np.asarray(arrays[k]).dtype) for k in ex.outputs]
+    outs = [np.empty((items, *sd.shape), dtype=sd.dtype) for sd in out_sds]
     for i in range(items):
-        res = ex.forward(tuple(v[i] if batched else v for batched, v in parts))
+        res = fn(tuple(v[i] if batched else v for batched, v in parts))
         for o, r in zip(outs, res):
             o[i] = r
     return tuple(o.reshape(lead + o.shape[1:]) for o in outs)
