@@ -391,7 +391,18 @@ def explain_program(program: Program, signature: tuple[VarType, ...],
     adj_steps: list[Step] = []
     adj_cells: dict[int, list[str]] = {}
     note = ""
-    if not any(t.dtype in ("float", "complex") for t in signature):
+    rule = program.custom_adjoint()
+    if program.opaque:  # an external function: no lines of revbench's own
+        out, *inputs = source.params
+        how = (f"its custom adjoint {rule.label}" if rule is not None else
+               "none: it has no adjoint yet (revbench.custom_adjoint)")
+        note = (f"{source.name} is an external function: {out} += {source.name}"
+                f"({', '.join(inputs)}); ~{source.name} subtracts it again; reverse sweep: {how}")
+    elif rule is not None:
+        note = (f"{source.name} has a custom adjoint, {rule.label}: its reverse sweep runs it on "
+                f"the values at exit, then ~{source.name} (the sweep derived from these lines "
+                "is not used)")
+    elif not any(t.dtype in ("float", "complex") for t in signature):
         note = "no argument is a float or complex number, so nothing has a gradient"
     else:
         try:

@@ -350,3 +350,9 @@ def test_registration_mistakes():
         revbench.custom_adjoint(step, 3.0)
     with pytest.raises(TypeError, match="needs a reversible function"):
         revbench.custom_adjoint(np.sin, step_adjoint)
+
+
+def test_explain_says_the_sweep_is_the_users():
+    revbench.custom_adjoint(step, step_adjoint)
+    text = str(step.explain(np.zeros(2), np.ones(2), 0, 0.1))
+    assert "custom adjoint, step_adjoint" in " ".join(text.split())

@@ -161,3 +161,28 @@ def test_a_function_numba_cannot_compile_is_named():
     with pytest.raises(ReversibilityTypeError,
                        match="the external function uses_a_set cannot be compiled by Numba"):
         f(np.zeros(2), np.ones(2))
+
+
+def test_explain_and_source_of_an_external_function():
+    def solve(A, b):
+        return np.linalg.solve(A, b)
+
+    ext = revbench.external(solve, adjoint=solve_adjoint, backend="python")
+    A, b, _ = system()
+    text = " ".join(str(ext.explain(np.zeros(3), A, b)).split())
+    assert "solve is an external function: out += solve(A, b)" in text
+    assert "its custom adjoint solve_adjoint" in text
+    assert "out -= solve(A, b)" in ext.source("inverse", np.zeros(3), A, b)
+
+
+@pytest.mark.parametrize("backend", ["numba", "python"])
+def test_complex_values_into_a_real_output_are_refused(backend):
+    def rotate(x):
+        return x * 1j
+
+    out = np.zeros(2)
+    with pytest.raises(TypeError, match="returned complex values, but `out` is real"):
+        revbench.external(rotate, backend=backend)(out, np.ones(2))
+    np.testing.assert_array_equal(out, 0.0)
+    z = revbench.external(rotate, backend=backend)(np.zeros(2, dtype=complex), np.ones(2))[0]
+    np.testing.assert_array_equal(z, [1j, 1j])

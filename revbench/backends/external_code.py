@@ -39,12 +39,17 @@ def generate(typed: TypedFunction, direction: str, check: bool, fingerprint: str
         finite = ("_rb_np.all(_rb_np.isfinite(_rb_v))" if t.is_array else
                   "abs(_rb_v) < _rb_math.inf")
         body += [f"if not ({finite}):", "    raise _RbCheckFailed(_RB_MODULE, 1, 0, 0)"]
+    value = "_rb_v"
+    if t.dtype == "float":  # (always: a type error, not a runtime check to switch off)
+        body += ["if _rb_np.iscomplexobj(_rb_v):",
+                 f"    raise TypeError({_complex_message(func.name, out)!r})"]
+        value = "_rb_v.real"  # (a no-op on real values; it keeps Numba's typing real)
     if t.is_array:
         ufunc = "add" if op == "+" else "subtract"
-        body.append(f"_rb_np.{ufunc}({out}, _rb_v, {out})")  # in place (Numba: no out[...] +=)
+        body.append(f"_rb_np.{ufunc}({out}, {value}, {out})")  # in place (Numba: no out[...] +=)
     else:
         cast = "complex" if t.dtype == "complex" else "float"
-        body.append(f"{out} = {out} {op} {cast}(_rb_v)")
+        body.append(f"{out} = {out} {op} {cast}({value})")
     params = func.params
     body.append(f"return ({', '.join(params)}{',' if len(params) == 1 else ''})")
 
@@ -57,3 +62,9 @@ def generate(typed: TypedFunction, direction: str, check: bool, fingerprint: str
         f"# signature: ({sig}); checks {'on' if check else 'off'}; codegen v{CODEGEN_VERSION}",
     ]
     return assemble(comments, fname, params, body, checks, line, check)
+
+
+def _complex_message(name: str, out: str) -> str:
+    return (f"the external function {name} returned complex values, but `{out}` is real: "
+            f"adding them into it would drop their imaginary parts (pass a complex `{out}`, "
+            "or return real values)")

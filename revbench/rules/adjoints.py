@@ -111,15 +111,16 @@ def _register(module: str, name: str, adjoint: Callable) -> Callable:
 
 
 def _target(f: Any, depth: int) -> tuple[str, str]:
-    """(module, name) of a reversible function, or of a name in the caller's module."""
-    from revbench.function import ReversibleFunction  # the upper layer, only when called
-
-    if isinstance(f, ReversibleFunction):
+    """(module, name) of a reversible function, or of a name in the caller's module.
+    (A reversible function is recognised by its program, not by importing its class: the
+    rule tables sit below the function objects.)"""
+    program = getattr(f, "_program", None)
+    if program is not None and hasattr(program, "module"):
         if f.is_inverse:
             raise ValueError(f"give the adjoint of {f.name} itself, not of its inverse "
                              f"{f.__name__}: the reverse sweep of ~{f.name} is derived from "
                              f"{f.name}'s code")
-        return f._program.module, f.name
+        return program.module, f.name
     if isinstance(f, str) and f.isidentifier():
         caller = sys._getframe(depth).f_globals
         return caller.get("__name__", "__main__"), f
