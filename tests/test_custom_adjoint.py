@@ -350,6 +350,9 @@ def test_registration_mistakes():
         revbench.custom_adjoint(step, 3.0)
     with pytest.raises(TypeError, match="needs a reversible function"):
         revbench.custom_adjoint(np.sin, step_adjoint)
+    with pytest.raises(TypeError, match="not the reversible function"):
+        revbench.custom_adjoint(step, energy)
+    assert not any(k[0] == MODULE for k in ADJOINTS)  # nothing registered by the mistakes
 
 
 def test_explain_says_the_sweep_is_the_users():

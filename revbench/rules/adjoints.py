@@ -98,6 +98,9 @@ class _Decorator:
 def _register(module: str, name: str, adjoint: Callable) -> Callable:
     if not callable(adjoint):
         raise TypeError(f"the custom adjoint of {name} must be a function, got {adjoint!r}")
+    if hasattr(adjoint, "_program"):
+        raise TypeError(f"the custom adjoint of {name} must be a plain function (def) that "
+                        f"returns the adjoints, not the reversible function {adjoint!r}")
     try:
         inspect.signature(adjoint)
     except (TypeError, ValueError):
