@@ -580,6 +580,22 @@ def test_reserved_name(backend):
     """, backend)
 
 
+@pytest.mark.parametrize("where", ["alloc", "annotated", "param", "loop"])
+def test_builtin_names_are_reserved(backend, where):
+    """A variable named like a built-in the generated code calls would hide it in the whole
+    generated function (found by the mutation fuzzer: ``max: float = 0.0`` after a use of
+    ``max(x, k)`` ran into an UnboundLocalError)."""
+    body = {"alloc": f"y += max(x, 1.0)\n            max = 0.0  {MARK}\n            del max",
+            "annotated": f"y += max(x, 1.0)\n            max: float = 0.0  {MARK}\n            del max",
+            "param": "y += x",
+            "loop": f"for len in range(3):  {MARK}\n                y += x"}[where]
+    head = f"def f(y, max):  {MARK}" if where == "param" else "def f(y, x):"
+    expect_refusal(f"""
+        {head}
+            {body}
+    """, backend, "rename it")
+
+
 def test_signature_with_defaults(backend):
     expect_refusal(f"""
         def f(y, x=1.0):  {MARK}

@@ -67,6 +67,12 @@ class SourceInfo:
 #: `else: if`), 200 nested brackets; revbench's own passes recurse over the same depth.
 #: Deeper code is refused here, at its line, rather than failing inside the compiler.
 MAX_LOOP_DEPTH = 16
+#: Python built-ins that revbench expressions spell (``abs``, ``min``, ``max``) or that the
+#: generated code and the debugger's evaluation call by their bare names; a variable of
+#: that name would be local to the whole generated function and hide the built-in there
+RESERVED_BUILTINS = frozenset({"abs", "min", "max", "float", "int", "complex", "bool", "len",
+                               "range", "round", "pow", "divmod", "sum", "any", "all", "print",
+                               "isinstance", "tuple", "zip", "enumerate"})
 MAX_BLOCK_DEPTH = 80
 MAX_EXPR_DEPTH = 100
 _LOOPS = (ast.For, ast.While, ast.With, ast.AsyncFor, ast.AsyncWith)
@@ -155,6 +161,11 @@ class Parser:
     def _check_user_name(self, node: ast.AST, name: str) -> None:
         if name.startswith("_rb"):
             raise self.error(node, f"names starting with '_rb' are reserved for generated code: {name!r}")
+        if name in RESERVED_BUILTINS:
+            raise self.error(node, f"`{name}` is a Python built-in that expressions and the "
+                                   f"generated code call, so it cannot name a variable here "
+                                   f"(a variable would hide it in the whole function): rename it, "
+                                   f"e.g. `{name}_`")
 
     # -- statements ---------------------------------------------------------
     def block(self, stmts: list[ast.stmt]) -> tuple[ir.Stmt, ...]:
