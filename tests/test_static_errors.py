@@ -572,11 +572,12 @@ def test_non_numeric_global(backend, value):
     """, backend, "CONST", ns={"CONST": value})
 
 
-def test_reserved_name(backend):
+@pytest.mark.parametrize("name", ["_rb_t", "_RB_MODULE"])
+def test_reserved_name(backend, name):
     expect_refusal(f"""
         def f(y, x):
-            _rb_t = 0.0  {MARK}
-            del _rb_t
+            {name} = 0.0  {MARK}
+            del {name}
     """, backend)
 
 

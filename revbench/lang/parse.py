@@ -159,7 +159,7 @@ class Parser:
             stack.extend((child, blocks, loops, exprs) for child in ast.iter_child_nodes(n))
 
     def _check_user_name(self, node: ast.AST, name: str) -> None:
-        if name.startswith("_rb"):
+        if name.lower().startswith("_rb"):  # (_RB_MODULE too)
             raise self.error(node, f"names starting with '_rb' are reserved for generated code: {name!r}")
         if name in RESERVED_BUILTINS:
             raise self.error(node, f"`{name}` is a Python built-in that expressions and the "
