@@ -115,7 +115,6 @@ class Export:
         plan = self._plans.get(key)
         if plan is None:
             plan = self._plans[key] = _JacobianPlan(self, sig, args)
-        b = plan.b
         final = f._execute(plan.forward, args)  # on our copies of what f writes
         outs = tuple(np.array(final[k], dtype=np.asarray(arrays[k]).dtype, copy=True)
                      for k in self.outputs)
@@ -123,7 +122,7 @@ class Export:
         if plan.rows:
             adjs = []
             for lane in range(plan.rows):
-                lane_adjs = b.zero_adjoints(sig, final)
+                lane_adjs = plan.zero_adjoints()
                 k, r = plan.seeds[lane]
                 if sig[k].is_array:
                     lane_adjs[plan.slots[k]].reshape(-1)[r] = 1.0
@@ -161,6 +160,14 @@ class _JacobianPlan:
         self.slots = {k: b.adjoint_slot(sig, k) for k in range(len(sig))
                       if b.has_adjoint(f.params[k], sig[k])}
         self.per_lane = len(self.slots)
+        #: per adjoint: the shape of its zero (None for a float scalar)
+        self.zeros = tuple(np.shape(args[k]) if sig[k].is_array else None
+                           for k in sorted(self.slots, key=self.slots.get))
+
+    def zero_adjoints(self) -> list:
+        """One lane's adjoints, zero (what ``_Backward.zero_adjoints`` gives, for real
+        floats, without looking at the arguments again)."""
+        return [0.0 if shape is None else np.zeros(shape) for shape in self.zeros]
 
     def entry(self, arrays: tuple) -> tuple:
         """The arguments at entry, as the recovered state is compared with them."""

@@ -145,7 +145,9 @@ def _eager_function(ex: Export, pull: Any) -> type:
                 ctx.save_for_backward(*tensors)
             ctx.devices = tuple(t.device for t in tensors)
             outs = tuple(_to_tensor(r, tensors[k].device) for k, r in zip(ex.outputs, res))
-            ctx.mark_non_differentiable(*(o for k, o in zip(ex.outputs, outs) if k not in fouts))
+            if len(fouts) < len(outs):  # int and bool outputs carry no gradient
+                ctx.mark_non_differentiable(*(o for k, o in zip(ex.outputs, outs)
+                                              if k not in fouts))
             return outs
 
         @staticmethod
@@ -157,10 +159,9 @@ def _eager_function(ex: Export, pull: Any) -> type:
                              for t in ctx.saved_tensors)
             # J^T times the incoming gradients, in NumPy (tiny arrays: cheaper than torch)
             arrays = ctx.arrays
-            ct = np.concatenate([np.zeros(arrays[k].size) if g is None else
-                                 _to_numpy(g).reshape(-1)
-                                 for k, g in zip(ex.outputs, grads) if k in ctx.fouts])
-            flat = ct @ ctx.jacobian
+            parts = [np.zeros(arrays[k].size) if g is None else _to_numpy(g).reshape(-1)
+                     for k, g in zip(ex.outputs, grads) if k in ctx.fouts]
+            flat = (parts[0] if len(parts) == 1 else np.concatenate(parts)) @ ctx.jacobian
             out, start = [], 0
             for k, a in enumerate(arrays):
                 if a.dtype != np.float64:
