@@ -12,3 +12,12 @@ RESID = """
         if flag:
             s += 1.0
 """
+
+# an ancilla not back at its value when freed: revbench's own error must come through
+DIRTY = """
+    def bad(y, x):
+        t = x * 2.0
+        y += t
+        t -= 1.0
+        del t
+"""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from interop_programs import RESID
+from interop_programs import DIRTY, RESID
 
 jax = pytest.importorskip("jax", reason="jax is not installed (pip install 'revbench[interop]')")
 jnp = pytest.importorskip("jax.numpy", reason="jax is not installed")
@@ -209,13 +209,7 @@ def test_errors(make):
         to_jax(f, outputs="q")
     with pytest.raises(TypeError, match="reversible function"):
         to_jax(jnp.sin, outputs=0)
-    bad = make("""
-        def bad(y, x):
-            t = x * 2.0
-            y += t
-            t -= 1.0
-            del t
-    """)
+    bad = make(DIRTY)
     jb = to_jax(bad, outputs="y")
     with pytest.raises(ReversibilityError, match="ancilla `t` is not back"):
         jb(0.0, 2.0)  # a plain call: revbench's own error

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from interop_programs import RESID
+from interop_programs import DIRTY, RESID
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'revbench[interop]')")
 
@@ -173,13 +173,7 @@ def test_errors(make):
         tf(r, s, a, [1.0, 2.0, 3.0], n, flag)
     with pytest.raises(ValueError, match="'q' is not an argument"):
         to_torch(f, outputs="q")
-    bad = make("""
-        def bad(y, x):
-            t = x * 2.0
-            y += t
-            t -= 1.0
-            del t
-    """)
+    bad = make(DIRTY)
     with pytest.raises(ReversibilityError, match="ancilla `t` is not back"):
         to_torch(bad, outputs="y")(0.0, 2.0)
     with pytest.raises(IndexError, match="out of bounds"):  # revbench's error, in its function

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_ad_roundtrip import CHAOS  # the chaotic map whose sweep cannot come back
 
 import revbench
 from revbench import ReversibilityError, ReversibilityTypeError, jacobian, vjp
@@ -191,16 +192,6 @@ def test_bad_requests_are_refused_clearly(make):
         pullback(np.ones(3), 1j)
     with pytest.raises(TypeError, match="cotangent of `r` must be a number"):
         pullback(["a", "b", "c"], 1.0)
-
-
-CHAOS = """
-    def chaos(L, x, p, k, n):
-        for t in range(n):
-            for i in range(len(x)):
-                p[i] += k * sin(x[i])
-                x[i] += p[i]
-        L += x[0]
-"""
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")

@@ -16,17 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from revbench.course.feedback import (
-    Feedback,
-    attempt,
-    call,
-    close,
-    fail,
-    need_function,
-    run_answer,
-    show,
-    success,
-)
+from revbench.course import Feedback
+from revbench.course.feedback import attempt, call, close, fail, need_function, run_answer, show, success
 from revbench.function import ReversibleFunction, define
 from revbench.lang.errors import ReversibilityError
 from revbench.lang.ir import Call, walk_stmts

@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from revbench.ad import grad
+from revbench.course import Feedback
 from revbench.course.feedback import (
-    Feedback,
     attempt,
     call,
     close,

@@ -15,17 +15,8 @@ from typing import Any
 import numpy as np
 
 from revbench.backends.tracer import ADJOINT
-from revbench.course.feedback import (
-    Feedback,
-    attempt,
-    call,
-    close,
-    fail,
-    need_function,
-    run_answer,
-    show,
-    success,
-)
+from revbench.course import Feedback
+from revbench.course.feedback import attempt, call, close, fail, need_function, run_answer, show, success
 from revbench.function import ReversibleFunction, define
 from revbench.tracing import Trace, trace
 

@@ -16,16 +16,8 @@ from typing import Any
 import numpy as np
 
 from revbench.ad import grad
-from revbench.course.feedback import (
-    Feedback,
-    attempt,
-    close,
-    fail,
-    need_function,
-    run_answer,
-    show,
-    success,
-)
+from revbench.course import Feedback
+from revbench.course.feedback import attempt, close, fail, need_function, run_answer, show, success
 from revbench.workloads import ba as ba_ref
 
 
