@@ -148,12 +148,9 @@ class _Batched:
                            "_rb_recovered": _recovered_impl(backend)})
         run = mod.driver
         if backend == "numba":
-            run = getattr(mod, "_rb_dispatcher", None)
-            if run is None:
-                import numba
+            from revbench.backends.numba_backend import module_dispatcher
 
-                run = numba.njit(cache=True, boundscheck=False)(mod.driver)
-                mod._rb_dispatcher = run
+            run = module_dispatcher(mod, "driver", boundscheck=False)
         self._drivers[cache_key] = run
         return run
 

@@ -9,32 +9,36 @@ Typing failures are translated back to the user's line.
 from __future__ import annotations
 
 import re
+import types
 from collections.abc import Callable
+from types import ModuleType
 
 from revbench.backends.codegen import FASTMATH_FLAGS, Generated
-from revbench.backends.loader import load_module
+from revbench.backends.loader import LOCK, load_module
 from revbench.backends.runtime import TABLES
 from revbench.lang.errors import ReversibilityTypeError
 
 _user_cache: dict[tuple[str, str], Callable] = {}
 
 
-def _njit(**kw):
-    import numba
+def module_dispatcher(mod: ModuleType, function_name: str, **options) -> Callable:
+    """The compiled function ``function_name`` of the generated module ``mod``: one
+    dispatcher per module, cached on disk (:func:`revbench.backends.kernel_cache.jit`)."""
+    with LOCK:
+        dispatcher = getattr(mod, "_rb_dispatcher", None)
+        if dispatcher is None:
+            from revbench.backends.kernel_cache import jit
 
-    return numba.njit(cache=True, **kw)
+            dispatcher = jit(getattr(mod, function_name), **options)
+            mod._rb_dispatcher = dispatcher
+        return dispatcher
 
 
 def compile_numba(gen: Generated, injected: dict[str, object], check: bool,
                   fastmath: bool = False) -> Callable:
     mod = load_module(gen.key, gen.source, "nb", injected)
-    fn = getattr(mod, gen.function_name)
-    dispatcher = getattr(mod, "_rb_dispatcher", None)
-    if dispatcher is None:
-        flags = {"fastmath": set(FASTMATH_FLAGS)} if fastmath else {}
-        dispatcher = _njit(boundscheck=check, **flags)(fn)
-        mod._rb_dispatcher = dispatcher
-    return dispatcher
+    flags = {"fastmath": set(FASTMATH_FLAGS)} if fastmath else {}
+    return module_dispatcher(mod, gen.function_name, boundscheck=check, **flags)
 
 
 def user_function(rule) -> Callable:
@@ -42,9 +46,40 @@ def user_function(rule) -> Callable:
     or for a helper of :mod:`revbench.backends.runtime` (checked integers, float shifts)."""
     key = (rule.name, rule.fingerprint)
     if key not in _user_cache:
-        impl = _checked_int_impls().get(rule.user_function, rule.user_function)
+        impl = _checked_int_impls().get(rule.user_function)
+        if impl is None:
+            impl = with_identity(rule.user_function, rule.fingerprint)
         _user_cache[key] = typed_once(impl, rule.name)
     return _user_cache[key]
+
+
+def with_identity(fn: Callable, fingerprint: str) -> Callable:
+    """``fn`` as Numba should compile it into cached code: a copy whose qualified name
+    carries ``fingerprint`` (a digest of its code and of everything it reads).
+
+    Numba names a compiled function by module, qualified name, a *process-local*
+    counter and the argument types, and the machine code of a cached kernel keeps the
+    functions it calls under those names (as weak symbols).  Two processes can give the
+    counter's same value to two different functions of one qualified name -- closures
+    of one factory, a notebook's function redefined -- and a third process that loads
+    both kernels from the cache links both calls to whichever it loaded first: the wrong
+    code, silently.  A name that carries the code's digest cannot collide with other
+    code.  The user's own function object is left as it is.
+    """
+    if hasattr(fn, "py_func"):  # a Numba dispatcher: compile a renamed copy of its Python
+        import numba
+
+        options = {k: v for k, v in fn.targetoptions.items() if k != "cache"}
+        return numba.njit(**options)(with_identity(fn.py_func, fingerprint))
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return fn
+    copy = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__,
+                              fn.__closure__)
+    copy.__kwdefaults__ = fn.__kwdefaults__
+    copy.__qualname__ = f"{fn.__qualname__}__rb{fingerprint}"
+    copy.__module__ = fn.__module__
+    return copy
 
 
 def external_callable(fn: Callable, name: str, fingerprint: str) -> Callable:
@@ -52,7 +87,7 @@ def external_callable(fn: Callable, name: str, fingerprint: str) -> Callable:
     ``fn`` compiled once per argument types; a function Numba cannot compile is reported
     as such, by name, when the caller is typed."""
     def result(disp, args):
-        return lambda *args: disp(*args)
+        return _named(lambda *args: disp(*args), f"rb_external_{name}__rb{fingerprint}")
 
     return _opaque_stand_in(fn, (f"external:{name}", fingerprint), f"rb_external_{name}",
                             f"the external function {name}",
@@ -64,20 +99,21 @@ def adjoint_callable(fn: Callable, label: str, function: str, fingerprint: str,
     """What generated code calls for a custom adjoint (:mod:`revbench.rules.adjoints`):
     ``fn`` compiled once per argument types, always returning a tuple -- of
     ``n_adjoints`` adjoints, or the caller's typing fails with a message that says so."""
-    from numba.core import types
+    from numba.core import types as ntypes
     from numba.core.errors import TypingError
 
     def result(disp, args):
         ret = disp.overloads[tuple(args)].signature.return_type
-        n = len(ret) if isinstance(ret, types.BaseTuple) else 1
+        n = len(ret) if isinstance(ret, ntypes.BaseTuple) else 1
         if n != n_adjoints:
             raise TypingError(
                 f"the custom adjoint {label} of {function} returns {n} value(s), but {function} "
                 f"has {n_adjoints} float or complex argument(s): return their adjoints at entry, "
                 "in order (a tuple)")
-        if isinstance(ret, types.BaseTuple):
-            return lambda *args: disp(*args)
-        return lambda *args: (disp(*args),)
+        name = f"rb_adjoint_{function}__rb{fingerprint}"
+        if isinstance(ret, ntypes.BaseTuple):
+            return _named(lambda *args: disp(*args), name)
+        return _named(lambda *args: (disp(*args),), name)
 
     return _opaque_stand_in(fn, (f"adjoint:{function}:{n_adjoints}", fingerprint),
                             f"rb_adjoint_{function}", f"the custom adjoint {label} of {function}",
@@ -98,7 +134,7 @@ def _opaque_stand_in(fn: Callable, key: tuple, symbol: str, what: str, fix: str,
     from numba.core.errors import TypingError
     from numba.extending import overload
 
-    disp = numba.njit(fn)
+    disp = numba.njit(with_identity(fn, key[1]))
 
     def stand_in(*args):  # only jitted code calls it
         return fn(*args)
@@ -147,9 +183,20 @@ def typed_once(impl: Callable, name: str) -> Callable:
 _int_impls: dict[Callable, Callable] = {}
 
 
+def _named(fn: Callable, qualname: str) -> Callable:
+    """``fn`` renamed: each function compiled into cached code needs a name of its own
+    (see :func:`with_identity`)."""
+    fn.__name__ = fn.__qualname__ = qualname
+    return fn
+
+
 def _checked_int_impls() -> dict[Callable, Callable]:
     """runtime's checked int64 helpers as Numba compiles them; ``+ - *`` use LLVM's
-    overflow intrinsics (an add or multiply and one branch on the overflow flag)."""
+    overflow intrinsics (an add or multiply and one branch on the overflow flag).
+
+    Each is built by a factory, so each gets a name of its own (:func:`_named`): under
+    one shared name, the cached code of one kernel linked another's subtraction for its
+    addition (issue 21)."""
     if _int_impls:
         return _int_impls
     from numba.core import types
@@ -175,17 +222,18 @@ def _checked_int_impls() -> dict[Callable, Callable]:
     add, sub, mul = (with_overflow(m) for m in ("sadd_with_overflow", "ssub_with_overflow",
                                                   "smul_with_overflow"))
 
-    def checked(op):
+    def checked(op, name: str):
         def impl(a, b, module, k):
             r, overflow = op(int(a), int(b))
             if overflow:
                 raise CheckFailed(module, k, int(a), int(b))
             return r
 
-        return impl
+        return _named(impl, f"rb_checked_{name}")
 
-    _int_impls.update({runtime.int_add: checked(add), runtime.int_sub: checked(sub),
-                       runtime.int_mul: checked(mul)})
+    _int_impls.update({runtime.int_add: checked(add, "int_add"),
+                       runtime.int_sub: checked(sub, "int_sub"),
+                       runtime.int_mul: checked(mul, "int_mul")})
     return _int_impls
 
 

@@ -188,10 +188,6 @@ def build_driver(shape: DriverShape, kernels: dict[str, tuple[object, str]], bac
     mod = load_module(key, source, flavour, injected)
     if backend != "numba":
         return mod._rb_driver
-    dispatcher = getattr(mod, "_rb_dispatcher", None)
-    if dispatcher is None:
-        import numba
+    from revbench.backends.numba_backend import module_dispatcher
 
-        dispatcher = numba.njit(cache=True)(mod._rb_driver)
-        mod._rb_dispatcher = dispatcher
-    return dispatcher
+    return module_dispatcher(mod, "_rb_driver")

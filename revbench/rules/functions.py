@@ -8,13 +8,13 @@ it takes, what it returns, and its partial derivatives as IR expressions
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from revbench.lang.ir import BinOp, Compare, Const, Expr, Func, IfExp, UnaryOp
+from revbench.rules.digest import fingerprint
 
 Partial = Callable[..., Expr]
 
@@ -171,44 +171,6 @@ for _builtin_only in ("min", "max", "abs"):  # min/max/abs are not in math
 USER_FUNCTIONS: dict[str, FunctionRule] = {}
 #: bumped by every :func:`register`; compiled code remembers the version it saw
 REGISTRY_VERSION = [0]
-
-
-def fingerprint(fn: Callable, partials: Sequence[Callable] = ()) -> str:
-    """A stable digest of a user function and its partials, for compile caches."""
-    h = hashlib.sha256()
-    for f in (fn, *partials):
-        code = getattr(f, "__code__", None)
-        try:
-            h.update(inspect.getsource(f).encode())
-        except (OSError, TypeError):
-            h.update(repr((code.co_code, code.co_consts) if code else f).encode())
-        if code is None:
-            continue
-        # Numba freezes closure variables and globals into the machine code, so two
-        # functions with one source but different captured values must differ here.
-        for cell in getattr(f, "__closure__", None) or ():
-            try:
-                h.update(_value_repr(cell.cell_contents).encode())
-            except ValueError:
-                pass
-        g = getattr(f, "__globals__", {})
-        for name in code.co_names:
-            if name in g:
-                h.update(f"{name}={_value_repr(g[name])}".encode())
-    return h.hexdigest()[:16]
-
-
-def _value_repr(v: object) -> str:
-    """A stable text for values Numba may freeze (numbers, arrays); others by type."""
-    import numpy as np
-
-    if isinstance(v, (bool, int, float, complex, str, np.generic)):
-        return repr(v)
-    if isinstance(v, np.ndarray):
-        return hashlib.sha256(v.tobytes()).hexdigest() + str(v.dtype) + str(v.shape)
-    if callable(v) and hasattr(v, "__code__"):
-        return repr((v.__code__.co_code, v.__code__.co_consts))
-    return type(v).__name__
 
 
 def register(fn: Callable, partials: Sequence[Callable] = ()) -> Callable:

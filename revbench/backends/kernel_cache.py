@@ -1,0 +1,106 @@
+"""Numba's on-disk cache of revbench's compiled code, made safe to trust.
+
+Numba's own ``cache=True`` looks for a writable folder (and silently caches
+somewhere else, or not at all, when there is none), and lets a damaged index or
+data file fail every later call with an ``UnpicklingError`` or ``EOFError`` that does
+not mention the cache.  revbench's generated modules live in its own cache folder
+(:mod:`revbench.backends.loader`), so their machine code goes beside them, in
+``__pycache__`` there, through :class:`KernelCache`, which
+
+* reads a folder it cannot write (a pre-warmed, read-only classroom cache),
+* treats a file it cannot read as missing: discards it, compiles again, warns once,
+* keeps what it cannot save (a full disk) in memory, warning once.
+
+Imported by the Numba backend only (it imports Numba).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import numba
+from numba.core.caching import (
+    CompileResultCacheImpl,
+    FunctionCache,
+    _CacheLocator,
+    _SourceFileBackedLocatorMixin,
+)
+
+from revbench.backends.loader import cache_writable, warn_once
+
+
+class _BesideSource(_SourceFileBackedLocatorMixin, _CacheLocator):
+    """Machine code in ``__pycache__`` beside the generated file, whether or not this
+    process may write there."""
+
+    def __init__(self, py_func, py_file):
+        self._py_file = py_file
+        self._lineno = py_func.__code__.co_firstlineno
+        self._cache_path = os.path.join(os.path.dirname(os.path.abspath(py_file)), "__pycache__")
+
+    def get_cache_path(self) -> str:
+        return self._cache_path
+
+    def ensure_cache_path(self) -> None:
+        if cache_writable():
+            os.makedirs(self._cache_path, exist_ok=True)
+        elif not os.path.isdir(self._cache_path):
+            raise OSError(f"no cached machine code in {self._cache_path}")
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        if not os.path.exists(py_file):
+            return None
+        return cls(py_func, py_file)
+
+
+class _KernelCacheImpl(CompileResultCacheImpl):
+    _locator_classes = [_BesideSource]
+
+
+class KernelCache(FunctionCache):
+    """Numba's function cache for one generated module's function, failing soft."""
+
+    _impl_class = _KernelCacheImpl
+
+    def load_overload(self, sig, target_context):
+        try:
+            return super().load_overload(sig, target_context)
+        except Exception as exc:  # a damaged index or data file: unpickling fails
+            warn_once("numba-load", f"revbench: Numba's cached machine code for {self._name} "
+                      f"could not be read ({type(exc).__name__}: {exc}); it is discarded and "
+                      "compiled again")
+            self._discard()
+            return None
+
+    def save_overload(self, sig, data) -> None:
+        if not cache_writable():
+            return
+        try:
+            super().save_overload(sig, data)
+        except Exception as exc:  # a full disk, a folder gone read-only
+            warn_once("numba-save", f"revbench: Numba's machine code for {self._name} could "
+                      f"not be saved in the compile cache ({type(exc).__name__}: {exc}); it is "
+                      "kept in memory for this process")
+
+    def _discard(self) -> None:
+        """Remove this function's index, so the next save starts afresh (no-op where
+        the folder is read-only)."""
+        try:
+            os.unlink(self._cache_file._index_path)
+        except OSError:
+            pass
+
+
+def jit(fn: Callable, cache: bool = True, **options) -> Callable:
+    """``numba.njit(**options)(fn)``, cached on disk through :class:`KernelCache` when
+    ``cache`` is set and ``fn`` comes from a generated file written to the cache (a module
+    compiled in memory -- the cache full or read-only -- is not cached)."""
+    dispatcher = numba.njit(**options)(fn)
+    if cache and getattr(fn, "__globals__", {}).get("__rb_on_disk__", False):
+        try:
+            dispatcher._cache = KernelCache(fn)
+        except Exception as exc:  # no usable locator: compile without caching
+            warn_once("numba-locate", f"revbench: compiled code cannot be cached ({exc})")
+    return dispatcher

@@ -1,0 +1,322 @@
+"""The compile cache can be trusted: nothing stale, nothing damaged, nothing mixed up.
+
+Issue 21: a kernel loaded from the cache linked another kernel's checked subtraction
+for its addition (two helpers under one name); a registered function's constants more
+than one call deep were not in the key; damaged or hand-edited cache files were run; a
+read-only or full cache broke every call.  Cross-process behaviour is tested in fresh
+interpreters on a cache folder of the test's own.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import types
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import revbench
+from revbench.backends import loader
+
+
+def _script(script: str, folder: Path) -> str:
+    """The script as a file (reversible functions are read from their source file)."""
+    path = folder / "prog.py"
+    path.write_text(textwrap.dedent(script))
+    return str(path)
+
+
+def _run(script: str, cache: Path, *args: str) -> subprocess.CompletedProcess:
+    """``script`` in a fresh interpreter on the compile cache ``cache``."""
+    env = {**os.environ, "REVBENCH_CACHE_DIR": str(cache), "PYTHONWARNINGS": "always"}
+    return subprocess.run([sys.executable, _script(script, cache.parent), *args], env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def _ok(p: subprocess.CompletedProcess) -> str:
+    assert p.returncode == 0, p.stderr[-3000:]
+    return p.stdout
+
+
+# -- item 0: every function compiled into cached code has a name of its own --------------
+_UID = re.compile(r"B\d+v\d+")  # Numba's process-local counter in a mangled name
+
+
+def _linked_definitions(dispatcher) -> dict[str, str]:
+    """Every function defined in the libraries linked into ``dispatcher``'s code, by its
+    mangled name without the process-local counter -> its LLVM text (counters removed)."""
+    found: dict[str, str] = {}
+    seen: set[int] = set()
+
+    def visit(lib) -> None:
+        if id(lib) in seen:
+            return
+        seen.add(id(lib))
+        for fn in lib._final_module.functions:
+            if not fn.is_declaration and fn.name.startswith("_ZN"):
+                found[_UID.sub("", fn.name)] = _UID.sub("", str(fn))
+        for sub in lib._linking_libraries:
+            visit(sub)
+
+    for cres in dispatcher.overloads.values():
+        visit(cres.library)
+    return found
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    """This process compiles into an empty cache folder of the test's own."""
+    monkeypatch.setattr(loader, "_state", loader._State())
+    monkeypatch.setenv("REVBENCH_CACHE_DIR", str(tmp_path))
+    return loader.cache_dir()
+
+
+def test_functions_linked_into_kernels_are_named_by_their_code(fresh_cache):
+    """Under one name (less Numba's per-process counter) there is one code: else a process
+    loading two cached kernels links one's helper into the other (issue 21, item 0)."""
+    def scaled(k):
+        def g(x):
+            return k * x
+        return g
+
+    ns = {"np": np}
+    source = """
+        def fadd(y, n):
+            y += n + 3
+        def fsub(y, n):
+            y += n - 3
+        def fmul(y, n):
+            y += n * 3
+        def fg(y, x):
+            y += g(x)
+    """
+    revbench.register(scaled(1.0), [lambda x: 0.0])
+    fns = revbench.define(textwrap.dedent(source), ns)
+    kernels = []
+    for name in ("fadd", "fsub", "fmul"):
+        assert fns[name](0.0, 22)[0] == {"fadd": 25.0, "fsub": 19.0, "fmul": 66.0}[name]
+        kernels.append(fns[name]._program._cache)
+    for k in (2.0, 3.0):  # one qualified name, two functions (a closure, a re-run cell)
+        revbench.register(scaled(k), [lambda x: 0.0])
+        assert fns["fg"](0.0, 1.0)[0] == k
+        kernels.append(fns["fg"]._program._cache)
+    by_name: dict[str, set[str]] = {}
+    for cache in kernels:
+        for compiled in cache.values():
+            for name, text in _linked_definitions(compiled.run).items():
+                by_name.setdefault(name, set()).add(text)
+    clashes = sorted(n for n, texts in by_name.items() if len(texts) > 1)
+    assert not clashes, f"one name, several codes: {clashes}"
+    assert any("rb_checked_int_add" in n for n in by_name)
+
+
+# -- item 1: everything a registered function reads is in the key ------------------------
+STALE = """
+import sys, numba, numpy as np, revbench
+V = float(sys.argv[1])
+W = (V, 2.0)
+@numba.njit
+def deep2(x):
+    return W[0] * x
+@numba.njit
+def deep1(x):
+    return deep2(x)
+def scale(x):
+    return deep1(x)
+def dscale(x):
+    return deep1(1.0)
+revbench.register(scale, [dscale])
+def adj(y, x, ay, ax):
+    return ay, ax + ay * deep1(1.0)
+@revbench.reversible
+def use_reg(y, x):
+    y += scale(x)
+@revbench.reversible
+def use_adj(y, x):
+    y += scale(x)
+revbench.custom_adjoint(use_adj, adj)
+print(use_reg(0.0, 3.0)[0], revbench.grad(use_reg, loss="y")(0.0, 3.0)[1],
+      revbench.grad(use_adj, loss="y")(0.0, 3.0)[1])
+"""
+
+
+def test_values_read_two_calls_deep_are_in_the_cache_key(tmp_path):
+    for v in ("1", "5", "1"):
+        out = _ok(_run(STALE, tmp_path / "cache", v)).split()
+        assert [float(x) for x in out] == [3.0 * float(v), float(v), float(v)], (v, out)
+
+
+def test_a_value_without_a_stable_digest_is_never_reused_and_says_so():
+    from revbench.rules.digest import VOLATILE, UncachedWarning, fingerprint
+
+    cfg = types.SimpleNamespace(k=2.0)
+
+    def scale(x):
+        return cfg.k * x
+
+    with pytest.warns(UncachedWarning, match="`cfg` .* compiled afresh in each process"):
+        fp = fingerprint(scale)
+    assert VOLATILE in fp
+
+
+def test_the_digest_follows_helpers_and_containers_at_any_depth():
+    from revbench.rules.digest import VOLATILE, fingerprint
+
+    def make(v, table):
+        inner = types.FunctionType(compile("def inner(x):\n    return W[0][1] * x * T[2]\n",
+                                           "<m>", "exec").co_consts[0], {"W": ((0, v),), "T": table})
+
+        def outer(x):
+            return inner(x)
+
+        return outer
+
+    base = fingerprint(make(1.0, np.arange(3.0)))
+    assert base == fingerprint(make(1.0, np.arange(3.0))) and VOLATILE not in base
+    assert base != fingerprint(make(5.0, np.arange(3.0)))
+    assert base != fingerprint(make(1.0, np.arange(3.0) * 2))
+
+
+# -- item 2: damaged or edited cache files are never trusted ---------------------------------
+DAMAGE = """
+import revbench
+@revbench.reversible
+def p1(y, x):
+    y += 3.0 * x
+@revbench.reversible
+def p2(y, x):
+    y += 5.0 * x
+@revbench.reversible
+def p3(y, x):
+    y += 7.0 * x
+@revbench.reversible
+def p4(y, x):
+    y += 9.0 * x
+print(p1(0.0, 2.0)[0], p2(0.0, 2.0)[0], p3(0.0, 2.0)[0], p4(0.0, 2.0)[0])
+"""
+
+
+def _generated(cache: Path, constant: str) -> Path:
+    (path,) = [p for p in cache.glob("*/rbgen_*.py") if f"{constant} * x" in p.read_text()]
+    return path
+
+
+def test_damaged_or_edited_cache_files_are_rewritten_and_recompiled(tmp_path):
+    tmp_path = tmp_path / "cache"
+    assert _ok(_run(DAMAGE, tmp_path)).split() == ["6.0", "10.0", "14.0", "18.0"]
+    p1, p2, p3 = (_generated(tmp_path, c) for c in ("3.0", "5.0", "7.0"))
+    p1.write_text(p1.read_text().replace("3.0 * x", "4.0 * x"))      # edited by hand
+    p2.write_text(p2.read_text()[: len(p2.read_text()) // 2])      # truncated
+    p3.write_bytes(b"\x00\xff garbage")                            # garbled
+    pycache = next(tmp_path.glob("*/__pycache__"))
+    index = next(i for i in pycache.glob("*.nbi") if "p4" in i.name)
+    index.write_bytes(index.read_bytes()[:20])                     # Numba's index cut short
+    for data in pycache.glob("*.nbc"):
+        if "p1" not in data.name:
+            data.write_bytes(b"not a pickle")                          # Numba's data garbled
+    second = _run(DAMAGE, tmp_path)
+    assert _ok(second).split() == ["6.0", "10.0", "14.0", "18.0"]
+    assert "does not hold the code it is named for" in second.stderr
+    assert "could not be read" in second.stderr
+    assert "3.0 * x" in p1.read_text() and "5.0 * x" in p2.read_text()
+    # and the repaired cache is a cache again: quiet, and still right
+    third = _run(DAMAGE, tmp_path)
+    assert _ok(third).split() == ["6.0", "10.0", "14.0", "18.0"]
+    assert "revbench:" not in third.stderr
+
+
+# -- item 4: a cache that cannot be written ------------------------------------------------
+READ = """
+import time, revbench
+t0 = time.perf_counter()
+@revbench.reversible
+def poly(y, x):
+    t = 0.0
+    t += x * x
+    y += 3.0 * t + x
+    t -= x * x
+    del t
+print(poly(0.0, 2.0)[0], revbench.grad(poly, loss="y")(0.0, 2.0)[1])
+import revbench.backends.loader as L
+print(L.cache_dir(), L.cache_writable())
+print(sum(len(c.run.stats.cache_hits) for c in poly._program._cache.values()))
+"""
+
+
+def _read_only_command(folder: Path, script: str) -> list[str]:
+    """A command running ``script`` with ``folder`` mounted read-only (a classroom image),
+    in a mount namespace of its own (user namespaces: no root needed)."""
+    probe = ["unshare", "--map-root-user", "--mount", "sh", "-c",
+             'mount --bind -o ro "$0" "$0" && exec "$@"', str(folder)]
+    try:
+        ok = subprocess.run([*probe, "true"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        ok = False
+    if not ok:
+        pytest.skip("no user and mount namespaces here to make a read-only folder")
+    return [*probe, sys.executable, script]
+
+
+def test_a_read_only_cache_is_read_and_nothing_breaks(tmp_path):
+    cache = tmp_path / "cache"
+    first = _ok(_run(READ, cache)).splitlines()
+    assert first[0] == "14.0 13.0"
+    version = Path(first[1].split()[0])
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in version.rglob("*"))
+    cmd = _read_only_command(cache, _script(READ, tmp_path))
+    env = {**os.environ, "REVBENCH_CACHE_DIR": str(cache), "PYTHONWARNINGS": "always"}
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    out = _ok(p).splitlines()
+    assert out[0] == "14.0 13.0"
+    assert out[1] == f"{version} False", "the read-only cache itself is used"
+    assert first[2] == "0" and int(out[2]) >= 2, "its machine code is loaded, not compiled"
+    assert "cannot be written" in p.stderr and "Traceback" not in p.stderr
+    assert sorted((q.name, q.stat().st_mtime_ns) for q in version.rglob("*")) == before
+    # what it did not find there is compiled in memory: a new function works too
+    newer = READ.replace("3.0 * t", "4.0 * t").replace("(0.0, 2.0)[0]", "(0.0, 2.0)[0] - 4.0")
+    cmd = _read_only_command(cache, _script(newer, tmp_path))
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert _ok(p).splitlines()[:3] == ["14.0 17.0", f"{version} False", "0"]
+
+
+def test_a_cache_that_cannot_be_written_compiles_in_memory(fresh_cache, monkeypatch):
+    """A full disk: writing any file fails (simulated at the write), every call works,
+    with one warning, and nothing half-written is left behind."""
+    monkeypatch.setattr(loader, "_warned", set())
+    real_mkstemp = loader.tempfile.mkstemp
+
+    def full_disk(*args, **kwargs):
+        fd, name = real_mkstemp(*args, **kwargs)
+        os.close(fd)
+        os.unlink(name)
+        raise OSError(28, "No space left on device")
+
+    cache = fresh_cache
+    monkeypatch.setattr(loader.tempfile, "mkstemp", full_disk)
+    source = "def f(y, x):\n    y += 11.0 * x * x\n"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        f = revbench.define(source, {})["f"]
+        assert f(0.0, 2.0)[0] == 44.0
+        assert revbench.grad(f, loss="y")(0.0, 2.0)[1] == 44.0
+    messages = [str(w.message) for w in caught if issubclass(w.category, loader.CacheWarning)]
+    assert len(messages) == 1 and "No space left" in messages[0], messages
+    assert not list(cache.glob("*.tmp")) and not list(cache.glob("rbgen_*.py"))
+
+
+def test_the_writability_probe_writes_content_under_a_name_of_its_own(tmp_path):
+    assert loader._can_write(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "ro").mkdir()
+    (tmp_path / "ro").chmod(0o555)
+    try:
+        if os.geteuid() != 0:
+            assert not loader._can_write(tmp_path / "ro")
+    finally:
+        (tmp_path / "ro").chmod(0o755)
