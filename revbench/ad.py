@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from revbench.config import get_tolerance
-from revbench.function import ReversibleFunction, _python_scalar, copy_arg
+from revbench.function import ReversibleFunction, _python_scalar, copy_arg, positional_only
 from revbench.lang.errors import ReversibilityError, ReversibilityTypeError
 from revbench.lang.types import VarType
 from revbench.transforms.adjoint import DIFFERENTIABLE
@@ -50,6 +50,15 @@ _EXACT_ADVICE = (
 class _Seed:
     param: int
     index: tuple[int, ...] | None  # element of an array loss, or None for a scalar
+
+
+def _require_reversible(f: Any, api: str) -> None:
+    """Refuse anything but a reversible function, naming what was given."""
+    if not isinstance(f, ReversibleFunction):
+        what = f"the plain function {f.__name__}" if callable(f) and hasattr(f, "__name__") \
+            else repr(f)
+        raise TypeError(f"{api} needs a reversible function (decorated with @reversible, or made "
+                        f"by revbench.define), got {what}")
 
 
 def _param_index(f: ReversibleFunction, which: Any, what: str) -> int:
@@ -123,8 +132,7 @@ class _Backward:
     """Runs f forward, then its reverse sweep, on copies of the arguments."""
 
     def __init__(self, f: ReversibleFunction, wrt: Any = None):
-        if not isinstance(f, ReversibleFunction):
-            raise TypeError(f"AD needs a reversible function (decorated with @reversible), got {f!r}")
+        _require_reversible(f, "AD")
         self.f = f
         self.direction = "backward" if not f.is_inverse else "backward-inverse"
         self.inactive: frozenset[str] = frozenset()
@@ -294,6 +302,7 @@ def value_and_grad(f: ReversibleFunction, loss: Loss, wrt: Any = None, batch: An
     argument the function does not change is returned as it is).  See
     :mod:`revbench.batch`.
     """
+    _require_reversible(f, _api)
     _check_loss(f, loss)
     if batch is not None:
         from revbench.batch import batched_value_and_grad
@@ -301,7 +310,9 @@ def value_and_grad(f: ReversibleFunction, loss: Loss, wrt: Any = None, batch: An
         return batched_value_and_grad(f, loss, wrt, batch, _keep_values, _api)
     b = _Backward(f, wrt)
 
-    def run(*args):
+    def run(*args, **kwargs):
+        if kwargs:
+            raise positional_only(run.__name__, f.params, kwargs)
         sig, backward = b.prepare(args)
         seed = _resolve_loss(f, loss, sig, args)
         outs = b.forward(args)
@@ -327,7 +338,9 @@ def grad(f: ReversibleFunction, loss: Loss, wrt: Any = None,
     as there)."""
     vg = value_and_grad(f, loss, wrt, batch, _keep_values=False, _api="grad")  # no output copies
 
-    def run(*args):
+    def run(*args, **kwargs):
+        if kwargs:
+            raise positional_only(run.__name__, f.params, kwargs)
         return vg(*args)[1]
 
     run.__name__ = f"grad({f.__name__})"
@@ -359,12 +372,15 @@ def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any,
     ``(n, out.size, wrt.size)`` -- the local Jacobian of every item, as
     ``jax.vmap(jax.jacrev(...))`` gives.  See :mod:`revbench.batch`.
     """
+    _require_reversible(f, "jacobian")
     many_out, many_wrt = not isinstance(outputs, (str, int)), not isinstance(wrt, (str, int))
     out_names = tuple(outputs) if many_out else (outputs,)
     wrt_names = tuple(wrt) if many_wrt else (wrt,)
     for what, names in (("outputs", out_names), ("wrt", wrt_names)):
         if not names:
             raise ValueError(f"jacobian: {what} names no argument")
+        for name in names:
+            _param_index(f, name, what)
 
     def shape_result(blocks: tuple) -> Any:
         if many_out and many_wrt:
@@ -379,7 +395,9 @@ def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any,
         return batched_jacobian(f, out_names, wrt_names, batch, shape_result)
     b = _Backward(f, wrt_names + out_names)  # other read-only arguments need no adjoint
 
-    def run(*args):
+    def run(*args, **kwargs):
+        if kwargs:
+            raise positional_only(run.__name__, f.params, kwargs)
         sig = f.signature_of(args)
         ko = [_param_index(f, o, "outputs") for o in out_names]
         kw = [_param_index(f, w, "wrt") for w in wrt_names]
@@ -466,8 +484,7 @@ def vjp(f: ReversibleFunction, *args: Any, outputs: Any,
     gradient computed along a trajectory the inverse did not recover.  Neither
     ``args`` nor the cotangents are changed.
     """
-    if not isinstance(f, ReversibleFunction):
-        raise TypeError(f"vjp needs a reversible function (decorated with @reversible), got {f!r}")
+    _require_reversible(f, "vjp")
     api = f"vjp({f.__name__})"
     out_names = _names(outputs)
     wrt_names = f.params if wrt is None else _names(wrt)
@@ -546,6 +563,7 @@ def check_grad(f: ReversibleFunction, *args: Any, loss: Loss, eps: float = 1e-6,
                 or not np.isfinite(v) or v < 0 or (positive and v == 0):
             need = "a finite number > 0" if positive else "a finite number >= 0"
             raise ValueError(f"check_grad: {name} must be {need}, got {v!r}")
+    _require_reversible(f, "check_grad")
     g = grad(f, loss, wrt=wrt)(*args)
     sig = f.signature_of(args)
     seed = _resolve_loss(f, loss, sig, args)

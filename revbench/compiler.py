@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from revbench.backends import codegen, custom_sweep
+from revbench.backends.loader import LOCK, hold
 from revbench.backends.runtime import TABLES, CheckTable
 from revbench.lang import ir, suggest
 from revbench.lang.check import arity_message
@@ -173,6 +174,12 @@ class Program:
         obj = self.lookup(call.func)
         where = (f"\n  in reversible function {self.ir.name}, {self.ir.filename}, line "
                  f"{call.loc.line}: {self.ir.line_text(call.loc.line).strip()}")
+        if obj is _MISSING and call.func == self.ir.name:
+            # a function defined inside another sees no binding of its own name yet
+            raise ReversibilityTypeError(
+                f"{self.ir.name} calls itself; recursive reversible functions are not "
+                f"supported{where}", function=self.ir.name, filename=self.ir.filename,
+                lineno=call.loc.line, stage="types")
         if not isinstance(obj, ReversibleFunction):
             what = "not defined" if obj is _MISSING else f"a {type(obj).__name__}"
             raise ReversibilityTypeError(
@@ -265,6 +272,15 @@ class Program:
         # (a notebook re-running a cell) must reach code compiled before.
         inactive = frozenset(inactive)
         key = (direction, backend, check, signature, fn_rules.REGISTRY_VERSION[0], lanes, inactive)
+        hit = self._cache.get(key)
+        if hit is not None and hit.generation == _GENERATION[0]:
+            return hit
+        with LOCK:  # one compilation at a time: the tables and modules it fills are shared
+            return self._compile_locked(key, direction, backend, check, signature, lanes,
+                                        inactive)
+
+    def _compile_locked(self, key, direction, backend, check, signature, lanes,
+                        inactive) -> Compiled:
         hit = self._cache.get(key)
         if hit is not None:
             if hit.generation == _GENERATION[0] or self._callees_current(hit):
@@ -458,7 +474,11 @@ class Program:
             from revbench.backends.python_backend import compile_python
 
             run = compile_python(gen, injected)
-        return Compiled(run, gen, table, tuple(deps))
+        compiled = Compiled(run, gen, table, tuple(deps))
+        key = gen.module_key
+        hold(compiled, f"rbgen_{gen.key}_{'nb' if backend == 'numba' else 'py'}",
+             lambda: TABLES.pop(key, None))
+        return compiled
 
 
 def lookup_name(dotted: str, namespace: Mapping[str, Any], closure: Mapping[str, Any]) -> Any:

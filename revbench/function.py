@@ -98,7 +98,8 @@ class ReversibleFunction:
         if len(args) != len(params):
             raise TypeError(f"{self.__name__}() takes {len(params)} argument(s) "
                             f"({', '.join(params)}) but {len(args)} were given")
-        key = tuple((type(a), a.dtype.num, a.ndim, a.flags.writeable) if isinstance(a, np.ndarray)
+        # (the dtype itself, not its number: a big-endian >f8 has float64's number)
+        key = tuple((type(a), a.dtype, a.ndim, a.flags.writeable) if isinstance(a, np.ndarray)
                     else type(a) if type(a) not in _WIDE_INTS or -(2**63) <= a < 2**63
                     else a for a in args)  # an int beyond int64: the slow path refuses it
         sig = _FAST_SIGNATURES.get(key)
@@ -133,10 +134,16 @@ class ReversibleFunction:
                     f"argument `{name}` of {self.__name__}: expected an int, float, bool or "
                     f"complex number, or a NumPy array of int64, float64, bool or complex128; "
                     f"got {_describe(a)}", variable=name, function=self.name, stage="call")
-            if t.is_array and not a.flags.writeable:
+            if isinstance(a, np.ma.MaskedArray):
                 raise ReversibilityTypeError(
-                    f"argument `{name}` of {self.__name__} is a read-only array; reversible "
-                    "functions update their arguments in place (pass a copy)",
+                    f"argument `{name}` of {self.__name__} is a masked array, whose mask "
+                    "compiled code would ignore: pass its data (`a.filled(value)` or "
+                    "`a.data`) and handle the mask in your program",
+                    variable=name, function=self.name, stage="call")
+            if t.is_array and not a.flags.writeable and name in self._program.written_params():
+                raise ReversibilityTypeError(
+                    f"argument `{name}` of {self.__name__} is a read-only array, and "
+                    f"{self.__name__} updates `{name}` in place (pass a copy)",
                     variable=name, function=self.name, stage="call")
             sig.append(t)
         return tuple(sig)
@@ -145,8 +152,10 @@ class ReversibleFunction:
         p = self._program
         return p.compile(self._direction, p.backend, p.check, signature)
 
-    def __call__(self, *args: Any) -> tuple:
+    def __call__(self, *args: Any, **kwargs: Any) -> tuple:
         __tracebackhide__ = True  # pytest (and IPython, above the last frame) skip this frame
+        if kwargs:
+            raise positional_only(self.__name__, self.params, kwargs)
         try:
             sig = self.signature_of(args)
             compiled = self.compiled(sig)
@@ -173,8 +182,13 @@ class ReversibleFunction:
         except CheckFailed as exc:
             _restore(snapshots)
             error = to_user_error(exc)
+        except KeyboardInterrupt:  # Ctrl-C, in Python or noticed by compiled code
+            _restore(snapshots)
+            raise KeyboardInterrupt from None
         except Exception as exc:
             _restore(snapshots)
+            if _interrupted_on_return(exc):
+                raise KeyboardInterrupt from None
             if p.backend == "numba":
                 from revbench.backends.numba_backend import is_numba_error, translate_numba_error
 
@@ -284,6 +298,13 @@ def _describe(a: Any) -> str:
     return f"{type(a).__name__} {a!r}" if not isinstance(a, (list, tuple, dict)) else type(a).__name__
 
 
+def positional_only(name: str, params: tuple[str, ...], kwargs: dict) -> TypeError:
+    """The error for keyword arguments: every argument of a reversible function is an
+    in-out variable, passed by position."""
+    return TypeError(f"{name}() takes its arguments by position ({', '.join(params)}); "
+                     f"got keyword argument(s) {', '.join(kwargs)}")
+
+
 def copy_arg(a: Any) -> Any:
     """A copy of an argument that code could change (arrays); scalars as they are."""
     return a.copy() if isinstance(a, np.ndarray) else a
@@ -291,6 +312,14 @@ def copy_arg(a: Any) -> Any:
 
 def _python_scalar(v: Any) -> Any:
     return v.item() if isinstance(v, np.generic) else v
+
+
+def _interrupted_on_return(exc: BaseException) -> bool:
+    """Ctrl-C that arrived while compiled code returned: CPython reports the pending
+    ``KeyboardInterrupt`` as a ``SystemError`` ("returned a result with an exception
+    set") caused by it."""
+    return isinstance(exc, SystemError) and isinstance(
+        exc.__cause__ or exc.__context__, KeyboardInterrupt)
 
 
 def _restore(snapshots) -> None:

@@ -320,3 +320,47 @@ def test_the_writability_probe_writes_content_under_a_name_of_its_own(tmp_path):
             assert not loader._can_write(tmp_path / "ro")
     finally:
         (tmp_path / "ro").chmod(0o755)
+
+
+# -- item 6: the cache on disk is bounded and can be tidied ---------------------------------
+def test_info_prune_and_clear(fresh_cache):
+    import revbench.cache
+
+    fns = revbench.define("def a(y, x):\n    y += 2.0 * x\ndef b(y, x):\n    y += 3.0 * x\n", {})
+    for f in fns.values():
+        f(0.0, 1.0)
+    info = revbench.cache.info()
+    assert info["path"] == str(fresh_cache) and info["writable"] and info["entries"] == 2
+    assert info["bytes"] > 0
+    old = next(fresh_cache.glob("rbgen_*.py"))
+    os.utime(old, (0, 0))  # used last in 1970
+    freed = revbench.cache.prune(older_than_days=1)
+    assert freed > 0 and not old.exists() and revbench.cache.info()["entries"] == 1
+    assert not list((fresh_cache / "__pycache__").glob(f"{old.stem}.*"))
+    assert fns["a"](0.0, 1.0)[0] + fns["b"](0.0, 1.0)[0] == 5.0  # running code is unaffected
+    assert revbench.cache.clear() > 0 and revbench.cache.info()["entries"] == 0
+    for bad in ({}, {"max_mb": -1}, {"older_than_days": "1"}):
+        with pytest.raises(ValueError, match="prune"):
+            revbench.cache.prune(**bad)
+
+
+def test_a_cache_over_its_limit_is_pruned_least_recently_used_first(tmp_path, monkeypatch):
+    from revbench.backends import cache_files
+
+    folder = tmp_path / f"v{revbench.__version__}-py{sys.version_info[0]}{sys.version_info[1]}"
+    (folder / "__pycache__").mkdir(parents=True)
+    for k in range(10):  # ten entries of 1 MB each, entry k used at time k
+        src = folder / f"rbgen_{k:032x}.py"
+        src.write_text("# x\n")
+        (folder / "__pycache__" / f"rbgen_{k:032x}.f-1.py311.1.nbc").write_bytes(b"\0" * 1_000_000)
+        os.utime(src, (k, k))
+    stale = folder / "rbgen_dead.tmp"
+    stale.write_text("")
+    os.utime(stale, (0, 0))
+    monkeypatch.setattr(loader, "_state", loader._State())
+    monkeypatch.setenv("REVBENCH_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("REVBENCH_CACHE_MAX_MB", "6")
+    assert loader.cache_dir() == folder
+    left = sorted(e.key for e in cache_files.entries(folder))
+    assert left == [f"{k:032x}" for k in range(6, 10)]  # 4 MB <= 3/4 of 6 MB, newest kept
+    assert not stale.exists()

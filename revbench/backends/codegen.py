@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from revbench.backends import runtime
-from revbench.backends.runtime import CheckInfo
+from revbench.backends.runtime import POLL_MASK, CheckInfo
 from revbench.lang import ir
 from revbench.lang.text import conditional_syntax, expr_text
 from revbench.lang.types import NUMPY_NAMES, TypedFunction, VarType
@@ -214,6 +214,8 @@ class Emitter:
         self._sums: dict[int, tuple[ir.Reduce, str]] = {}  # id(Reduce) -> (it, its local)
         self._views: dict[int, tuple[ir.Elem, tuple]] = {}  # id(sub-array) -> (it, its codes)
         self._loops = 0  # loops around the statement being generated
+        self.interruptible = False  # whether a loop polls for Ctrl-C
+        self.polls = False  # whether one counts iterations between polls (from the prologue)
         #: array elements held in a local across the loops being generated -> the local
         self._promoted: dict[ir.Elem, str] = {}
         #: arrays allocated inside loops reuse one buffer per allocation site: (name, ndim, dtype)
@@ -386,10 +388,11 @@ class Emitter:
                 self.emit(f"_rb_{name} = {own!r}" if own is not None else f"_rb_{name} = _rb_g{name}")
         start = len(self.lines)
         self.body(self.f.body)
-        # the loops' allocation buffers, empty until first used
-        self.lines[start:start] = ["    " + f"{buf} = _rb_np.empty(({', '.join(['0'] * ndim)},), dtype={dt})"
-                                   for buf, ndim, dt in self.buffers]
-        self.linemap = {(g + len(self.buffers) if g > start else g): u for g, u in self.linemap.items()}
+        # the loops' allocation buffers, empty until first used; the interrupt poll's count
+        prologue = [f"{buf} = _rb_np.empty(({', '.join(['0'] * ndim)},), dtype={dt})"
+                    for buf, ndim, dt in self.buffers] + (["_rb_ticks = 0"] if self.polls else [])
+        self.lines[start:start] = ["    " + line for line in prologue]
+        self.linemap = {(g + len(prologue) if g > start else g): u for g, u in self.linemap.items()}
         ret = ", ".join(self.f.params)
         self.emit(f"return ({ret}{',' if len(self.f.params) == 1 else ''})")
 
@@ -914,6 +917,22 @@ class Emitter:
             self.emit(f"if {p} != {c}:", s.loc)
             self.emit("    " + self.fail(k, c, p), s.loc)
 
+    def poll(self, loop: ir.For | ir.While) -> None:
+        """Let a long-running loop notice Ctrl-C (:func:`revbench.backends.runtime.interrupted`,
+        a few nanoseconds).  A loop around loops or calls asks at every iteration, which
+        does real work; a ``while`` around plain statements every ``POLL_MASK + 1``
+        iterations; an innermost ``for`` never, so it stays free of exits and vectorises."""
+        if any(isinstance(st, (ir.For, ir.While, ir.Call)) for st in ir.walk_stmts(loop.body)):
+            self.emit("if _rb_interrupted():", loop.loc)
+        elif isinstance(loop, ir.While):
+            self.polls = True
+            self.emit("_rb_ticks += 1", loop.loc)
+            self.emit(f"if (_rb_ticks & {POLL_MASK}) == 0 and _rb_interrupted():", loop.loc)
+        else:
+            return
+        self.interruptible = True
+        self.emit("    raise _RbInterrupted()", loop.loc)
+
     def s_While(self, s: ir.While) -> None:
         if self.opt.check:
             k = self.check("while-entry", expr_text(s.post), s.loc)
@@ -922,6 +941,7 @@ class Emitter:
         self.emit(f"while {self.x(s.cond)}:", s.loc)
         self.level += 1
         self._loops += 1
+        self.poll(s)
         self.body(s.body)
         self._loops -= 1
         if self.opt.check:
@@ -972,6 +992,7 @@ class Emitter:
             self.emit(f"for {s.var} in range({a} + ({n} - 1) * {st}, {a} - {st}, -{st}):", s.loc)
         self.level += 1
         self._loops += 1
+        self.poll(s)
         self.body(s.body)
         self._loops -= 1
         self.level -= 1
@@ -1067,9 +1088,10 @@ def generate(typed: TypedFunction, direction: str, options: Options,
     em.function(fname)
     sig = ", ".join(f"{p}: {t}" for p, t in zip(typed.func.params, typed.params))
     user_fps = sorted(f"{r.name}={r.fingerprint}" for r in em.user_functions.values())
+    # (not the file the function is in: a notebook cell run again is a new file, the same
+    # code -- and the same compiled module, found again)
     header = [
-        f"# revbench {direction} code for {typed.func.name} "
-        f"({typed.func.filename}:{typed.func.firstlineno})",
+        f"# revbench {direction} code for {typed.func.name}",
         f"# signature: ({sig}); checks {'on' if options.check else 'off'}; codegen v{CODEGEN_VERSION} "
         f"(helpers {HELPERS_FINGERPRINT})",
     ]
@@ -1078,6 +1100,9 @@ def generate(typed: TypedFunction, direction: str, options: Options,
     if options.fastmath:
         header.append(f"# fastmath: {', '.join(sorted(FASTMATH_FLAGS))}")
     header += ["import math as _rb_math", "import numpy as _rb_np"]
+    if em.interruptible:
+        header.append("from revbench.backends.runtime import Interrupted as _RbInterrupted, "
+                      "interrupted as _rb_interrupted")
     if options.check:
         header.append("from revbench.backends.runtime import CheckFailed as _RbCheckFailed")
     if options.wrap_ints:

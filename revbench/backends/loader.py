@@ -25,6 +25,8 @@ import sys
 import tempfile
 import threading
 import warnings
+import weakref
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -102,6 +104,13 @@ def _resolve() -> tuple[Path, bool]:
     except OSError:
         pass
     if _can_write(path):
+        from revbench.backends import cache_files
+
+        try:  # keep it within its size limit, and drop what crashed writers left
+            cache_files.enforce_limit(path)
+            cache_files.remove_stale_temporaries(path)
+        except OSError:
+            pass
         return path, True
     if path.is_dir() and os.access(path, os.R_OK | os.X_OK):
         warn_once("read-only", f"revbench: the compile cache {path} cannot be written to "
@@ -155,6 +164,11 @@ def write_source(key: str, source: str) -> Path | None:
     except (OSError, UnicodeDecodeError):
         existing = ""
     if existing == source:
+        if _state.writable:  # its last use, for pruning (revbench.cache.prune)
+            try:
+                os.utime(path)
+            except OSError:
+                pass
         return path
     if existing is not None:
         warn_once(f"damaged:{path}", f"revbench: the cached file {path} does not hold the code "
@@ -240,3 +254,31 @@ def load_module(key: str, source: str, flavour: str, injected: dict[str, object]
         exec(compile(source, filename, "exec"), mod.__dict__)
         sys.modules[name] = mod
         return mod
+
+
+#: generated module name -> how many live owners hold it (see :func:`hold`)
+_holders: dict[str, int] = {}
+
+
+def hold(owner: object, name: str, on_release: Callable[[], None] | None = None) -> None:
+    """Keep the generated module ``name`` loaded while ``owner`` lives.
+
+    A notebook redefines functions all day; each definition compiles new modules.  When
+    the last owner of a module is garbage (its function was redefined and dropped), the
+    module leaves ``sys.modules`` -- and with it its compiled code, which nothing else
+    references -- and ``on_release`` forgets what else was kept for it."""
+    with LOCK:
+        _holders[name] = _holders.get(name, 0) + 1
+    weakref.finalize(owner, _release, name, on_release)
+
+
+def _release(name: str, on_release: Callable[[], None] | None) -> None:
+    with LOCK:
+        left = _holders.get(name, 0) - 1
+        if left > 0:
+            _holders[name] = left
+            return
+        _holders.pop(name, None)
+        sys.modules.pop(name, None)
+        if on_release is not None:
+            on_release()

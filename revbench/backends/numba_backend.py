@@ -8,8 +8,10 @@ Typing failures are translated back to the user's line.
 
 from __future__ import annotations
 
+import collections
 import re
 import types
+import weakref
 from collections.abc import Callable
 from types import ModuleType
 
@@ -25,13 +27,61 @@ def module_dispatcher(mod: ModuleType, function_name: str, **options) -> Callabl
     """The compiled function ``function_name`` of the generated module ``mod``: one
     dispatcher per module, cached on disk (:func:`revbench.backends.kernel_cache.jit`)."""
     with LOCK:
-        dispatcher = getattr(mod, "_rb_dispatcher", None)
+        dispatcher = _dispatchers.get(mod.__name__)
         if dispatcher is None:
             from revbench.backends.kernel_cache import jit
 
+            _register_interrupt_poll()
             dispatcher = jit(getattr(mod, function_name), **options)
-            mod._rb_dispatcher = dispatcher
+            _dispatchers[mod.__name__] = dispatcher
+        _recent.append(dispatcher)
         return dispatcher
+
+
+#: the dispatchers asked for last, kept alive after their functions are gone: a notebook
+#: cell run again defines its functions anew (the old ones are dropped before the first
+#: call), and its unchanged code is then found compiled, not compiled again.  (Numba never
+#: frees the machine code of a dispatcher, so code compiled again is memory lost.)
+_recent: collections.deque = collections.deque(maxlen=64)
+
+
+#: generated module name -> its dispatcher, while something uses it.  Not an attribute of
+#: the module: Numba keeps a dispatcher's compiled code (and so the module's globals) until
+#: the dispatcher dies, so a dispatcher among those globals would never die.
+_dispatchers: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
+_poll_registered: list[bool] = []
+
+
+def _register_interrupt_poll() -> None:
+    """Compiled code's :func:`revbench.backends.runtime.interrupted`: a call of CPython's
+    ``PyErr_CheckSignals`` (named, not an address, so cached machine code stays valid in
+    another process), which runs Python's signal handlers -- Ctrl-C's raises -- in the
+    main thread; true when one raised (the kernel then raises ``Interrupted``)."""
+    if _poll_registered:
+        return
+    import llvmlite.ir as lir
+    from numba.core import cgutils
+    from numba.core import types as ntypes
+    from numba.extending import intrinsic, overload
+
+    from revbench.backends import runtime
+
+    @intrinsic
+    def check_signals(typingctx):
+        def codegen(context, builder, signature, args):
+            fnty = lir.FunctionType(lir.IntType(32), [])
+            fn = cgutils.get_or_insert_function(builder.module, fnty, "PyErr_CheckSignals")
+            return builder.icmp_signed("!=", builder.call(fn, []), lir.Constant(lir.IntType(32), 0))
+
+        return ntypes.boolean(), codegen
+
+    def rb_interrupted():
+        return check_signals()
+
+    overload(runtime.interrupted, inline="never")(lambda: rb_interrupted)
+    _poll_registered.append(True)
 
 
 def compile_numba(gen: Generated, injected: dict[str, object], check: bool,

@@ -20,6 +20,25 @@ class CheckFailed(Exception):
     """Raised by generated code: ``(module_key, check_index, expected, actual, *index)``."""
 
 
+class Interrupted(KeyboardInterrupt, Exception):
+    """Raised by compiled code that noticed Ctrl-C (:func:`interrupted`).
+
+    A ``KeyboardInterrupt`` -- what the user pressed -- that Numba can raise (it raises
+    ``Exception`` subclasses only); the function's caller restores its arguments and
+    raises a plain ``KeyboardInterrupt``."""
+
+
+#: how often a long-running loop asks whether Ctrl-C was pressed (a power of two, minus one)
+POLL_MASK = 65535
+
+
+def interrupted() -> bool:
+    """Whether an interrupt is pending.  Compiled code polls this in long-running loops,
+    where the interpreter cannot deliver Ctrl-C (Numba's version runs Python's signal
+    handlers: ``numba_backend``); plain Python receives it by itself."""
+    return False
+
+
 @dataclass(frozen=True)
 class CheckInfo:
     kind: str  # see MESSAGES

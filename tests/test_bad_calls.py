@@ -1,0 +1,86 @@
+"""Bad calls get clear errors and change nothing (issue 21, item 7)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import revbench
+from revbench import ReversibilityError, ReversibilityTypeError
+
+SOURCE = "def f(y, x):\n    for i in range(len(x)):\n        y[i] += x[i] * x[i]\n"
+
+
+@pytest.fixture
+def f(backend):
+    return revbench.define(SOURCE, {}, backend=backend)["f"]
+
+
+def plain(y, x):
+    return y + x
+
+
+@pytest.mark.parametrize("api", [
+    lambda g: revbench.grad(g, loss="y"),
+    lambda g: revbench.value_and_grad(g, loss="y"),
+    lambda g: revbench.check_grad(g, 0.0, 1.0, loss="y"),
+    lambda g: revbench.jacobian(g, outputs="y", wrt="x"),
+    lambda g: revbench.vjp(g, outputs="y"),
+])
+def test_ad_of_a_plain_function_says_so(api):
+    with pytest.raises(TypeError, match="needs a reversible function .* got the plain function plain"):
+        api(plain)
+
+
+def test_jacobian_names_the_bad_output_as_an_output(f):
+    with pytest.raises(ValueError, match="outputs 'z' is not an argument"):
+        revbench.jacobian(f, outputs="z", wrt="x")
+    with pytest.raises(ValueError, match="wrt 'w' is not an argument"):
+        revbench.jacobian(f, outputs="y", wrt="w")
+
+
+def test_keyword_arguments_are_refused_as_positional_only(f):
+    y = np.zeros(2)
+    with pytest.raises(TypeError, match=r"f\(\) takes its arguments by position \(y, x\); got "
+                                        r"keyword argument\(s\) x"):
+        f(y, x=np.ones(2))
+    with pytest.raises(TypeError, match=r"grad\(f\)\(\) takes its arguments by position"):
+        revbench.grad(f, loss=("y", 0))(y, x=np.ones(2))
+    assert not y.any()
+
+
+def test_a_big_endian_array_is_refused_even_after_a_native_call(f):
+    assert f(np.zeros(2), np.ones(2))[0].tolist() == [1.0, 1.0]
+    for _ in range(2):
+        with pytest.raises(ReversibilityTypeError, match="array of >f8"):
+            f(np.zeros(2), np.ones(2, dtype=">f8"))
+
+
+def test_a_masked_array_is_refused(f):
+    x = np.ma.masked_array(np.ones(2), mask=[False, True])
+    with pytest.raises(ReversibilityTypeError, match="masked array, whose mask"):
+        f(np.zeros(2), x)
+
+
+def test_a_read_only_array_that_is_only_read_is_fine(f):
+    x = np.arange(3.0)
+    x.flags.writeable = False
+    assert f(np.zeros(3), x)[0].tolist() == [0.0, 1.0, 4.0]
+    assert revbench.grad(f, loss=("y", 2))(np.zeros(3), x)[1].tolist() == [0.0, 0.0, 4.0]
+    y = np.zeros(3)
+    y.flags.writeable = False
+    with pytest.raises(ReversibilityTypeError, match="read-only array, and f updates `y` in place"):
+        f(y, np.ones(3))
+
+
+def test_recursion_inside_a_function_is_named_as_recursion(backend):
+    def outer():
+        @revbench.reversible(backend=backend)
+        def rec(y, n):
+            if n > 0:
+                rec(y, n)
+        return rec
+
+    with pytest.raises(ReversibilityError, match="rec calls itself; recursive reversible "
+                                                 "functions are not supported"):
+        outer()(0.0, 3)
