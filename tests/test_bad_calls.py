@@ -28,7 +28,7 @@ def plain(y, x):
     lambda g: revbench.vjp(g, outputs="y"),
 ])
 def test_ad_of_a_plain_function_says_so(api):
-    with pytest.raises(TypeError, match="needs a reversible function .* got the plain function plain"):
+    with pytest.raises(TypeError, match=r"needs a reversible function .* got the plain function plain"):
         api(plain)
 
 
