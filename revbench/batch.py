@@ -34,6 +34,7 @@ import numpy as np
 
 from revbench.ad import _Backward, _param_index, _resolve_loss, _tolerance
 from revbench.backends.loader import load_module
+from revbench.backends.runtime import Interrupted, interrupted
 from revbench.config import get_tolerance
 from revbench.function import ReversibleFunction, _python_scalar
 from revbench.lang.errors import ReversibilityError, ReversibilityTypeError
@@ -145,7 +146,8 @@ class _Batched:
         backend = f._program.backend
         mod = load_module(key, source, "nb" if backend == "numba" else "py",
                           {"_rb_fwd": fwd.run, "_rb_bwd": bwd.run,
-                           "_rb_recovered": _recovered_impl(backend)})
+                           "_rb_recovered": _recovered_impl(backend),
+                           "_rb_interrupted": interrupted, "_RbInterrupted": Interrupted})
         run = mod.driver
         if backend == "numba":
             from revbench.backends.numba_backend import module_dispatcher
@@ -166,6 +168,8 @@ class _Batched:
         try:
             bad = drive(*args, seed_param, seed_flat, block_row, *blocks, *values, n,
                         atol, rtol, catol, crtol)
+        except KeyboardInterrupt:  # Ctrl-C, noticed by the compiled loop
+            raise KeyboardInterrupt from None
         except Exception as exc:  # a runtime check (or an error) inside some item
             self.reraise_for_item(args, n, exc)
             raise
@@ -244,6 +248,8 @@ def _driver_source(lay: _Layout, params: tuple[str, ...]) -> str:
             if lay.adjoint[k] and t.is_array:
                 out.append(f"    g{lane}_{k} = np.zeros_like(P{k}{'[0]' if lay.batched[k] else ''})")
     out.append("    for i in range(n):")
+    out.append("        if _rb_interrupted():  # Ctrl-C (revbench.backends.runtime.interrupted)")
+    out.append("            raise _RbInterrupted()")
     ind = " " * 8
     for k, t in enumerate(lay.sig):
         src = f"P{k}[i]" if lay.batched[k] else f"P{k}"

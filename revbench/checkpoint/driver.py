@@ -26,6 +26,7 @@ import hashlib
 from dataclasses import dataclass
 
 from revbench.backends.loader import load_module
+from revbench.backends.runtime import Interrupted, interrupted
 from revbench.checkpoint.plan import COPY, FWD, INV, LOSS, REV
 
 #: the kind of StateNotRecovered raised when an in-place reverse step misses the stored state
@@ -77,6 +78,8 @@ def driver_source(shape: DriverShape, symbols: dict[str, str]) -> str:
     ind = "    "
     emit(f"{ind}for r in range(nops):")
     ind2 = ind * 2
+    emit(f"{ind2}if _rb_interrupted():  # Ctrl-C (revbench.backends.runtime.interrupted)")
+    emit(f"{ind2}    raise _RbInterrupted()")
     emit(f"{ind2}op = ops[r, 0]")
     emit(f"{ind2}t = np.int64(ops[r, 1])")
     emit(f"{ind2}a = ops[r, 2]")
@@ -184,6 +187,7 @@ def build_driver(shape: DriverShape, kernels: dict[str, tuple[object, str]], bac
     key = hashlib.sha256(source.encode()).hexdigest()[:32]
     injected: dict[str, object] = {sym: kernels[name][0] for name, sym in symbols.items()}
     injected["_RbNotRecovered"] = StateNotRecovered
+    injected["_rb_interrupted"], injected["_RbInterrupted"] = interrupted, Interrupted
     flavour = "nb" if backend == "numba" else "py"
     mod = load_module(key, source, flavour, injected)
     if backend != "numba":

@@ -327,6 +327,8 @@ class _Executor:
             out = driver(rows, rows.shape[0], self.value, *args, self.atol, self.rtol)
         except StateNotRecovered as exc:
             raise self._not_recovered(exc) from None
+        except KeyboardInterrupt:  # Ctrl-C, noticed by the compiled driver
+            raise KeyboardInterrupt from None
         except Exception as exc:
             from revbench.backends.runtime import CheckFailed, to_user_error
 
