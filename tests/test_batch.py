@@ -199,10 +199,9 @@ def test_driver_loads_from_the_cache_in_a_new_process(tmp_path):
         ns = revbench.define("def sq(y, x):\\n    y += x * x\\n")
         g = revbench.grad(ns["sq"], loss="y", batch=(0, 1))(np.zeros(3), np.arange(3.0))
         assert list(g[1]) == [0.0, 2.0, 4.0]
-        hits = sum(sum(m._rb_dispatcher.stats.cache_hits.values())
-                   for name, m in list(sys.modules.items())
-                   if name.startswith("rbgen_") and hasattr(m, "driver")
-                   and hasattr(m, "_rb_dispatcher"))
+        from revbench.backends.numba_backend import _dispatchers
+        hits = sum(sum(d.stats.cache_hits.values()) for name, d in list(_dispatchers.items())
+                   if d.py_func.__name__ == "driver")
         print("hits", hits)
     ''')
     env = {**os.environ, "REVBENCH_CACHE_DIR": str(tmp_path)}
