@@ -107,6 +107,12 @@ class ReversibleFunction:
             sig = self._slow_signature(args)
             _FAST_SIGNATURES[key] = sig
         arrays = [(n, a) for n, a in zip(params, args) if isinstance(a, np.ndarray)]
+        for n, a in arrays:  # (per function: the signature cache above is shared)
+            if not a.flags.writeable and n in p.written_params():
+                raise ReversibilityTypeError(
+                    f"argument `{n}` of {self.__name__} is a read-only array, and "
+                    f"{self.__name__} updates `{n}` in place (pass a copy)",
+                    variable=n, function=self.name, stage="call")
         if len(arrays) > 1:
             for (n1, a1), (n2, a2) in combinations(arrays, 2):
                 if np.may_share_memory(a1, a2):
@@ -139,11 +145,6 @@ class ReversibleFunction:
                     f"argument `{name}` of {self.__name__} is a masked array, whose mask "
                     "compiled code would ignore: pass its data (`a.filled(value)` or "
                     "`a.data`) and handle the mask in your program",
-                    variable=name, function=self.name, stage="call")
-            if t.is_array and not a.flags.writeable and name in self._program.written_params():
-                raise ReversibilityTypeError(
-                    f"argument `{name}` of {self.__name__} is a read-only array, and "
-                    f"{self.__name__} updates `{name}` in place (pass a copy)",
                     variable=name, function=self.name, stage="call")
             sig.append(t)
         return tuple(sig)
@@ -181,7 +182,7 @@ class ReversibleFunction:
             return compiled.run(*call_args, atol, rtol)
         except CheckFailed as exc:
             _restore(snapshots)
-            error = to_user_error(exc)
+            error = to_user_error(exc, _tables_of(compiled))
         except KeyboardInterrupt:  # Ctrl-C, in Python or noticed by compiled code
             _restore(snapshots)
             raise KeyboardInterrupt from None
@@ -312,6 +313,18 @@ def copy_arg(a: Any) -> Any:
 
 def _python_scalar(v: Any) -> Any:
     return v.item() if isinstance(v, np.generic) else v
+
+
+def _tables_of(compiled) -> dict:
+    """The check tables of ``compiled`` and of the callees compiled into it, by module."""
+    tables: dict = {}
+    todo = [compiled]
+    while todo:
+        c = todo.pop()
+        if c.generated.module_key not in tables:
+            tables[c.generated.module_key] = c.table
+            todo.extend(dep[3] for dep in c.deps)
+    return tables
 
 
 def _interrupted_on_return(exc: BaseException) -> bool:

@@ -84,3 +84,15 @@ def test_recursion_inside_a_function_is_named_as_recursion(backend):
     with pytest.raises(ReversibilityError, match="rec calls itself; recursive reversible "
                                                  "functions are not supported"):
         outer()(0.0, 3)
+
+
+def test_the_read_only_check_is_per_function(backend):
+    """The signature cache is shared by all functions: a read-only array accepted where it
+    is only read must still be refused where it is written."""
+    fns = revbench.define("def reads(y, x):\n    y += x[0]\ndef writes(y, x):\n    x[0] += y\n",
+                          {}, backend=backend)
+    x = np.ones(2)
+    x.flags.writeable = False
+    assert fns["reads"](0.0, x)[0] == 1.0
+    with pytest.raises(ReversibilityTypeError, match="read-only array, and writes updates `x`"):
+        fns["writes"](1.0, x)

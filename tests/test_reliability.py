@@ -169,3 +169,20 @@ def test_dropped_functions_release_their_modules_and_tables():
     assert not names & set(sys.modules)
     assert not keys & set(runtime.TABLES)
     assert len(numba_backend._dispatchers) <= numba_backend._recent.maxlen + 8
+
+
+def test_two_live_functions_of_one_code_each_name_their_own_file():
+    """Identical code shares one compiled module; a failed check still names the file of
+    the function that was called, not of the one compiled last."""
+    import revbench
+
+    source = "def leak(y, x):\n    t = 0.0\n    t += x\n    y += t\n    del t\n"
+    first = revbench.define(source, {})["leak"]
+    second = revbench.define(source, {})["leak"]
+    assert first._program.ir.filename != second._program.ir.filename
+    for f in (first, second, first):
+        with pytest.raises(revbench.ReversibilityError) as err:
+            f(0.0, 2.0)
+        assert f._program.ir.filename in str(err.value)
+        other = second if f is first else first
+        assert other._program.ir.filename not in str(err.value)

@@ -11,6 +11,7 @@ variable, the expected and actual values, the function and the source line.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from revbench.lang.errors import ReversibilityError
@@ -120,10 +121,15 @@ def _fmt(v) -> str:
     return repr(v)
 
 
-def to_user_error(exc: CheckFailed) -> ReversibilityError:
-    """Turn a raw :class:`CheckFailed` into the user's :class:`ReversibilityError`."""
+def to_user_error(exc: CheckFailed, tables: Mapping[int, CheckTable] | None = None
+                  ) -> ReversibilityError:
+    """Turn a raw :class:`CheckFailed` into the user's :class:`ReversibilityError`.
+
+    ``tables`` are those of the code that was called (it and its callees): one compiled
+    module can serve several functions of the same code (a cell run again, a function
+    copied into two files), and only the caller knows which one failed."""
     key, k, expected, actual, *index = exc.args
-    table = TABLES.get(key)
+    table = (tables or {}).get(key) or TABLES.get(key)
     if table is None:  # pragma: no cover - a module loaded without its table
         return ReversibilityError(f"a reversibility check failed: {exc.args}")
     info = table.checks[k]
