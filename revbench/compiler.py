@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from revbench.backends import codegen, custom_sweep
-from revbench.backends.loader import LOCK, hold
+from revbench.backends.loader import LOCK, hold, hold_module
 from revbench.backends.runtime import TABLES, CheckTable
 from revbench.lang import ir, suggest
 from revbench.lang.check import arity_message
@@ -475,9 +475,10 @@ class Program:
 
             run = compile_python(gen, injected)
         compiled = Compiled(run, gen, table, tuple(deps))
+        # released with the last function using them (both backends share a table's key)
+        hold_module(compiled, f"rbgen_{gen.key}_{'nb' if backend == 'numba' else 'py'}")
         key = gen.module_key
-        hold(compiled, f"rbgen_{gen.key}_{'nb' if backend == 'numba' else 'py'}",
-             lambda: TABLES.pop(key, None))
+        hold(compiled, ("table", key), lambda: TABLES.pop(key, None))
         return compiled
 
 

@@ -86,6 +86,12 @@ class ReversibleFunction:
     def fastmath(self) -> bool:
         return self._program.fastmath
 
+    def __revbench_digest__(self) -> str:
+        """What this function is, for the digest of code that uses it
+        (:mod:`revbench.rules.digest`): its program, direction and options."""
+        p = self._program
+        return repr((p.ir, self._direction, p.check, p.backend, p.fastmath, p.atol, p.rtol))
+
     def __repr__(self) -> str:
         p = self._program
         extra = ("" if p.check else ", check=False") + (", fastmath=True" if p.fastmath else "")

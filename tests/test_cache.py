@@ -77,13 +77,17 @@ def fresh_cache(tmp_path, monkeypatch):
     return loader.cache_dir()
 
 
-def test_functions_linked_into_kernels_are_named_by_their_code(fresh_cache):
+def test_functions_linked_into_kernels_are_named_by_their_code(fresh_cache, monkeypatch):
     """Under one name (less Numba's per-process counter) there is one code: else a process
     loading two cached kernels links one's helper into the other (issue 21, item 0)."""
+    from revbench.rules import functions as fn_rules
+
+    monkeypatch.setattr(fn_rules, "USER_FUNCTIONS", dict(fn_rules.USER_FUNCTIONS))
+
     def scaled(k):
-        def g(x):
+        def rb_test_scaled(x):
             return k * x
-        return g
+        return rb_test_scaled
 
     ns = {"np": np}
     source = """
@@ -94,7 +98,7 @@ def test_functions_linked_into_kernels_are_named_by_their_code(fresh_cache):
         def fmul(y, n):
             y += n * 3
         def fg(y, x):
-            y += g(x)
+            y += rb_test_scaled(x)
     """
     revbench.register(scaled(1.0), [lambda x: 0.0])
     fns = revbench.define(textwrap.dedent(source), ns)

@@ -256,29 +256,32 @@ def load_module(key: str, source: str, flavour: str, injected: dict[str, object]
         return mod
 
 
-#: generated module name -> how many live owners hold it (see :func:`hold`)
-_holders: dict[str, int] = {}
+#: what live owners hold (a generated module, a check table) -> how many hold it
+_holders: dict[object, int] = {}
 
 
-def hold(owner: object, name: str, on_release: Callable[[], None] | None = None) -> None:
-    """Keep the generated module ``name`` loaded while ``owner`` lives.
+def hold(owner: object, token: object, release: Callable[[], None]) -> None:
+    """Keep what ``token`` names while ``owner`` lives; ``release()`` it when the last of
+    its owners is garbage.
 
-    A notebook redefines functions all day; each definition compiles new modules.  When
-    the last owner of a module is garbage (its function was redefined and dropped), the
-    module leaves ``sys.modules`` -- and with it its compiled code, which nothing else
-    references -- and ``on_release`` forgets what else was kept for it."""
+    A notebook redefines functions all day, and each definition compiles new modules.
+    Code shared by several functions (the same text) is released once none uses it."""
     with LOCK:
-        _holders[name] = _holders.get(name, 0) + 1
-    weakref.finalize(owner, _release, name, on_release)
+        _holders[token] = _holders.get(token, 0) + 1
+    weakref.finalize(owner, _release, token, release)
 
 
-def _release(name: str, on_release: Callable[[], None] | None) -> None:
+def hold_module(owner: object, name: str) -> None:
+    """Keep the generated module ``name`` in ``sys.modules`` while ``owner`` lives (after
+    that, nothing references its compiled code but the recently used few)."""
+    hold(owner, ("module", name), lambda: sys.modules.pop(name, None))
+
+
+def _release(token: object, release: Callable[[], None]) -> None:
     with LOCK:
-        left = _holders.get(name, 0) - 1
+        left = _holders.get(token, 0) - 1
         if left > 0:
-            _holders[name] = left
+            _holders[token] = left
             return
-        _holders.pop(name, None)
-        sys.modules.pop(name, None)
-        if on_release is not None:
-            on_release()
+        _holders.pop(token, None)
+        release()

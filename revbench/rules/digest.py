@@ -82,6 +82,8 @@ class _Walk:
             items = sorted(v, key=repr) if isinstance(v, frozenset) else v
             for k, item in enumerate(items):
                 self.value(item, f"{where}[{k}]")
+        elif hasattr(type(v), "__revbench_digest__"):  # a reversible function: its program
+            self.put("revbench", v.__revbench_digest__())
         elif isinstance(v, types.ModuleType):
             self.put("module", v.__name__)
         elif hasattr(v, "py_func") and hasattr(v, "targetoptions"):  # a Numba dispatcher
