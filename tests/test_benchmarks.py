@@ -191,3 +191,16 @@ def test_bench_checkpoint_quick_writes_json(tmp_path):
     assert {r["strategy"] for r in heat if r["framework"] == "revbench"} == {"StoreAll", "Revolve",
                                                                             "Bennett"}
     assert all(r["grad_error"] < 1e-10 for r in heat if r["framework"] == "revbench")
+
+
+@pytest.mark.slow
+def test_session_memory_runs_and_writes_json(tmp_path):
+    script = SCRIPT.parent / "session_memory.py"
+    out = tmp_path / "session.json"
+    proc = subprocess.run([sys.executable, str(script), "--runs", "8", "--out", str(out)],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    data = json.loads(out.read_text())
+    assert [s["mode"] for s in data["sessions"]] == ["same", "edited", "plain"]
+    assert all(s["rss_after_5_mb"] > 0 for s in data["sessions"])
+    assert data["interrupt"]["median_s"] > 0 and "Ctrl-C" in proc.stdout
