@@ -120,12 +120,13 @@ def external(fn: Callable | None = None, *, adjoint: Callable | None = None,
     if OUT in params:
         raise TypeError(f"external({name}): a parameter is named `{OUT}`, the name of the "
                         "output the wrapped function adds into; rename it")
+    py = getattr(fn, "py_func", fn)  # a Numba dispatcher: its Python function says the rest
     try:
-        lines, first = inspect.getsourcelines(fn)
+        lines, first = inspect.getsourcelines(py)
     except (OSError, TypeError):
-        lines, first = [], fn.__code__.co_firstlineno
-    func = ir.Function(name, (OUT, *params), (), fn.__code__.co_filename, first, tuple(lines))
-    prog = ExternalProgram(func, check=check, backend=backend, namespace=fn.__globals__,
+        lines, first = [], py.__code__.co_firstlineno
+    func = ir.Function(name, (OUT, *params), (), py.__code__.co_filename, first, tuple(lines))
+    prog = ExternalProgram(func, check=check, backend=backend, namespace=py.__globals__,
                            fn=fn, fingerprint=fn_rules.fingerprint(fn))
     view = ReversibleFunction(prog, "forward")
     view.__doc__ = fn.__doc__

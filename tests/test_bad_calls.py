@@ -96,3 +96,31 @@ def test_the_read_only_check_is_per_function(backend):
     assert fns["reads"](0.0, x)[0] == 1.0
     with pytest.raises(ReversibilityTypeError, match="read-only array, and writes updates `x`"):
         fns["writes"](1.0, x)
+
+
+def test_numba_functions_can_be_registered_and_wrapped(backend):
+    """An ``@njit`` function is a natural thing to hand over: as a registered pure function
+    and as an external one (its Python source is what revbench reads and compiles)."""
+    import numba
+
+    @numba.njit
+    def rb_test_cube(x):
+        return x * x * x
+
+    @numba.njit
+    def rb_test_square(x):
+        return x * x
+
+    from revbench.rules import functions as fn_rules
+
+    saved = dict(fn_rules.USER_FUNCTIONS)
+    try:
+        revbench.register(rb_test_cube, [lambda x: 3 * x * x])
+        f = revbench.define("def f(y, x):\n    y += rb_test_cube(x)\n", {}, backend=backend)["f"]
+        assert f(0.0, 2.0)[0] == 8.0
+        assert revbench.grad(f, loss="y")(0.0, 2.0)[1] == 12.0
+    finally:
+        fn_rules.USER_FUNCTIONS.clear()
+        fn_rules.USER_FUNCTIONS.update(saved)
+    h = revbench.external(rb_test_square, backend=backend)
+    assert h(1.0, 3.0)[0] == 10.0

@@ -116,11 +116,7 @@ def with_identity(fn: Callable, fingerprint: str) -> Callable:
     code, silently.  A name that carries the code's digest cannot collide with other
     code.  The user's own function object is left as it is.
     """
-    if hasattr(fn, "py_func"):  # a Numba dispatcher: compile a renamed copy of its Python
-        import numba
-
-        options = {k: v for k, v in fn.targetoptions.items() if k != "cache"}
-        return numba.njit(**options)(with_identity(fn.py_func, fingerprint))
+    fn = getattr(fn, "py_func", fn)  # a Numba dispatcher: a renamed copy of its Python
     code = getattr(fn, "__code__", None)
     if code is None:
         return fn
