@@ -368,3 +368,20 @@ def test_a_cache_over_its_limit_is_pruned_least_recently_used_first(tmp_path, mo
     left = sorted(e.key for e in cache_files.entries(folder))
     assert left == [f"{k:032x}" for k in range(6, 10)]  # 4 MB <= 3/4 of 6 MB, newest kept
     assert not stale.exists()
+
+
+def test_the_digest_is_the_same_in_every_process(tmp_path):
+    """String hashing differs per process (PYTHONHASHSEED): a set constant in the code
+    must not make the digest -- and so the cache key -- differ."""
+    script = tmp_path / "fp.py"
+    script.write_text(textwrap.dedent("""
+        from revbench.rules.digest import fingerprint
+        W = (1.0, "a")
+        def f(x):
+            return 1.0 if x in {"alpha", "beta", "gamma", "delta"} else W[0]
+        print(fingerprint(f))
+    """))
+    digests = {subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                              env={**os.environ, "PYTHONHASHSEED": seed}, check=True).stdout
+               for seed in ("1", "2", "3")}
+    assert len(digests) == 1, digests

@@ -131,6 +131,8 @@ class _Walk:
         for c in code.co_consts:
             if isinstance(c, types.CodeType):
                 self.code(c)
+            elif isinstance(c, frozenset):  # (`x in {"a", "b"}`: its order varies by process)
+                self.put("frozenset", sorted(map(repr, c)))
             else:
                 self.put(type(c).__name__, repr(c))
 
