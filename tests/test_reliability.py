@@ -110,40 +110,21 @@ def test_ctrl_c_stops_a_long_loop_and_restores_the_arguments(tmp_path, backend):
     assert out.strip() == "builtins KeyboardInterrupt [0.0, 1.0, 2.0]", err[-3000:]
 
 
-SESSION = """
-import ctypes, gc, os, sys, numpy as np, revbench
-
-def rss_mb():
-    gc.collect()
-    ctypes.CDLL("libc.so.6").malloc_trim(0)
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
-
-SOURCE = '''
-def step(y, x):
-    for i in range(len(x)):
-        t = 0.0
-        t += x[i] * x[i]
-        y[i] += 3.0 * t + x[i]
-        t -= x[i] * x[i]
-        del t
-'''
-for k in range(int(sys.argv[1])):
-    f = revbench.define(SOURCE, {})["step"]   # a notebook cell run again
-    f(np.zeros(3), np.ones(3))
-    revbench.grad(f, loss=("y", 0))(np.zeros(3), np.ones(3))
-    del f
-    if k == 4:
-        first = rss_mb()
-print(first, rss_mb())
-"""
+def _session_script() -> str:
+    """The session of ``benchmarks/session_memory.py`` (modes ``same``, ``edited``, ``plain``)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    try:
+        from session_memory import SESSION
+    finally:
+        sys.path.pop(0)
+    return SESSION
 
 
 def test_running_a_cell_again_all_day_keeps_memory_flat(tmp_path):
     """The same definition, 300 times (forward and gradient each): its compiled code is
     found again instead of compiled again, so memory stays where the first runs left it
     (before: +4 MB a run, never released)."""
-    p = _start(SESSION, tmp_path, "300")
+    p = _start(_session_script(), tmp_path, "same", "300")
     out, err = p.communicate(timeout=600)
     assert p.returncode == 0, err[-3000:]
     first, last = map(float, out.split())
