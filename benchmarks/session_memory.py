@@ -81,21 +81,25 @@ def step(y, x):
 print(first, rss_mb())
 """
 
+#: a compiled loop (outer loop around an inner one) stopped by SIGINT: prints when the
+#: interrupt arrived, what was raised and the caller's array (restored); argv: the backend
 INTERRUPT = """
-import sys, time, numpy as np, revbench
+import json, sys, time, numpy as np, revbench
 f = revbench.define('''
 def spin(y, x, n):
     for k in range(n):
         for i in range(x.shape[0]):
             y[i] += x[i] * 1e-9
-''', {})["spin"]
-f(np.zeros(100), np.ones(100), 10)
+''', {}, backend=sys.argv[1])["spin"]
+f(np.zeros(3), np.ones(3), 10)  # compiled
+y = np.arange(3.0)
 print("ready", flush=True)
-y = np.zeros(100)
 try:
-    f(y, np.ones(100), 10 ** 15)
-except KeyboardInterrupt:
-    print(time.perf_counter(), flush=True)
+    f(y, np.ones(3), 10 ** 15)
+    print("finished")
+except BaseException as exc:
+    print(time.perf_counter(), type(exc).__module__, type(exc).__name__,
+          json.dumps(y.tolist()).replace(" ", ""), flush=True)
 """
 
 
@@ -118,16 +122,18 @@ def interrupt_latency(repeats: int = 5) -> dict:
     delays = []
     with tempfile.TemporaryDirectory(prefix="rb_session_") as cache:
         for _ in range(repeats):
-            p = subprocess.Popen([sys.executable, "-c", INTERRUPT], env=_env(cache), text=True,
+            p = subprocess.Popen([sys.executable, "-c", INTERRUPT, "numba"], env=_env(cache),
+                                 text=True,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             assert p.stdout.readline().strip() == "ready"
             time.sleep(0.5)
             sent = time.perf_counter()
             p.send_signal(signal.SIGINT)
             out, err = p.communicate(timeout=60)
-            if p.returncode != 0 or not out.strip():
-                raise RuntimeError(f"the loop was not interrupted: {err[-2000:]}")
-            delays.append(float(out.split()[-1]) - sent)
+            fields = out.split()
+            if p.returncode != 0 or fields[2:3] != ["KeyboardInterrupt"]:
+                raise RuntimeError(f"the loop was not interrupted: {out}{err[-2000:]}")
+            delays.append(float(fields[0]) - sent)
     return {"median_s": round(statistics.median(delays), 4),
             "max_s": round(max(delays), 4), "repeats": repeats}
 

@@ -74,32 +74,22 @@ def test_first_calls_from_eight_threads_at_once(tmp_path):
     assert out.strip() == "8 []", err[-3000:]
 
 
-INTERRUPT = """
-import sys, time, numpy as np, revbench
-
-f = revbench.define('''
-def spin(y, x, n):
-    for k in range(n):
-        for i in range(x.shape[0]):
-            y[i] += x[i] * 1e-9
-        y[0] -= 0.0
-''', {}, backend=sys.argv[1])["spin"]
-f(np.zeros(3), np.ones(3), 10)  # compiled
-y = np.arange(3.0)
-print("ready", flush=True)
-try:
-    f(y, np.ones(3), 10 ** 15)
-    print("finished")
-except BaseException as exc:
-    print(type(exc).__module__, type(exc).__name__, y.tolist())
-"""
+def _benchmark_script(name: str) -> str:
+    """A script of ``benchmarks/session_memory.py``: ``SESSION`` (argv: ``same``, ``edited``
+    or ``plain``, then the number of runs) or ``INTERRUPT`` (argv: the backend)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    try:
+        import session_memory
+    finally:
+        sys.path.pop(0)
+    return getattr(session_memory, name)
 
 
 @pytest.mark.parametrize("backend", ["numba", "python"])
 def test_ctrl_c_stops_a_long_loop_and_restores_the_arguments(tmp_path, backend):
     """A plain KeyboardInterrupt, soon, with the caller's array as it was: compiled loops
     ask for pending signals; the Python backend's snapshot is restored on any exit."""
-    p = _start(INTERRUPT, tmp_path, backend)
+    p = _start(_benchmark_script("INTERRUPT"), tmp_path, backend)
     try:
         assert p.stdout.readline().strip() == "ready", p.stderr.read()[-3000:]
         time.sleep(1.0)
@@ -107,24 +97,14 @@ def test_ctrl_c_stops_a_long_loop_and_restores_the_arguments(tmp_path, backend):
         out, err = p.communicate(timeout=120)
     finally:
         p.kill()
-    assert out.strip() == "builtins KeyboardInterrupt [0.0, 1.0, 2.0]", err[-3000:]
-
-
-def _session_script() -> str:
-    """The session of ``benchmarks/session_memory.py`` (modes ``same``, ``edited``, ``plain``)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    try:
-        from session_memory import SESSION
-    finally:
-        sys.path.pop(0)
-    return SESSION
+    assert out.split()[1:] == ["builtins", "KeyboardInterrupt", "[0.0,1.0,2.0]"], err[-3000:]
 
 
 def test_running_a_cell_again_all_day_keeps_memory_flat(tmp_path):
     """The same definition, 300 times (forward and gradient each): its compiled code is
     found again instead of compiled again, so memory stays where the first runs left it
     (before: +4 MB a run, never released)."""
-    p = _start(_session_script(), tmp_path, "same", "300")
+    p = _start(_benchmark_script("SESSION"), tmp_path, "same", "300")
     out, err = p.communicate(timeout=600)
     assert p.returncode == 0, err[-3000:]
     first, last = map(float, out.split())
