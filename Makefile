@@ -56,14 +56,14 @@ site: $(VENV)/.installed-site
 
 test: setup-test
 	$(PY) -m ruff check revbench tests benchmarks
-	$(PY) -m pytest
-	$(PY) -m pytest -m slow
+	$(PY) -m pytest -n auto --dist loadfile
+	$(PY) -m pytest -m slow -n auto --dist loadfile
 
 test-quick: setup-test
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto --dist loadfile
 
 test-slow: setup-test
-	$(PY) -m pytest -m slow
+	$(PY) -m pytest -m slow -n auto --dist loadfile
 
 lint: setup-test
 	$(PY) -m ruff check revbench tests benchmarks

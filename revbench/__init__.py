@@ -16,6 +16,7 @@ from revbench.rules.adjoints import custom_adjoint, remove_adjoint
 from revbench.rules.functions import register
 from revbench.second_order import hessian, hvp
 from revbench.testing import check_inverse
+from revbench.tiering import set_tiered
 from revbench.tracing import trace
 
 if TYPE_CHECKING:  # the widget module imports ipywidgets: only on demand
@@ -44,11 +45,23 @@ __all__ = [
     "remove_adjoint",
     "reversible",
     "routine",
+    "set_tiered",
     "set_tolerance",
     "trace",
     "value_and_grad",
     "vjp",
 ]
+
+
+def _show_background_compilation() -> None:
+    """The notebook's "compiling ... in the background" line (:mod:`revbench.jupyter.status`;
+    IPython itself is imported only when a compilation is queued inside it)."""
+    from revbench.jupyter.status import install
+
+    install()
+
+
+_show_background_compilation()
 
 
 def debug(f: ReversibleFunction, *args: object, loss: object = None,

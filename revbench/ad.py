@@ -146,8 +146,7 @@ class _Backward:
     def prepare(self, args: tuple, lanes: int = 1):
         f = self.f
         sig = f.signature_of(args)
-        p = f._program
-        backward = p.compile(self.direction, p.backend, p.check, sig, lanes, self.inactive)
+        backward = f._code_for_call(sig, self.direction, lanes, self.inactive)
         return sig, backward
 
     def has_adjoint(self, name: str, t: VarType) -> bool:

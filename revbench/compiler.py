@@ -64,6 +64,9 @@ class Compiled:
     deps: tuple = ()
     #: the value of the program generation when ``deps`` were last known to be current
     generation: int = 0
+    #: tiered execution (:mod:`revbench.tiering`): "" not yet asked, "tier" calls may run
+    #: interpreted while it compiles, "done" it is compiled (or must never be tiered)
+    tier_state: str = ""
 
 
 #: Bumped whenever a reversible function is created: from then on a callee's name may

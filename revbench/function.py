@@ -22,11 +22,13 @@ from typing import Any, overload
 
 import numpy as np
 
+from revbench import tiering
 from revbench.backends.runtime import TABLES, CheckFailed, to_user_error
 from revbench.compiler import BACKENDS, Program, lookup_name
 from revbench.config import get_tolerance
 from revbench.lang.check import check_calls, check_function
 from revbench.lang.errors import ReversibilityError, ReversibilitySyntaxError, ReversibilityTypeError
+from revbench.lang.ir import Print, walk_stmts
 from revbench.lang.parse import SourceInfo, parse_definition, parse_function
 from revbench.lang.types import VarType, guess_signature, type_of_value
 
@@ -159,13 +161,30 @@ class ReversibleFunction:
         p = self._program
         return p.compile(self._direction, p.backend, p.check, signature)
 
+    def _code_for_call(self, signature: tuple[VarType, ...], direction: str | None = None,
+                       lanes: int = 1, inactive: frozenset[str] = frozenset()):
+        """What a call runs: the compiled code, or -- with tiering on and the code not yet
+        compiled -- a :class:`revbench.tiering.Tiered` choice made per call."""
+        p = self._program
+        direction = direction or self._direction
+        compiled = p.compile(direction, p.backend, p.check, signature, lanes, inactive)
+        if p.backend != "numba" or compiled.tier_state == "done" or not tiering.enabled():
+            return compiled
+        if not compiled.tier_state:
+            compiled.tier_state = "tier" if _tierable(p, compiled) else "done"
+            if compiled.tier_state == "done":
+                return compiled
+        return tiering.Tiered(compiled, lambda: p.compile(direction, "python", p.check,
+                                                          signature, lanes, inactive),
+                              f"{p.ir.name} ({direction})")
+
     def __call__(self, *args: Any, **kwargs: Any) -> tuple:
         __tracebackhide__ = True  # pytest (and IPython, above the last frame) skip this frame
         if kwargs:
             raise positional_only(self.__name__, self.params, kwargs)
         try:
             sig = self.signature_of(args)
-            compiled = self.compiled(sig)
+            compiled = self._code_for_call(sig)
         except (ReversibilityError, TypeError) as exc:
             # A user's mistake: show where they called, not the compiler's insides.
             raise exc.with_traceback(None) from None
@@ -179,13 +198,27 @@ class ReversibleFunction:
         p = self._program
         atol, rtol = get_tolerance()
         call_args = [a.item() if isinstance(a, np.generic) else a for a in args]
+        tiered, job = compiled, None
+        if isinstance(compiled, tiering.Tiered):
+            compiled, job = tiered.choose([*call_args, atol, rtol])
+            if job is None:  # compiled: later calls need not ask
+                compiled.tier_state = "done"
         snapshots = []
-        if p.check:  # so a failed check loses nothing: keep what the code may overwrite
+        if p.check or job is not None:
+            # so a failed check (or an interpreted run stopped for the compiled code) loses
+            # nothing: keep what the code may overwrite
             written = p.written_params()
             snapshots = [(a, a.copy()) for name, a in zip(p.ir.params, args)
                          if isinstance(a, np.ndarray) and name in written]
+            if job is not None:  # a reverse sweep's adjoints, beyond the parameters
+                snapshots += [(a, a.copy()) for a in args[len(p.ir.params):]
+                              if isinstance(a, np.ndarray)]
         try:
-            return compiled.run(*call_args, atol, rtol)
+            with tiering.watching(job):
+                return compiled.run(*call_args, atol, rtol)
+        except tiering.Promote:  # the compiled code is ready: it runs the call instead
+            _restore(snapshots)
+            return self._execute(tiered.compiled, args)
         except CheckFailed as exc:
             _restore(snapshots)
             error = to_user_error(exc, _tables_of(compiled))
@@ -331,6 +364,30 @@ def _tables_of(compiled) -> dict:
             tables[c.generated.module_key] = c.table
             todo.extend(dep[3] for dep in c.deps)
     return tables
+
+
+def _tierable(p: Program, compiled) -> bool:
+    """Whether a call of ``compiled`` may run interpreted while it compiles: only code
+    whose two backends agree bit for bit and that Numba compiles whenever Python runs it
+    (no user function, external function or custom adjoint inside), with no output a
+    stopped run would repeat (:mod:`revbench.tiering`)."""
+    if p.fastmath:
+        return False
+    todo, seen = [(p, compiled)], set()
+    while todo:
+        prog, c = todo.pop()
+        if id(c) in seen:
+            continue
+        seen.add(id(c))
+        if prog.opaque or prog.custom_adjoint() is not None or any(
+                isinstance(st, Print) for st in walk_stmts(prog.ir.body)):
+            return False
+        for rule in c.generated.globals_needed.values():
+            fn = getattr(rule, "user_function", None)
+            if fn is not None and getattr(fn, "__module__", "") != "revbench.backends.runtime":
+                return False
+        todo.extend((dep[1], dep[3]) for dep in c.deps)
+    return True
 
 
 def _interrupted_on_return(exc: BaseException) -> bool:

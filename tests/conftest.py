@@ -28,3 +28,23 @@ def make(backend):
         return fns if all else list(fns.values())[-1]
 
     return _make
+
+
+@pytest.fixture(autouse=True)
+def _tiering_as_in_use(request, monkeypatch):
+    """Tiered execution as users meet it: on in a notebook (the ``ip`` shell's tests), off
+    in scripts.  (Once a test created the shell, ``get_ipython()`` finds it in every later
+    test of the process: ``auto`` alone would make the order of tests matter.)"""
+    from revbench import tiering
+
+    mode = "auto" if "ip" in request.fixturenames else "off"
+    monkeypatch.setitem(tiering._state, "mode", mode)
+
+
+@pytest.fixture
+def untiered(monkeypatch):
+    """Compiled code from the first call, also inside IPython (where tiering is on by
+    default): for tests of what compiled code itself does."""
+    from revbench import tiering
+
+    monkeypatch.setitem(tiering._state, "mode", "off")

@@ -307,7 +307,7 @@ def test_an_index_out_of_range_under_numba_is_shown_at_its_line(ip, flags):
     assert_unchanged(ip, before)
 
 
-def test_the_replay_works_on_copies_and_runs_once(ip, monkeypatch):
+def test_the_replay_works_on_copies_and_runs_once(ip, monkeypatch, untiered):
     run_ok(ip, "a = np.array([1.0, 2.0, 3.0])\nkeep = a\ny = 0.0")
     replays = []
     real = cell_module.CellProgram._replay
@@ -328,7 +328,7 @@ def test_the_replay_works_on_copies_and_runs_once(ip, monkeypatch):
     assert ip.user_ns["y"] == 0.0
 
 
-def test_a_replay_that_would_take_too_long_falls_back_to_the_hint(ip, monkeypatch):
+def test_a_replay_that_would_take_too_long_falls_back_to_the_hint(ip, monkeypatch, untiered):
     monkeypatch.setattr(cell_module, "REPLAY_SECONDS", 0.0)
     run_ok(ip, "a = np.zeros(3)\ny = 0.0")
     ran = run(ip, "%%reversible\nfor i in range(100000):\n    y += 1.0\ny += a[7]\n")

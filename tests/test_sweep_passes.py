@@ -19,6 +19,7 @@ import time
 
 import numpy as np
 import pytest
+from generated_text import plain
 
 import revbench
 from revbench import grad, reversible, value_and_grad
@@ -99,7 +100,7 @@ def test_rows_program_values_and_gradients(backend, check):
 
 
 def _sweep(f, *args):
-    return f.source("adjoint", *args)
+    return plain(f.source("adjoint", *args))
 
 
 @pytest.mark.parametrize("check", [True, False])

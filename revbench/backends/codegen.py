@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from revbench.backends import runtime
+from revbench.backends import libm, runtime
 from revbench.backends.runtime import POLL_MASK, CheckInfo
 from revbench.lang import ir
 from revbench.lang.text import conditional_syntax, expr_text
@@ -41,7 +41,7 @@ def _helpers_fingerprint() -> str:
     caller compiled against an older callee's cached code would mix the two)."""
     here = Path(__file__).resolve().parent
     digest = hashlib.sha256()
-    for name in ("runtime.py", "numba_backend.py"):
+    for name in ("runtime.py", "numba_backend.py", "libm.py"):
         digest.update((here / name).read_bytes())
     return digest.hexdigest()[:12]
 
@@ -155,6 +155,10 @@ INT_HELPERS: dict[str, fn_rules.FunctionRule] = {
 _INT64_MIN_CODE = "(-9223372036854775807 - 1)"
 #: what a float shift calls when its result is not finite (it decides which check failed)
 SHIFT_FAILED = _helper_rule("shift_failed", runtime.shift_failed, 5)
+#: what a checked float ``+=`` / ``-=`` calls under Numba: the update and its check in one
+#: function (typed once, inlined by LLVM), rather than a copy of the check at every update
+SHIFT_HELPERS = {"+=": _helper_rule("fadd", runtime.float_add, 4),
+                 "-=": _helper_rule("fsub", runtime.float_sub, 4)}
 
 
 # --------------------------------------------------------------------------- #
@@ -215,6 +219,7 @@ class Emitter:
         self._views: dict[int, tuple[ir.Elem, tuple]] = {}  # id(sub-array) -> (it, its codes)
         self._loops = 0  # loops around the statement being generated
         self.interruptible = False  # whether a loop polls for Ctrl-C
+        self.uses_libm = False  # whether an expression calls revbench.backends.libm
         self.polls = False  # whether one counts iterations between polls (from the prologue)
         #: array elements held in a local across the loops being generated -> the local
         self._promoted: dict[ir.Elem, str] = {}
@@ -294,6 +299,11 @@ class Emitter:
                     return self.int_helper("abs", e, *args)  # abs(-2**63) overflows
                 if rule.name == "abs" and d == "int" and self.opt.wrap_ints:
                     return f"_rb_int_wrap(abs({args[0]}))"
+            if (self.opt.backend == "python" and rule.name in libm.FUNCTIONS
+                    and all(t != "complex" for t in dts)):
+                # the C library's function, as compiled code calls: bit-identical results
+                self.uses_libm = True
+                return f"_rb_libm.{rule.name}({', '.join(args)})"
             return f"{rule.impl}({', '.join(args)})"
         if isinstance(e, ir.Len):
             return f"{e.name}.shape[0]"
@@ -566,6 +576,14 @@ class Emitter:
         shift by an infinite or nan operand (``inf - inf`` is nan), or a finite target
         made infinite (an overflow).  The update itself is written as is; the common case
         costs a register copy of the old value and one comparison of the result."""
+        if self.opt.backend == "numba" and self.dtype(s.target) == "float":
+            helper = SHIFT_HELPERS[s.op]
+            self.user_functions[helper.impl] = helper
+            k = self.check("nonfinite", expr_text(s.value), s.loc, s.op)
+            self.check("result", expr_text(s.target), s.loc,
+                       f"{expr_text(s.target)} {s.op} {expr_text(s.value)}")  # k + 1
+            self.emit(f"{target} = {helper.impl}({target}, {value}, _RB_MODULE, {k})", s.loc)
+            return
         old = self.tmp("o")
         self.emit(f"{old} = {target}", s.loc)
         self.emit(f"{target} {op}= {value}", s.loc)
@@ -1107,6 +1125,8 @@ def generate(typed: TypedFunction, direction: str, options: Options,
         header.append("from revbench.backends.runtime import CheckFailed as _RbCheckFailed")
     if options.wrap_ints:
         header.append("from revbench.backends.runtime import int_wrap as _rb_int_wrap")
+    if em.uses_libm:
+        header.append("from revbench.backends import libm as _rb_libm")
     body_text = "\n".join(header + em.lines) + "\n"
     key = hashlib.sha256(body_text.encode()).hexdigest()[:32]
     module_key = int(key[:15], 16)

@@ -104,3 +104,16 @@ def jit(fn: Callable, cache: bool = True, **options) -> Callable:
         except Exception as exc:  # no usable locator: compile without caching
             warn_once("numba-locate", f"revbench: compiled code cannot be cached ({exc})")
     return dispatcher
+
+
+def is_cached(dispatcher, signature: tuple) -> bool:
+    """Whether the disk cache holds ``dispatcher``'s machine code for ``signature`` (Numba
+    argument types): a call would load it in milliseconds rather than compile it."""
+    cache = getattr(dispatcher, "_cache", None)
+    if not isinstance(cache, KernelCache):
+        return False
+    try:
+        key = cache._index_key(signature, dispatcher.targetctx.codegen())
+        return key in cache._cache_file._load_index()
+    except Exception:  # unreadable: the call's own load decides (and warns)
+        return False

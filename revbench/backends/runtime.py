@@ -36,8 +36,23 @@ POLL_MASK = 65535
 def interrupted() -> bool:
     """Whether an interrupt is pending.  Compiled code polls this in long-running loops,
     where the interpreter cannot deliver Ctrl-C (Numba's version runs Python's signal
-    handlers: ``numba_backend``); plain Python receives it by itself."""
+    handlers: ``numba_backend``); plain Python receives it by itself.
+
+    Under the Python backend it also runs the polls registered with
+    :func:`register_poll` (tiered execution stops an interpreted run there once the
+    compiled code is ready: :mod:`revbench.tiering`)."""
+    for poll in _POLLS:
+        poll()
     return False
+
+
+_POLLS: list = []
+
+
+def register_poll(poll) -> None:
+    """Have interpreted code's loop polls call ``poll()`` (which may raise to stop the run)."""
+    if poll not in _POLLS:
+        _POLLS.append(poll)
 
 
 @dataclass(frozen=True)
@@ -238,6 +253,24 @@ def shift_failed(old, new, value, module, k):
         raise CheckFailed(module, k, 0, value)
     if abs(old.real) < math.inf and abs(old.imag) < math.inf:
         raise CheckFailed(module, k + 1, old, new)
+
+
+def float_add(old, value, module, k):
+    """``old + value``, checked as a float ``+=`` is (:func:`shift_failed`): compiled code
+    calls this one function instead of inlining the check at every update -- the same
+    machine code once LLVM has inlined it, and a fraction of the code for Numba to type."""
+    new = old + value
+    if not (abs(new.real) < math.inf and abs(new.imag) < math.inf):
+        shift_failed(old, new, value, module, k)
+    return new
+
+
+def float_sub(old, value, module, k):
+    """``old - value``, checked as a float ``-=`` is (:func:`float_add`)."""
+    new = old - value
+    if not (abs(new.real) < math.inf and abs(new.imag) < math.inf):
+        shift_failed(old, new, value, module, k)
+    return new
 
 
 # --------------------------------------------------------------------------- #

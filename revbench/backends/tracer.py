@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from revbench.backends import codegen
+from revbench.backends import codegen, libm
 from revbench.backends.runtime import (
     FLOAT_HUGE,
     FLOAT_TINY,
@@ -196,7 +196,7 @@ def _wrapping(op: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     return lambda a, b: int_wrap(op(a, b))
 
 
-_BASE_GLOBALS = {"_rb_math": math, "_rb_np": np, "_rb_loop_sum": loop_sum,
+_BASE_GLOBALS = {"_rb_math": math, "_rb_np": np, "_rb_libm": libm, "_rb_loop_sum": loop_sum,
                  "_rb_loop_extreme": loop_extreme, "_rb_int_wrap": int_wrap,
                  "__builtins__": builtins.__dict__}
 _ZERO = {"bool": False, "int": 0, "float": 0.0, "complex": 0j}
