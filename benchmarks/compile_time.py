@@ -19,6 +19,10 @@ Each revbench case is measured twice:
   interpreted while Numba compiles in the background (:mod:`revbench.tiering`); the
   column ``compiled_s`` says when the compiled code was ready.
 
+``gmm_edit`` runs the GMM gradient in a real IPython shell's cell, waits for it to compile,
+then edits one character of the cell and times running it again (the edited function is
+new code: it compiles anew).
+
 The references, each in a fresh process too: the hand-written ``@njit`` GMM gradient of the
 same loops (``natural_reference.gmm_value_and_grad``, the cost of compiling those loops
 without revbench) and JAX's ``jit`` of the same functions where JAX is installed.
@@ -92,6 +96,26 @@ REVBENCH_CASES = {
         t = time.perf_counter(); J = jac(np.zeros((data[2].shape[0], 3)), *data)
         first = time.perf_counter() - t
         value = float(np.abs(J).sum())
+    """),
+    "gmm_edit": ("GMM in an IPython cell: one character edited, the cell run again", """
+        import inspect, revbench, natural_programs as P
+        from IPython.core.interactiveshell import InteractiveShell
+        t_import = time.perf_counter() - t0
+        shell = InteractiveShell.instance()
+        shell.user_ns.update(np=np, P=P, gmm_args=gmm_args)
+        body = inspect.getsource(P.gmm_objective_src)
+        cell = ("import math\nimport revbench\nfrom revbench import reversible, routine\n"
+                "from revbench.lib import logsumexp\n@reversible\n" + body +
+                "vg = revbench.value_and_grad(gmm_objective_src, loss='err', "
+                "wrt=('alphas', 'means', 'icf'))\n"
+                "(out, grads) = vg(*gmm_args, P.wishart_constant(1.0, 0, 10))\n")
+        assert shell.run_cell(cell).success
+        revbench.tiering.wait()           # the user looked at the result; it compiled
+        edited = cell.replace("- 0.5 * np.dot(qx, qx)", "- 0.6 * np.dot(qx, qx)")
+        assert edited != cell
+        t = time.perf_counter(); ran = shell.run_cell(edited); first = time.perf_counter() - t
+        assert ran.success
+        value = shell.user_ns["out"][0]
     """),
     "mlp_grad": ("12-line MLP loss, first forward then value_and_grad, checks on", """
         import revbench, compile_programs as C
@@ -211,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="+", choices=sorted(REVBENCH_CASES), default=None)
     ap.add_argument("--out", type=Path, default=HERE / "results" / "compile_time.json")
     args = ap.parse_args(argv)
-    cases = args.only or (["gmm_grad", "gmm_grad_unchecked", "mlp_grad"] if args.quick
+    cases = args.only or (["gmm_grad", "gmm_grad_unchecked", "gmm_edit", "mlp_grad"] if args.quick
                           else list(REVBENCH_CASES))
     setup = _SETUP.format(here=str(HERE))
     started = time.perf_counter()

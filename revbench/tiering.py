@@ -94,8 +94,8 @@ class Job:
     error: BaseException | None = None
     #: what is compiled, for people: ``"gmm (forward)"``
     label: str = ""
-    #: whether a call already ran interpreted while this compiled
-    interpreted: bool = False
+    #: seconds the calls run interpreted while this compiled have taken
+    interpreted: float = 0.0
     #: seconds the compilation took (set when it ends)
     seconds: float = 0.0
 
@@ -242,16 +242,15 @@ class Tiered:
             if is_cached(dispatcher, signature):
                 return self.compiled, None  # loading it takes milliseconds
             job = _submit(self.compiled, signature, self.label)
-        if job.interpreted and not job.ready.is_set():
-            # One call ran interpreted already (the first result is out).  Another would
-            # take the interpreter lock from the compiling thread -- a loop of interpreted
-            # calls slows compilation several times over -- so wait for it instead.
+        if job.interpreted >= INTERPRETED_BUDGET and not job.ready.is_set():
+            # The calls run interpreted have had their time (the first results are out):
+            # more would keep taking the interpreter lock from the compiling thread -- a
+            # loop of interpreted calls slows compilation several times over -- so wait.
             stats["waited"] += 1
             _wait_for(job)
         if job.ready.is_set():
             # done (or failed: the call compiles again in this thread and raises its error)
             return self.compiled, None
-        job.interpreted = True
         stats["interpreted"] += 1
         return self.interpreted(), job
 
@@ -260,9 +259,10 @@ class Promote(Exception):
     """Raised inside an interpreted run when its compiled code has become ready."""
 
 
-#: the longest an interpreted run may go on (seconds) before it stops and waits for the
-#: compiled code instead: the interpreter is 10-1000x slower than compiled code, and while
-#: it runs it slows the compiling thread down (they share the interpreter lock)
+#: how long (seconds, all calls together) code may run interpreted while it compiles;
+#: past that a run stops and waits for the compiled code: the interpreter is 10-1000x
+#: slower than compiled code, and while it runs it slows the compiling thread down (they
+#: share the interpreter lock)
 INTERPRETED_BUDGET = 2.0
 #: the interpreter's thread switch interval while an interpreted run and a compilation go
 #: on together: Numba's compiler releases the interpreter lock in each of its ~10^4 calls
@@ -298,7 +298,8 @@ class watching:
         self.saved = getattr(_watch, "job", None), getattr(_watch, "deadline", 0.0)
         _watch.job = self.job
         if self.job is not None:
-            _watch.deadline = time.perf_counter() + INTERPRETED_BUDGET
+            self.start = time.perf_counter()
+            _watch.deadline = self.start + max(0.0, INTERPRETED_BUDGET - self.job.interpreted)
             self.interval = sys.getswitchinterval()
             sys.setswitchinterval(min(self.interval, SWITCH_INTERVAL))
         return self
@@ -306,4 +307,5 @@ class watching:
     def __exit__(self, *exc) -> None:
         _watch.job, _watch.deadline = self.saved
         if self.job is not None:
+            self.job.interpreted += time.perf_counter() - self.start
             sys.setswitchinterval(self.interval)
