@@ -133,17 +133,17 @@ def test_an_interpreted_run_past_its_budget_waits_for_the_compiled_code(tiered, 
 
 
 def test_a_failed_check_in_the_interpreted_run_names_the_line_and_loses_nothing(tiered):
-    f = define("""
+    f = define(unique_source("""
 @reversible
 def f(y, x):
     for i in range(len(x)):
         with routine:
             t = 0.0
-            t += x[i] * 2.0
+            t += x[i] * SCALE
         y[i] += t
         x[i] += 1.0
         ~routine
-""")
+"""))
     y, x = np.zeros(3), np.array([1.0, 2.0, 3.0])
     with pytest.raises(revbench.ReversibilityError) as info:
         f(y, x)
