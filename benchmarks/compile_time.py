@@ -104,11 +104,11 @@ REVBENCH_CASES = {
         shell = InteractiveShell.instance()
         shell.user_ns.update(np=np, P=P, gmm_args=gmm_args)
         body = inspect.getsource(P.gmm_objective_src)
-        cell = ("import math\nimport revbench\nfrom revbench import reversible, routine\n"
-                "from revbench.lib import logsumexp\n@reversible\n" + body +
+        cell = ("import math\\nimport revbench\\nfrom revbench import reversible, routine\\n"
+                "from revbench.lib import logsumexp\\n@reversible\\n" + body +
                 "vg = revbench.value_and_grad(gmm_objective_src, loss='err', "
-                "wrt=('alphas', 'means', 'icf'))\n"
-                "(out, grads) = vg(*gmm_args, P.wishart_constant(1.0, 0, 10))\n")
+                "wrt=('alphas', 'means', 'icf'))\\n"
+                "(out, grads) = vg(*gmm_args, P.wishart_constant(1.0, 0, 10))\\n")
         assert shell.run_cell(cell).success
         revbench.tiering.wait()           # the user looked at the result; it compiled
         edited = cell.replace("- 0.5 * np.dot(qx, qx)", "- 0.6 * np.dot(qx, qx)")

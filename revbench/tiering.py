@@ -264,10 +264,6 @@ class Promote(Exception):
 #: slower than compiled code, and while it runs it slows the compiling thread down (they
 #: share the interpreter lock)
 INTERPRETED_BUDGET = 2.0
-#: the interpreter's thread switch interval while an interpreted run and a compilation go
-#: on together: Numba's compiler releases the interpreter lock in each of its ~10^4 calls
-#: into LLVM, and waits up to the interval (5 ms by default) to get it back
-SWITCH_INTERVAL = 0.0005
 
 _watch = threading.local()
 
@@ -300,12 +296,9 @@ class watching:
         if self.job is not None:
             self.start = time.perf_counter()
             _watch.deadline = self.start + max(0.0, INTERPRETED_BUDGET - self.job.interpreted)
-            self.interval = sys.getswitchinterval()
-            sys.setswitchinterval(min(self.interval, SWITCH_INTERVAL))
         return self
 
     def __exit__(self, *exc) -> None:
         _watch.job, _watch.deadline = self.saved
         if self.job is not None:
             self.job.interpreted += time.perf_counter() - self.start
-            sys.setswitchinterval(self.interval)
