@@ -201,7 +201,11 @@ def _run(script: str, env: dict) -> dict | None:
                           text=True, timeout=900)
     if proc.returncode != 0:
         raise RuntimeError(f"benchmark process failed:\n{proc.stderr[-4000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    # the last line that is the record (an IPython shell may print status lines after it)
+    for line in reversed(proc.stdout.strip().splitlines()):
+        if line.startswith(("{", "null")):
+            return json.loads(line)
+    raise RuntimeError(f"benchmark process printed no record:\n{proc.stdout[-4000:]}")
 
 
 def _processes(script: str, tiered: str | None, reps: int) -> dict | None:

@@ -117,6 +117,9 @@ def warm(cpus: list[str], strict: bool) -> int:
     os.environ["REVBENCH_CACHE_DIR"] = str(cache)
     os.environ.setdefault("JUPYTER_PREFER_ENV_PATH", "1")  # this environment's kernel
     os.environ.setdefault("MPLBACKEND", "Agg")
+    # compile every call before it runs: a tiered kernel (a notebook's default) would run
+    # it interpreted and could end before the background compilation is saved
+    os.environ["REVBENCH_TIERED"] = "0"
     (cache / CPU_FILE).write_text(json.dumps(numba_cpu()))
     failures = 0
     before = _files()

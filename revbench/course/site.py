@@ -134,13 +134,16 @@ def for_static_page(nb: Any) -> Any:
 
 def execute(path: Path, timeout: int = CELL_TIMEOUT_S) -> Any:
     """``path`` executed top to bottom on a fresh ``python3`` kernel started in its folder,
-    with ``REVBENCH_STATIC_DEBUGGER=1`` in the kernel's environment."""
+    with ``REVBENCH_STATIC_DEBUGGER=1`` (and ``REVBENCH_TIERED=0``) in the kernel's environment."""
     import nbclient
     import nbformat
 
     nb = nbformat.read(path, as_version=4)
     env = dict(os.environ)
     env[STATIC_ENV] = "1"
+    # each call compiled before it runs, as before tiering: the page shows no "compiling in
+    # the background" lines, and a cell that times a call times the compiled code
+    env.setdefault("REVBENCH_TIERED", "0")
     env.setdefault("JUPYTER_PREFER_ENV_PATH", "1")  # this environment's python3 kernel
     os.environ.setdefault("JUPYTER_PREFER_ENV_PATH", "1")  # ... found by this process
     client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=timeout,
