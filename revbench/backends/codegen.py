@@ -155,10 +155,6 @@ INT_HELPERS: dict[str, fn_rules.FunctionRule] = {
 _INT64_MIN_CODE = "(-9223372036854775807 - 1)"
 #: what a float shift calls when its result is not finite (it decides which check failed)
 SHIFT_FAILED = _helper_rule("shift_failed", runtime.shift_failed, 5)
-#: what a checked float ``+=`` / ``-=`` calls under Numba: the update and its check in one
-#: function (typed once, inlined by LLVM), rather than a copy of the check at every update
-SHIFT_HELPERS = {"+=": _helper_rule("fadd", runtime.float_add, 4),
-                 "-=": _helper_rule("fsub", runtime.float_sub, 4)}
 
 
 # --------------------------------------------------------------------------- #
@@ -576,14 +572,6 @@ class Emitter:
         shift by an infinite or nan operand (``inf - inf`` is nan), or a finite target
         made infinite (an overflow).  The update itself is written as is; the common case
         costs a register copy of the old value and one comparison of the result."""
-        if self.opt.backend == "numba" and self.dtype(s.target) == "float":
-            helper = SHIFT_HELPERS[s.op]
-            self.user_functions[helper.impl] = helper
-            k = self.check("nonfinite", expr_text(s.value), s.loc, s.op)
-            self.check("result", expr_text(s.target), s.loc,
-                       f"{expr_text(s.target)} {s.op} {expr_text(s.value)}")  # k + 1
-            self.emit(f"{target} = {helper.impl}({target}, {value}, _RB_MODULE, {k})", s.loc)
-            return
         old = self.tmp("o")
         self.emit(f"{old} = {target}", s.loc)
         self.emit(f"{target} {op}= {value}", s.loc)

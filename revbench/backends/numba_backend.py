@@ -9,7 +9,6 @@ Typing failures are translated back to the user's line.
 from __future__ import annotations
 
 import collections
-import math
 import re
 import types
 import weakref
@@ -281,27 +280,6 @@ def _checked_int_impls() -> dict[Callable, Callable]:
     _int_impls.update({runtime.int_add: checked(add, "int_add"),
                        runtime.int_sub: checked(sub, "int_sub"),
                        runtime.int_mul: checked(mul, "int_mul")})
-
-    import numba
-
-    shift_failed = numba.njit(_named(with_identity(runtime.shift_failed, "impl"),
-                                     "rb_shift_failed_impl"))
-
-    def float_add(old, value, module, k):
-        new = old + value
-        if not abs(new) < math.inf:
-            shift_failed(old, new, value, module, k)
-        return new
-
-    def float_sub(old, value, module, k):
-        new = old - value
-        if not abs(new) < math.inf:
-            shift_failed(old, new, value, module, k)
-        return new
-
-    # (float targets only: codegen keeps complex shifts inline)
-    _int_impls.update({runtime.float_add: _named(float_add, "rb_checked_float_add"),
-                       runtime.float_sub: _named(float_sub, "rb_checked_float_sub")})
     return _int_impls
 
 

@@ -255,24 +255,6 @@ def shift_failed(old, new, value, module, k):
         raise CheckFailed(module, k + 1, old, new)
 
 
-def float_add(old, value, module, k):
-    """``old + value``, checked as a float ``+=`` is (:func:`shift_failed`): compiled code
-    calls this one function instead of inlining the check at every update -- the same
-    machine code once LLVM has inlined it, and a fraction of the code for Numba to type."""
-    new = old + value
-    if not (abs(new.real) < math.inf and abs(new.imag) < math.inf):
-        shift_failed(old, new, value, module, k)
-    return new
-
-
-def float_sub(old, value, module, k):
-    """``old - value``, checked as a float ``-=`` is (:func:`float_add`)."""
-    new = old - value
-    if not (abs(new.real) < math.inf and abs(new.imag) < math.inf):
-        shift_failed(old, new, value, module, k)
-    return new
-
-
 # --------------------------------------------------------------------------- #
 # Checked int64 arithmetic (generated code with checks on calls these)
 # --------------------------------------------------------------------------- #
