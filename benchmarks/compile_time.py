@@ -203,8 +203,10 @@ def _run(script: str, env: dict) -> dict | None:
         raise RuntimeError(f"benchmark process failed:\n{proc.stderr[-4000:]}")
     # the last line that is the record (an IPython shell may print status lines after it)
     for line in reversed(proc.stdout.strip().splitlines()):
-        if line.startswith(("{", "null")):
-            return json.loads(line)
+        if line.strip() == "null":
+            return None
+        if '{"' in line:
+            return json.loads(line[line.index('{"'):])
     raise RuntimeError(f"benchmark process printed no record:\n{proc.stdout[-4000:]}")
 
 

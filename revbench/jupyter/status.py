@@ -3,8 +3,8 @@
 :mod:`revbench.tiering` runs a first call interpreted while Numba compiles it; a person
 should see that something is happening -- and that the results are already the compiled
 code's -- rather than wonder why the next call waits.  The line appears under the cell
-that started the compilation and is updated in place when it ends.  Outside IPython, and
-in a terminal IPython after the first line, nothing is shown.
+that started the compilation and, in Jupyter, is updated in place when it ends.  Outside
+IPython nothing is shown; a terminal IPython shows the first line only.
 """
 
 from __future__ import annotations
@@ -44,7 +44,8 @@ def on_event(event: str, job: tiering.Job) -> None:
     elif event == "done":
         with _lock:
             handle = _shown.pop(id(job), None)
-        if handle is not None:
+        # Jupyter updates the line in place; a terminal would print it into the prompt
+        if handle is not None and type(get_ipython()).__name__ == "ZMQInteractiveShell":
             handle.update({"text/plain": _text(job)}, raw=True)
 
 
