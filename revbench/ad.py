@@ -27,6 +27,7 @@ import numpy as np
 
 from revbench.config import get_tolerance
 from revbench.function import ReversibleFunction, _python_scalar, copy_arg, positional_only
+from revbench.gpu import check_device
 from revbench.lang.errors import ReversibilityError, ReversibilityTypeError
 from revbench.lang.types import VarType
 from revbench.transforms.adjoint import DIFFERENTIABLE
@@ -281,7 +282,7 @@ def _not_recovered(name: str, b: np.ndarray, a: np.ndarray, exact: bool, atol: f
 
 
 def value_and_grad(f: ReversibleFunction, loss: Loss, wrt: Any = None, batch: Any = None,
-                   _keep_values: bool = True,
+                   device: str = "cpu", _keep_values: bool = True,
                    _api: str = "value_and_grad") -> Callable[..., tuple[tuple, tuple]]:
     """``value_and_grad(f, loss)(*args) -> (outputs, gradients)``.
 
@@ -299,14 +300,16 @@ def value_and_grad(f: ReversibleFunction, loss: Loss, wrt: Any = None, batch: An
     arguments take one more leading axis (item ``i`` is ``x[i]``), the others are
     shared, and every output and gradient gets a leading axis of items (a shared
     argument the function does not change is returned as it is).  See
-    :mod:`revbench.batch`.
+    :mod:`revbench.batch`.  ``device="cuda"`` runs the items on the GPU, one thread
+    each (:mod:`revbench.gpu`).
     """
     _require_reversible(f, _api)
     _check_loss(f, loss)
+    check_device(device, batch, _api)
     if batch is not None:
         from revbench.batch import batched_value_and_grad
 
-        return batched_value_and_grad(f, loss, wrt, batch, _keep_values, _api)
+        return batched_value_and_grad(f, loss, wrt, batch, _keep_values, _api, device)
     b = _Backward(f, wrt)
 
     def run(*args, **kwargs):
@@ -332,10 +335,11 @@ def value_and_grad(f: ReversibleFunction, loss: Loss, wrt: Any = None, batch: An
 
 
 def grad(f: ReversibleFunction, loss: Loss, wrt: Any = None,
-         batch: Any = None) -> Callable[..., tuple]:
-    """``grad(f, loss)(*args)``: the gradients of ``value_and_grad`` alone (``batch``
-    as there)."""
-    vg = value_and_grad(f, loss, wrt, batch, _keep_values=False, _api="grad")  # no output copies
+         batch: Any = None, device: str = "cpu") -> Callable[..., tuple]:
+    """``grad(f, loss)(*args)``: the gradients of ``value_and_grad`` alone (``batch`` and
+    ``device`` as there)."""
+    vg = value_and_grad(f, loss, wrt, batch, device, _keep_values=False,
+                        _api="grad")  # no output copies
 
     def run(*args, **kwargs):
         if kwargs:
@@ -352,7 +356,7 @@ JACOBIAN_LANES = 8
 
 
 def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any,
-             batch: Any = None) -> Callable[..., Any]:
+             batch: Any = None, device: str = "cpu") -> Callable[..., Any]:
     """``jacobian(f, outputs="r", wrt="x")(*args)``: the dense Jacobian d r_out / d x_in.
 
     Shape ``(r.size, x.size)``, both flattened in C order.  The forward run
@@ -369,9 +373,11 @@ def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any,
     arguments take one more leading axis (item ``i`` is ``x[i]``), the others are
     shared by all items, and each block gets a leading axis of items, shape
     ``(n, out.size, wrt.size)`` -- the local Jacobian of every item, as
-    ``jax.vmap(jax.jacrev(...))`` gives.  See :mod:`revbench.batch`.
+    ``jax.vmap(jax.jacrev(...))`` gives.  See :mod:`revbench.batch`; ``device="cuda"``
+    runs the items on the GPU, one thread each (:mod:`revbench.gpu`).
     """
     _require_reversible(f, "jacobian")
+    check_device(device, batch, "jacobian")
     many_out, many_wrt = not isinstance(outputs, (str, int)), not isinstance(wrt, (str, int))
     out_names = tuple(outputs) if many_out else (outputs,)
     wrt_names = tuple(wrt) if many_wrt else (wrt,)
@@ -391,7 +397,7 @@ def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any,
     if batch is not None:
         from revbench.batch import batched_jacobian
 
-        return batched_jacobian(f, out_names, wrt_names, batch, shape_result)
+        return batched_jacobian(f, out_names, wrt_names, batch, shape_result, device)
     b = _Backward(f, wrt_names + out_names)  # other read-only arguments need no adjoint
 
     def run(*args, **kwargs):

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from revbench import gpu
 from revbench.ad import _Backward, _param_index, _resolve_loss, _tolerance
 from revbench.backends.loader import load_module
 from revbench.backends.runtime import Interrupted, interrupted
@@ -346,8 +347,10 @@ def _size(a) -> int:
 
 
 def batched_jacobian(f: ReversibleFunction, out_names: tuple, wrt_names: tuple, batch: Any,
-                     shape_result: Callable[[tuple], Any]) -> Callable[..., Any]:
-    """``jacobian(..., batch=...)``: blocks of shape ``(n, out.size, wrt.size)``."""
+                     shape_result: Callable[[tuple], Any],
+                     device: str = "cpu") -> Callable[..., Any]:
+    """``jacobian(..., batch=...)``: blocks of shape ``(n, out.size, wrt.size)`` (on the GPU
+    with ``device="cuda"``: :mod:`revbench.gpu`)."""
     from revbench.ad import jacobian
 
     b = _Backward(f, wrt_names + out_names)
@@ -356,7 +359,11 @@ def batched_jacobian(f: ReversibleFunction, out_names: tuple, wrt_names: tuple, 
     bat.unbatched = lambda: jacobian(f, out_names, wrt_names)
 
     def run(*args):
-        n, args, item = bat.split(args)
+        if device == "cuda":
+            gargs = gpu.Arguments(args, bat.batch, f.params, api)
+            n, item = gargs.n, gargs.item_standins()
+        else:
+            n, args, item = bat.split(args)
         sig = f.signature_of(item)
         ko = [_param_index(f, o, "outputs") for o in out_names]
         kw = [_param_index(f, w, "wrt") for w in wrt_names]
@@ -367,8 +374,12 @@ def batched_jacobian(f: ReversibleFunction, out_names: tuple, wrt_names: tuple, 
         rows = [(k, r) for k in ko for r in range(_size(item[k]))]
         lanes = max(1, min(len(rows), LANES))
         lay = bat.layout(sig, ko, kw, lanes, len(rows), keep_values=False)
-        blocks = [np.zeros((n, _size(item[o]), _size(item[w]))) for o in ko for w in kw]
-        bat.run(lay, n, args, item, rows, blocks, [])
+        shapes = [(n, _size(item[o]), _size(item[w])) for o in ko for w in kw]
+        if device == "cuda":
+            blocks, _ = gpu.run(bat, lay, gargs, item, rows, shapes, [], _tolerance(f))
+        else:
+            blocks = [np.zeros(s) for s in shapes]
+            bat.run(lay, n, args, item, rows, blocks, [])
         nw = len(kw)
         return shape_result(tuple(tuple(blocks[a * nw + c] for c in range(nw))
                                   for a in range(len(ko))))
@@ -378,7 +389,8 @@ def batched_jacobian(f: ReversibleFunction, out_names: tuple, wrt_names: tuple, 
 
 
 def batched_value_and_grad(f: ReversibleFunction, loss: Any, wrt: Any, batch: Any,
-                           keep_values: bool, api: str) -> Callable[..., tuple]:
+                           keep_values: bool, api: str,
+                           device: str = "cpu") -> Callable[..., tuple]:
     """``value_and_grad(..., batch=...)``: per item, the outputs and the gradients.
 
     Each result has a leading axis of length n (item i's outputs and gradients), except
@@ -391,19 +403,29 @@ def batched_value_and_grad(f: ReversibleFunction, loss: Any, wrt: Any, batch: An
     bat.unbatched = lambda: value_and_grad(f, loss, wrt)
 
     def run(*args):
-        n, args, item = bat.split(args)
+        if device == "cuda":
+            gargs = gpu.Arguments(args, bat.batch, f.params, bat.api)
+            n, item = gargs.n, gargs.item_standins()
+        else:
+            n, args, item = bat.split(args)
         sig = f.signature_of(item)
         seed = _resolve_loss(f, loss, sig, item)
         flat = 0 if seed.index is None else int(np.ravel_multi_index(seed.index, item[seed.param].shape))
         kw = [k for k, (p, t) in enumerate(zip(f.params, sig)) if b.has_adjoint(p, t)]
         lay = bat.layout(sig, [seed.param], kw, 1, 1, keep_values)
-        blocks = [np.zeros((n, 1, _size(item[w])), dtype=NUMPY_DTYPES[sig[w].dtype]) for w in kw]
-        values = [np.empty((n, *np.shape(a)), dtype=NUMPY_DTYPES[t.dtype])
-                  for a, t, keep in zip(item, sig, lay.keep) if keep]
-        bat.run(lay, n, args, item, [(seed.param, flat)], blocks, values)
+        shapes = [(n, 1, _size(item[w])) for w in kw]
+        kept = [((n, *np.shape(a)), NUMPY_DTYPES[t.dtype])
+                for a, t, keep in zip(item, sig, lay.keep) if keep]
+        if device == "cuda":
+            blocks, values = gpu.run(bat, lay, gargs, item, [(seed.param, flat)], shapes, kept,
+                                     _tolerance(f))
+        else:
+            blocks = [np.zeros(s, dtype=NUMPY_DTYPES[sig[w].dtype]) for s, w in zip(shapes, kw)]
+            values = [np.empty(s, dtype=dt) for s, dt in kept]
+            bat.run(lay, n, args, item, [(seed.param, flat)], blocks, values)
         grads: list[Any] = [None] * len(sig)
         for w, blk in zip(kw, blocks):
-            grads[w] = blk.reshape((n, *np.shape(item[w])))
+            grads[w] = blk.reshape((n, *np.shape(item[w])))  # (a view, of any kind of array)
         if not keep_values:
             return None, tuple(grads)
         kept = iter(values)

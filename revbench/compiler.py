@@ -29,6 +29,9 @@ from revbench.transforms.invert import invert
 from revbench.transforms.prune import drop_zero_adjoint_updates, prune
 
 BACKENDS = ("numba", "python")
+#: the suffix of a backend's generated module names (``cuda``: device functions, compiled
+#: for the batched API's ``device="cuda"``, never called from Python)
+FLAVOURS = {"numba": "nb", "python": "py", "cuda": "cu"}
 #: forward and inverse run the program; backward runs the reverse sweep of AD
 #: (restoring the inputs from the outputs while carrying adjoints) of the
 #: forward program, backward-inverse that of the inverse program.
@@ -270,20 +273,24 @@ class Program:
     # -- compiling ---------------------------------------------------------------
     def compile(self, direction: str, backend: str, check: bool,
                 signature: tuple[VarType, ...], lanes: int = 1,
-                inactive: frozenset[str] = frozenset()) -> Compiled:
+                inactive: frozenset[str] = frozenset(), shapes: tuple | None = None) -> Compiled:
+        """The code of one specialisation (``shapes``: the arguments' shapes, which the
+        ``cuda`` backend's local arrays are sized by; None elsewhere)."""
         # The registry version is part of the key: re-registering a user function
         # (a notebook re-running a cell) must reach code compiled before.
         inactive = frozenset(inactive)
         key = (direction, backend, check, signature, fn_rules.REGISTRY_VERSION[0], lanes, inactive)
+        if shapes is not None:
+            key += (shapes,)
         hit = self._cache.get(key)
         if hit is not None and hit.generation == _GENERATION[0]:
             return hit
         with LOCK:  # one compilation at a time: the tables and modules it fills are shared
             return self._compile_locked(key, direction, backend, check, signature, lanes,
-                                        inactive)
+                                        inactive, shapes)
 
     def _compile_locked(self, key, direction, backend, check, signature, lanes,
-                        inactive) -> Compiled:
+                        inactive, shapes=None) -> Compiled:
         hit = self._cache.get(key)
         if hit is not None:
             if hit.generation == _GENERATION[0] or self._callees_current(hit):
@@ -299,7 +306,8 @@ class Program:
                 "reversible functions are not supported", function=self.ir.name, stage="types")
         guard.add(token)
         try:
-            compiled = self._compile(direction, backend, check, signature, lanes, inactive)
+            compiled = self._compile(direction, backend, check, signature, lanes, inactive,
+                                     shapes)
         finally:
             guard.discard(token)
         compiled.generation = _GENERATION[0]
@@ -316,17 +324,20 @@ class Program:
             if name is not None and (not isinstance(obj, ReversibleFunction)
                                      or obj._program is not prog):
                 return False
-            if prog.compile(*key) is not sub:
+            if prog.compile(*key) is not sub:  # (a key: compile()'s arguments)
                 return False
         compiled.generation = _GENERATION[0]
         return True
 
     def generate(self, direction: str, backend: str, check: bool,
                  signature: tuple[VarType, ...], compile_callees: bool = True, lanes: int = 1,
-                 inactive: frozenset[str] = frozenset(), deps: list | None = None):
+                 inactive: frozenset[str] = frozenset(), deps: list | None = None,
+                 shapes: tuple | None = None):
         """Stages types + codegen: the generated module and the globals it needs
         (``deps`` collects the callees compiled on the way)."""
         rule = self.custom_adjoint() if direction == "backward" else None
+        if backend == "cuda":
+            self._refuse_on_gpu(rule)
         if rule is not None:
             return self._generate_custom(rule, backend, check, signature, lanes, inactive,
                                          compile_callees, deps)
@@ -343,7 +354,8 @@ class Program:
         typed = infer(hoist(func, ndims), typed.params)  # types again: hoisting adds locals
         injected: dict[str, object] = {}
 
-        def callee_symbol(call: ir.Call, types: tuple[VarType, ...]) -> str:
+        def callee_symbol(call: ir.Call, types: tuple[VarType, ...],
+                          arg_shapes: tuple | None = None) -> str:
             prog, cdir = self.callee(call)
             eff_check = check and prog.check
             if compile_callees:
@@ -353,6 +365,8 @@ class Program:
                 off = frozenset(p for p, off in zip(prog.ir.params, call.inactive)
                                 if off and p not in written) if call.backward else frozenset()
                 sub_key = (cdir, backend, eff_check, types, call.lanes, off)
+                if backend == "cuda":
+                    sub_key += (arg_shapes,)
                 try:
                     sub = prog.compile(*sub_key)
                 except ReversibilityTypeError as exc:
@@ -368,7 +382,15 @@ class Program:
         opts = codegen.Options(check=check, atol=self.atol, rtol=self.rtol,
                                wrap_ints=not check and backend == "python", backend=backend,
                                fastmath=self.fastmath and backend == "numba")
-        gen = codegen.generate(typed, direction, opts, callee_symbol, self.callee_writes)
+        if backend == "cuda":
+            from revbench.backends import cuda_codegen
+
+            full = typed.func.params
+            known = dict(zip(full, shapes or ()))
+            gen = cuda_codegen.generate(typed, direction, opts, callee_symbol,
+                                        self.callee_writes, known)
+        else:
+            gen = codegen.generate(typed, direction, opts, callee_symbol, self.callee_writes)
         for symbol, rule in gen.globals_needed.items():
             injected[symbol] = _user_impl(rule, backend)
         return gen, injected
@@ -407,6 +429,16 @@ class Program:
             injected[custom_sweep.ADJOINT_SYMBOL] = rule.fn
             injected[custom_sweep.AS_TUPLE_SYMBOL] = as_tuple
         return gen, injected
+
+    def _refuse_on_gpu(self, rule: adjoint_rules.AdjointRule | None) -> None:
+        """What the CUDA code generator cannot run, refused before anything compiles."""
+        what = ("is an external function (its code is Python's)" if self.opaque else
+                f"has a custom adjoint ({rule.label})" if rule is not None else None)
+        if what is not None:
+            raise ReversibilityTypeError(
+                f"on the GPU (device='cuda'): {self.ir.name} {what}, which the GPU cannot "
+                "run; use the CPU for it", function=self.ir.name, filename=self.ir.filename,
+                lineno=self.ir.firstlineno, stage="types")
 
     def _refuse_written_inactive(self, inactive: frozenset[str]) -> None:
         bad = sorted(inactive & self.written_params())
@@ -460,10 +492,10 @@ class Program:
         return infer(func, full)
 
     def _compile(self, direction, backend, check, signature, lanes=1,
-                 inactive=frozenset()) -> Compiled:
+                 inactive=frozenset(), shapes=None) -> Compiled:
         deps: list = []
         gen, injected = self.generate(direction, backend, check, signature, lanes=lanes,
-                                      inactive=inactive, deps=deps)
+                                      inactive=inactive, deps=deps, shapes=shapes)
         func = self.ir_for("forward" if direction.startswith("backward") else
                            base_direction(direction))
         table = CheckTable(func.name, func.filename, direction, gen.checks, gen.linemap,
@@ -473,13 +505,17 @@ class Program:
             from revbench.backends.numba_backend import compile_numba
 
             run = compile_numba(gen, injected, check, fastmath=self.fastmath)
+        elif backend == "cuda":
+            from revbench.backends.cuda_backend import compile_device
+
+            run = compile_device(gen, injected)
         else:
             from revbench.backends.python_backend import compile_python
 
             run = compile_python(gen, injected)
         compiled = Compiled(run, gen, table, tuple(deps))
         # released with the last function using them (both backends share a table's key)
-        hold_module(compiled, f"rbgen_{gen.key}_{'nb' if backend == 'numba' else 'py'}")
+        hold_module(compiled, f"rbgen_{gen.key}_{FLAVOURS[backend]}")
         key = gen.module_key
         hold(compiled, ("table", key), lambda: TABLES.pop(key, None))
         return compiled
@@ -501,6 +537,10 @@ def lookup_name(dotted: str, namespace: Mapping[str, Any], closure: Mapping[str,
 
 
 def _user_impl(rule: fn_rules.FunctionRule, backend: str):
+    if backend == "cuda":  # only revbench's checked helpers (user functions are refused)
+        from revbench.backends.cuda_helpers import CHECKED
+
+        return CHECKED[rule.name]
     if backend == "numba":
         from revbench.backends.numba_backend import user_function
     else:

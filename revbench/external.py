@@ -49,8 +49,11 @@ class ExternalProgram(Program):
 
     def generate(self, direction: str, backend: str, check: bool,
                  signature: tuple[VarType, ...], compile_callees: bool = True, lanes: int = 1,
-                 inactive: frozenset[str] = frozenset(), deps: list | None = None):
+                 inactive: frozenset[str] = frozenset(), deps: list | None = None,
+                 shapes: tuple | None = None):
         name = self.ir.name
+        if backend == "cuda":
+            self._refuse_on_gpu(None)
         t = signature[0]
         if t.dtype not in ("float", "complex"):
             raise ReversibilityTypeError(

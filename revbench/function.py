@@ -282,9 +282,11 @@ class ReversibleFunction:
         return self.compiled_kernel(kind, sig, lanes, inactive).run
 
     def compiled_kernel(self, kind: str, signature: tuple[VarType, ...], lanes: int = 1,
-                        inactive: frozenset[str] = frozenset()):
+                        inactive: frozenset[str] = frozenset(), backend: str | None = None,
+                        shapes: tuple | None = None):
         """The :class:`~revbench.compiler.Compiled` behind :meth:`kernel` (its ``run`` and
-        its generated code's content key), for drivers that generate code calling it."""
+        its generated code's content key), for drivers that generate code calling it
+        (``backend="cuda"``: a device function, specialised on the arguments' ``shapes``)."""
         p = self._program
         if kind == "backward":
             direction = "backward" if self._direction == "forward" else "backward-inverse"
@@ -292,7 +294,8 @@ class ReversibleFunction:
             direction = self._direction
         else:
             direction = "inverse" if self._direction == "forward" else "forward"
-        return p.compile(direction, p.backend, p.check, signature, lanes, inactive)
+        return p.compile(direction, backend or p.backend, p.check, signature, lanes, inactive,
+                         shapes)
 
     # -- introspection -----------------------------------------------------------------
     def source(self, kind: str = "forward", *example_args: Any) -> str:

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
+
+# GPU tests (device="cuda") run in Numba's CUDA simulator unless told otherwise
+# (NUMBA_ENABLE_CUDASIM=0 on a machine with a GPU): set before numba.cuda is imported
+os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
 import numpy as np
 import pytest

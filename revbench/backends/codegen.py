@@ -193,6 +193,13 @@ class Options:
 
 
 class Emitter:
+    """IR -> the source of one generated function, a method per statement kind (``s_For``)
+    and per expression form (:meth:`x`); a subclass retargets it (CUDA)."""
+
+    #: what every generated function takes after the user's parameters: the global
+    #: tolerances of the call (its own, where it has them, win)
+    EXTRA_PARAMS: tuple[str, ...] = ("_rb_gatol", "_rb_grtol")
+
     def __init__(self, typed: TypedFunction, direction: str, options: Options,
                  callee_symbol: Callable[[ir.Call, tuple[VarType, ...]], str],
                  callee_writes: Callable[[ir.Call], tuple[bool, ...]] | None = None):
@@ -237,8 +244,14 @@ class Emitter:
         return len(self.checks) - 1
 
     def fail(self, k: int, expected: str, actual: str, *index: str) -> str:
+        """The line that reports failed check ``k`` (on the CPU: raises it)."""
         args = ", ".join(("_RB_MODULE", str(k), expected, actual, *index))
         return f"raise _RbCheckFailed({args})"
+
+    def helper_call(self, impl: str, args: str, k: int) -> str:
+        """A call of a checked helper (:mod:`revbench.backends.runtime`), told check ``k``
+        to report if it fails."""
+        return f"{impl}({args}, _RB_MODULE, {k})"
 
     # -- expressions ----------------------------------------------------------
     def type_of(self, name: str) -> VarType:
@@ -371,7 +384,7 @@ class Emitter:
         text = expr_text(e)
         loc = e.loc if e.loc.line else self._loc
         k = self.check("overflow", text, loc, f"{op}\t{text}")
-        return f"{rule.impl}({', '.join(args)}, _RB_MODULE, {k})"
+        return self.helper_call(rule.impl, ", ".join(args), k)
 
     def close(self, actual: str, expected: str, dtype: str) -> str:
         """A condition that holds when ``actual`` equals ``expected`` (within tolerance)."""
@@ -384,7 +397,7 @@ class Emitter:
 
     # -- statements -----------------------------------------------------------
     def function(self, name: str) -> None:
-        params = ", ".join((*self.f.params, "_rb_gatol", "_rb_grtol"))
+        params = ", ".join((*self.f.params, *self.EXTRA_PARAMS))
         self.level = 0
         self.emit(f"def {name}({params}):")
         self.level = 1
@@ -466,7 +479,7 @@ class Emitter:
             rule = INT_HELPERS["+"]
             self.user_functions[rule.impl] = rule
             k = self.check("overflow", expr_text(e), loc, f"+\t{expr_text(e)}")
-            self.emit(f"{acc} = {rule.impl}({acc}, {item}, _RB_MODULE, {k})", loc)
+            self.emit(f"{acc} = {self.helper_call(rule.impl, f'{acc}, {item}', k)}", loc)
         elif t == "int" and self.opt.wrap_ints:
             self.emit(f"{acc} = _rb_int_wrap({acc} + {item})", loc)
         else:
@@ -536,7 +549,7 @@ class Emitter:
             helper = INT_HELPERS[s.op[0]]
             self.user_functions[helper.impl] = helper
             k = self.check("overflow", expr_text(s.target), s.loc, f"{s.op[0]}\t{text}")
-            self.emit(f"{target} = {helper.impl}({target}, {value}, _RB_MODULE, {k})", s.loc)
+            self.emit(f"{target} = {self.helper_call(helper.impl, f'{target}, {value}', k)}", s.loc)
             return
         if s.op == "/=" and not (isinstance(s.value, ir.Const) and s.value.value != -1):
             k = self.check("overflow", expr_text(s.target), s.loc, f"//\t{text}")
@@ -581,7 +594,7 @@ class Emitter:
         self.user_functions[SHIFT_FAILED.impl] = SHIFT_FAILED
         self.emit(f"if not {self.finite(target, self.dtype(s.target))}:", s.loc)
         operand = value if self.dtype(s.value) in ("float", "complex") else "0.0"  # ints are finite
-        self.emit(f"    {SHIFT_FAILED.impl}({old}, {target}, {operand}, _RB_MODULE, {k})", s.loc)
+        self.emit("    " + self.helper_call(SHIFT_FAILED.impl, f"{old}, {target}, {operand}", k), s.loc)
 
     @staticmethod
     def finite(x: str, dtype: str) -> str:
@@ -882,9 +895,13 @@ class Emitter:
             if changed:  # the callee never writes it: no store back
                 writeback.append(f"{el} = {v}")
         lhs = ", ".join(names) + ("," if len(names) == 1 else "")
-        self.emit(f"{lhs} = {symbol}({', '.join(names)}, _rb_gatol, _rb_grtol)", s.loc)
+        self.emit(f"{lhs} = {symbol}({', '.join((*names, *self.EXTRA_PARAMS))})", s.loc)
+        self.after_call(s.loc)
         for w in writeback:
             self.emit(w, s.loc)
+
+    def after_call(self, loc: ir.Loc) -> None:
+        """Lines after a call of a callee (none here: its failures raise)."""
 
     def s_Block(self, s: ir.Block) -> None:
         self.emit(f"# {s.label or 'block'}", s.loc)
@@ -1075,6 +1092,20 @@ class Emitter:
             out.append(elem)
         return out
 
+    def imports(self) -> list[str]:
+        """The module's import lines: what the generated function uses."""
+        lines = ["import math as _rb_math", "import numpy as _rb_np"]
+        if self.interruptible:
+            lines.append("from revbench.backends.runtime import Interrupted as _RbInterrupted, "
+                         "interrupted as _rb_interrupted")
+        if self.opt.check:
+            lines.append("from revbench.backends.runtime import CheckFailed as _RbCheckFailed")
+        if self.opt.wrap_ints:
+            lines.append("from revbench.backends.runtime import int_wrap as _rb_int_wrap")
+        if self.uses_libm:
+            lines.append("from revbench.backends import libm as _rb_libm")
+        return lines
+
     def s_Print(self, s: ir.Print) -> None:
         args = ", ".join(repr(a) if isinstance(a, str) else self.x(a) for a in s.args)
         self.emit(f"print({args})", s.loc)
@@ -1087,9 +1118,11 @@ class Emitter:
 
 def generate(typed: TypedFunction, direction: str, options: Options,
              callee_symbol: Callable[[ir.Call, tuple[VarType, ...]], str],
-             callee_writes: Callable[[ir.Call], tuple[bool, ...]] | None = None) -> Generated:
-    """Generate the module source for one specialised function and direction."""
-    em = Emitter(typed, direction, options, callee_symbol, callee_writes)
+             callee_writes: Callable[[ir.Call], tuple[bool, ...]] | None = None,
+             emitter: Emitter | None = None) -> Generated:
+    """Generate the module source for one specialised function and direction (with
+    ``emitter``, another target's emitter: :mod:`revbench.backends.cuda_codegen`)."""
+    em = emitter or Emitter(typed, direction, options, callee_symbol, callee_writes)
     fname = f"{typed.func.name}__{direction.replace('-', '_')}"
     em.function(fname)
     sig = ", ".join(f"{p}: {t}" for p, t in zip(typed.func.params, typed.params))
@@ -1105,16 +1138,7 @@ def generate(typed: TypedFunction, direction: str, options: Options,
         header.append(f"# user functions: {', '.join(user_fps)}")
     if options.fastmath:
         header.append(f"# fastmath: {', '.join(sorted(FASTMATH_FLAGS))}")
-    header += ["import math as _rb_math", "import numpy as _rb_np"]
-    if em.interruptible:
-        header.append("from revbench.backends.runtime import Interrupted as _RbInterrupted, "
-                      "interrupted as _rb_interrupted")
-    if options.check:
-        header.append("from revbench.backends.runtime import CheckFailed as _RbCheckFailed")
-    if options.wrap_ints:
-        header.append("from revbench.backends.runtime import int_wrap as _rb_int_wrap")
-    if em.uses_libm:
-        header.append("from revbench.backends import libm as _rb_libm")
+    header += em.imports()
     body_text = "\n".join(header + em.lines) + "\n"
     key = hashlib.sha256(body_text.encode()).hexdigest()[:32]
     module_key = int(key[:15], 16)

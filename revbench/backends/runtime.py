@@ -109,6 +109,10 @@ MESSAGES = {
     "adjoint-count": "the custom adjoint {detail} returned the wrong number of adjoints",
     "external-shape": "the external function {detail} returned a value whose shape is not "
                       "`{var}`'s",
+    # (the GPU's checks: revbench.backends.cuda_codegen)
+    "index": "an index of `{detail}` is out of bounds for `{var}`",
+    "division": "division by zero in `{detail}` (`{var}` is 0)",
+    "assert": "assertion failed: `{var}`",
     "external-nonfinite": "the external function {detail} returned an infinite or nan value, "
                           "which cannot be subtracted from `{var}` again",
 }

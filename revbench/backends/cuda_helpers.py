@@ -1,0 +1,183 @@
+"""The device functions checked GPU code calls (:mod:`revbench.backends.cuda_codegen`).
+
+The CPU's checked helpers (:mod:`revbench.backends.runtime`) raise; a GPU thread cannot.
+These do the same tests and, where one fails, record it in the item's status
+``st = [module, check + 1]`` (the first failure wins) and return a harmless value: the
+generated code returns at its next status test, and the host raises the CPU's error.
+
+Imported only by generated CUDA modules (it imports ``numba.cuda``).
+"""
+
+from __future__ import annotations
+
+import math
+
+from numba import cuda
+
+from revbench.backends.runtime import INT64_MAX, INT64_MIN
+
+_MUL_SAFE = 3037000499  # |a|, |b| <= this: a * b fits in int64
+
+
+def device(signature: str):
+    """A helper compiled once, for ``signature``: called with constants (the module key,
+    the check's number), Numba would otherwise compile it again for every literal value
+    (hundreds of times per kernel).  NVVM inlines the calls."""
+    return cuda.jit(signature, device=True)
+
+
+ST = "int64[::1]"  # an item's status: [module, check + 1]
+I = f"int64(int64, int64, int64, int64, {ST})"  # noqa: E741 - (a, b, module, k, status)
+F = f"float64(float64, float64, int64, int64, {ST})"
+
+
+@device(f"void({ST}, int64, int64)")
+def _rb_fail(st, module, k):
+    if st[1] == 0:
+        st[0] = module
+        st[1] = k + 1
+
+
+@device(I)
+def _rb_ix(i, n, module, k, st):
+    """Index ``i`` of an axis of length ``n`` (negative counts from the end), or 0 after
+    reporting check ``k`` when it is out of range."""
+    j = i + n if i < 0 else i
+    if j < 0 or j >= n:
+        _rb_fail(st, module, k)
+        return 0
+    return j
+
+
+@device(F)
+def _rb_fdiv(a, b, module, k, st):
+    if b == 0:
+        _rb_fail(st, module, k)
+        return 0.0
+    return a / b
+
+
+@device(F)
+def _rb_ffloordiv0(a, b, module, k, st):
+    if b == 0:
+        _rb_fail(st, module, k)
+        return 0.0
+    return a // b
+
+
+@device(F)
+def _rb_fmod0(a, b, module, k, st):
+    if b == 0:
+        _rb_fail(st, module, k)
+        return 0.0
+    return a % b
+
+
+@device(I)
+def _rb_ifloordiv0(a, b, module, k, st):
+    if b == 0 or (b == -1 and a == INT64_MIN):
+        _rb_fail(st, module, k)
+        return 0
+    return a // b
+
+
+@device(I)
+def _rb_imod0(a, b, module, k, st):
+    if b == 0:
+        _rb_fail(st, module, k)
+        return 0
+    return a % b
+
+
+# -- checked int64 arithmetic and float shifts (runtime.py's, reporting) -------------
+@device(I)
+def iadd(a, b, module, k, st):
+    if (b > 0 and a > INT64_MAX - b) or (b < 0 and a < INT64_MIN - b):
+        _rb_fail(st, module, k)
+        return 0
+    return a + b
+
+
+@device(I)
+def isub(a, b, module, k, st):
+    if (b < 0 and a > INT64_MAX + b) or (b > 0 and a < INT64_MIN + b):
+        _rb_fail(st, module, k)
+        return 0
+    return a - b
+
+
+@device("boolean(int64, int64)")
+def _mul_overflows(a, b):
+    if -_MUL_SAFE <= a <= _MUL_SAFE and -_MUL_SAFE <= b <= _MUL_SAFE:
+        return False
+    if a > 0:
+        return (b > 0 and a > INT64_MAX // b) or (b < -1 and a > INT64_MIN // b)
+    if a < 0:
+        return (b > 0 and a < -1 and b > INT64_MIN // a) or (
+            b < 0 and (a == INT64_MIN or b == INT64_MIN or -a > INT64_MAX // -b))
+    return False
+
+
+@device(I)
+def imul(a, b, module, k, st):
+    if _mul_overflows(a, b):
+        _rb_fail(st, module, k)
+        return 0
+    return a * b
+
+
+@device(I)
+def ifloordiv(a, b, module, k, st):
+    if b == -1 and a == INT64_MIN:
+        _rb_fail(st, module, k)
+        return 0
+    return a // b
+
+
+@device(I)
+def ipow(a, n, module, k, st):
+    if n == 0 or a == 1:
+        return 1
+    if a == 0:
+        return 0
+    if a == -1:
+        return 1 if n % 2 == 0 else -1
+    if n >= 64:
+        _rb_fail(st, module, k)
+        return 0
+    r = 1
+    for _ in range(n):
+        if _mul_overflows(r, a):
+            _rb_fail(st, module, k)
+            return 0
+        r = r * a
+    return r
+
+
+@device(f"int64(int64, int64, int64, {ST})")
+def ineg(a, module, k, st):
+    if a == INT64_MIN:
+        _rb_fail(st, module, k)
+        return 0
+    return -a
+
+
+@device(f"int64(int64, int64, int64, {ST})")
+def iabs(a, module, k, st):
+    if a == INT64_MIN:
+        _rb_fail(st, module, k)
+        return 0
+    return abs(a)
+
+
+@device(f"void(float64, float64, float64, int64, int64, {ST})")
+def shift_failed(old, new, value, module, k, st):
+    if not abs(value) < math.inf:
+        _rb_fail(st, module, k)
+    elif abs(old) < math.inf:
+        _rb_fail(st, module, k + 1)
+
+
+#: the CPU helper's name (:data:`revbench.backends.codegen.INT_HELPERS`) -> its device twin
+CHECKED = {"iadd": iadd, "isub": isub, "imul": imul, "ifloordiv": ifloordiv, "ipow": ipow,
+           "ineg": ineg, "iabs": iabs, "shift_failed": shift_failed}

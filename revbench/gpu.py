@@ -1,0 +1,414 @@
+"""``device="cuda"``: the batched derivatives as CUDA kernels, one GPU thread per item.
+
+``jacobian(f, ..., batch=..., device="cuda")`` (and ``grad`` / ``value_and_grad``) run the
+same generated code the CPU's ``batch=`` runs, compiled for the GPU from the same IR
+(:mod:`revbench.backends.cuda_codegen`): the forward run of an item, then its reverse
+sweeps, in one thread, items spread over the grid by a grid-stride loop.  No tape: each
+thread holds its item's state in registers and local memory.
+
+What a user gets that the CPU gives:
+
+* the same results (to rounding: CUDA's ``exp``/``log`` may differ from the C library's
+  in the last digit);
+* the same errors.  With checks on, a thread cannot raise: a failing check records
+  itself, the kernel marks the first failing item, and the host re-runs that item on the
+  CPU, which raises the usual error with a note naming the item;
+* the caller's arrays unchanged: every array the function writes is the thread's own
+  copy in local memory.
+
+Arrays may be NumPy arrays (copied to the GPU and the results back), Numba device arrays
+or any object with ``__cuda_array_interface__`` (CuPy arrays, PyTorch CUDA tensors): no
+copy, and the results come back as device arrays of the same kind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Any
+
+import numpy as np
+
+from revbench.backends import cuda_backend
+from revbench.backends.runtime import MESSAGES, TABLES
+from revbench.config import get_tolerance
+from revbench.lang.errors import ReversibilityError
+from revbench.lang.types import NUMPY_DTYPES, NUMPY_NAMES
+
+DEVICES = ("cpu", "cuda")
+#: threads per block: enough warps to hide latency; local memory per thread is small
+THREADS_PER_BLOCK = 128
+
+
+def check_device(device: str, batch: Any, api: str) -> None:
+    if device not in DEVICES:
+        raise ValueError(f"{api}: device must be one of {DEVICES}, got {device!r}")
+    if device == "cuda" and batch is None:
+        raise ValueError(f"{api}: device='cuda' runs batched derivatives, one GPU thread per "
+                         "item: name the arguments that carry the items with batch=")
+
+
+# --------------------------------------------------------------------------- #
+# Arrays: where they live, and back as the kind that came in
+# --------------------------------------------------------------------------- #
+class Arguments:
+    """The call's arguments on the device, with what is needed to give results back."""
+
+    def __init__(self, args: tuple, batch: tuple[int, ...], params: tuple[str, ...], api: str):
+        cuda = cuda_backend.cuda_module()
+        self.host = list(args)  # NumPy arrays and scalars as given (for a CPU re-run)
+        self.device: list[Any] = []
+        self.kind = "numpy"
+        for k, a in enumerate(args):
+            name = params[k]
+            if isinstance(a, np.ndarray):
+                self.device.append(cuda.to_device(np.ascontiguousarray(a)))
+            elif _on_device(cuda, a):
+                is_numba = cuda.devicearray.is_cuda_ndarray(a)
+                d = a if is_numba else cuda.as_cuda_array(a)  # zero-copy
+                self.device.append(d)
+                self.kind = _kind_of(a)
+                self.host[k] = None  # copied back only for a failing item
+            elif isinstance(a, (list, tuple)) or (hasattr(a, "__array__") and np.ndim(a) > 0):
+                raise TypeError(f"{api}: argument `{name}` is a {type(a).__name__}: pass a "
+                                "NumPy array, a Numba device array or an array with "
+                                "__cuda_array_interface__ (CuPy, PyTorch on the GPU)")
+            else:
+                self.device.append(a)
+            d = self.device[-1]
+            if k in batch and (not hasattr(d, "shape") or len(d.shape) == 0):
+                raise TypeError(f"{api}: batch argument `{name}` must be an array whose first "
+                                f"axis runs over the items, got {type(a).__name__}")
+        self.batch, self.params, self.api = batch, params, api
+        ns = {d.shape[0] for k, d in enumerate(self.device) if k in batch}
+        if len(ns) > 1:
+            sizes = ", ".join(f"`{params[k]}` has {self.device[k].shape[0]}" for k in batch)
+            raise ValueError(f"{api}: batch arguments disagree on the number of items: {sizes}")
+        self.n = ns.pop()
+        if self.n == 0:
+            raise ValueError(f"{api}: the batch is empty (0 items)")
+        for k, d in enumerate(self.device):
+            if hasattr(d, "dtype") and np.dtype(d.dtype) not in _DTYPES:
+                raise TypeError(f"{api}: argument `{params[k]}` has dtype {np.dtype(d.dtype)}; "
+                                "revbench computes in float64, int64 and bool (convert it "
+                                "first: no type changes behind your back)")
+
+    def item_standins(self) -> tuple:
+        """Item 0's types and shapes, as NumPy values (typing needs no data)."""
+        out = []
+        for k, d in enumerate(self.device):
+            if not hasattr(d, "shape"):
+                out.append(d)
+                continue
+            shape = tuple(d.shape[1:]) if k in self.batch else tuple(d.shape)
+            if shape == ():
+                out.append(np.dtype(d.dtype).type(0).item())
+            else:
+                out.append(np.zeros(shape, dtype=d.dtype))
+        return tuple(out)
+
+    def host_item(self, i: int) -> tuple:
+        """Item ``i``'s arguments on the host (a CPU re-run of a failing item)."""
+        out = []
+        for k, (h, d) in enumerate(zip(self.host, self.device)):
+            if h is None:  # a device array
+                h = d[i:i + 1].copy_to_host()[0] if k in self.batch else d.copy_to_host()
+                out.append(h.item() if np.ndim(h) == 0 else h)
+            elif k in self.batch:
+                v = h[i]
+                out.append(v.item() if np.ndim(v) == 0 else v.copy())
+            else:
+                out.append(h)
+        return tuple(out)
+
+    def give_back(self, d: Any) -> Any:
+        """A result on the device, as the kind of array that came in."""
+        if self.kind == "numpy":
+            return d.copy_to_host()
+        if self.kind == "torch":
+            import torch
+
+            return torch.as_tensor(d, device="cuda")
+        if self.kind == "cupy":
+            import cupy
+
+            return cupy.asarray(d)
+        return d
+
+
+#: what revbench computes in (complex is refused later, with the variable that holds it)
+_DTYPES = {np.dtype(t) for t in (np.float64, np.int64, np.bool_, np.complex128)}
+
+
+def _on_device(cuda: Any, a: Any) -> bool:
+    """Is ``a`` GPU memory: a Numba device array, or anything with the CUDA array interface
+    (the simulator's device arrays have only the first)?"""
+    return cuda.devicearray.is_cuda_ndarray(a) or hasattr(a, "__cuda_array_interface__")
+
+
+def _kind_of(a: Any) -> str:
+    mod = type(a).__module__.split(".")[0]
+    return mod if mod in ("torch", "cupy") else "device"
+
+
+# --------------------------------------------------------------------------- #
+# The kernel: a driver over items, generated per layout and item shapes
+# --------------------------------------------------------------------------- #
+def _loops(shape: tuple[int, ...], ind: str, stem: str) -> tuple[list[str], list[str], str]:
+    """Nested loops over ``shape``: (their lines, the index names, the body's indent)."""
+    idx = [f"{stem}{ax}" for ax in range(len(shape))]
+    lines = [ind + "    " * ax + f"for {i} in range({n}):" for ax, (i, n) in enumerate(zip(idx, shape))]
+    return lines, idx, ind + "    " * len(shape)
+
+
+def _flat(idx: list[str], shape: tuple[int, ...]) -> str:
+    """The C-order flat index of ``idx`` in an array of ``shape``."""
+    if not idx:
+        return "0"
+    terms = []
+    for ax, i in enumerate(idx):
+        stride = math.prod(shape[ax + 1:])
+        terms.append(i if stride == 1 else f"{i} * {stride}")
+    return " + ".join(terms)
+
+
+def _unravel(flat: str, shape: tuple[int, ...]) -> str:
+    parts = []
+    for ax in range(len(shape)):
+        stride = math.prod(shape[ax + 1:])
+        part = f"{flat} // {stride}" if stride != 1 else flat
+        parts.append(f"({part}) % {shape[ax]}" if ax else part)
+    return ", ".join(parts)
+
+
+def kernel_source(lay, params: tuple[str, ...], shapes: tuple[tuple[int, ...], ...]) -> str:
+    """The driver kernel of :func:`revbench.batch._driver_source`, for a GPU thread: the
+    same steps per item, with the item's arrays in local memory and checks reported."""
+    npar = len(params)
+    P = [f"P{k}" for k in range(npar)]
+    J = [f"J{o}_{w}" for o in lay.outputs for w in lay.wrt]
+    V = [f"V{k}" for k in range(npar) if lay.keep[k]]
+    out = [f"def kernel({', '.join([*P, 'seed_param', 'seed_flat', 'block_row', *J, *V])}, "
+           "FIRST, ST, lo, hi, atol, rtol, catol, crtol):",
+           "    m = seed_param.shape[0]",
+           "    st = _rb_cuda.local.array(2, _rb_np.int64)"]
+
+    def local(name: str, k: int) -> None:
+        dims = ", ".join(str(max(d, 1)) for d in shapes[k])
+        dt = NUMPY_NAMES[lay.sig[k].dtype]
+        out.append(f"    {name} = _rb_cuda.local.array(({dims},), _rb_np.{dt})")
+
+    written_arrays = [k for k, t in enumerate(lay.sig) if t.is_array and lay.written[k]]
+    for k in written_arrays:
+        local(f"a{k}", k)
+        if not lay.one_sweep:
+            local(f"t{k}", k)
+    for lane in range(lay.lanes):
+        for k, t in enumerate(lay.sig):
+            if lay.adjoint[k] and t.is_array:
+                local(f"g{lane}_{k}", k)
+    out.append("    for i in range(lo + _rb_cuda.grid(1), hi, _rb_cuda.gridsize(1)):")
+    ind = " " * 8
+    out += [f"{ind}st[0] = 0", f"{ind}st[1] = 0"]
+
+    def src_of(k: int) -> str:
+        return f"P{k}[i]" if lay.batched[k] else f"P{k}"
+
+    def copy(dst: str, src: str, k: int, at: str) -> None:
+        lines, idx, body = _loops(shapes[k], at, "q")
+        out.extend(lines)
+        ix = ", ".join(idx)
+        out.append(f"{body}{dst}[{ix}] = {src}[{ix}]")
+
+    for k in range(npar):
+        if k in written_arrays:
+            copy(f"a{k}", src_of(k), k, ind)
+        else:
+            out.append(f"{ind}a{k} = {src_of(k)}")
+    call = ", ".join(f"a{k}" for k in range(npar))
+    out.append(f"{ind}r = _rb_fwd({call}, atol, rtol, st)")
+    out.append(f"{ind}if st[1] != 0:")
+    out.append(f"{ind}    _rb_cuda.atomic.min(FIRST, 0, i)")
+    out.append(f"{ind}    continue")
+    for k, t in enumerate(lay.sig):
+        out.append(f"{ind}s{k} = r[{k}]")
+        if lay.keep[k]:
+            if t.is_array:
+                lines, idx, body = _loops(shapes[k], ind, "q")
+                out.extend(lines)
+                out.append(f"{body}V{k}[i, {', '.join(idx)}] = s{k}[{', '.join(idx)}]")
+            else:
+                out.append(f"{ind}V{k}[i] = s{k}")
+    out.append(f"{ind}for start in range(0, m, {lay.lanes}):")
+    ind2 = ind + "    "
+    for k, t in enumerate(lay.sig):
+        if t.is_array and lay.written[k] and not lay.one_sweep:
+            copy(f"t{k}", f"s{k}", k, ind2)
+        elif t.is_array and not lay.written[k]:
+            out.append(f"{ind2}t{k} = a{k}")
+        else:
+            out.append(f"{ind2}t{k} = s{k}")
+    adj_names: list[str] = []
+    for lane in range(lay.lanes):
+        out.append(f"{ind2}row = start + {lane}")
+        for k, t in enumerate(lay.sig):
+            if not lay.adjoint[k]:
+                continue
+            g = f"g{lane}_{k}"
+            adj_names.append(g)
+            if t.is_array:
+                lines, idx, body = _loops(shapes[k], ind2, "z")
+                out.extend(lines)
+                out.append(f"{body}{g}[{', '.join(idx)}] = 0.0")
+                if k in lay.outputs:
+                    out.append(f"{ind2}if row < m and seed_param[row] == {k}:")
+                    out.append(f"{ind2}    {g}[{_unravel('seed_flat[row]', shapes[k])}] = 1.0")
+            elif k in lay.outputs:
+                out.append(f"{ind2}{g} = 1.0 if row < m and seed_param[row] == {k} else 0.0")
+            else:
+                out.append(f"{ind2}{g} = 0.0")
+    tcall = ", ".join(f"t{k}" for k in range(npar))
+    out.append(f"{ind2}res = _rb_bwd({tcall}, {', '.join(adj_names)}, atol, rtol, st)")
+    out.append(f"{ind2}if st[1] != 0:")
+    out.append(f"{ind2}    _rb_cuda.atomic.min(FIRST, 0, i)")
+    out.append(f"{ind2}    break")
+    if lay.check:  # the sweep gave back the item's arguments (as grad checks)
+        out.append(f"{ind2}ok = True")
+        for k, t in enumerate(lay.sig):
+            if not lay.written[k]:
+                continue
+            entry = src_of(k)
+            a = f"res[{k}]"
+            if t.is_array:
+                lines, idx, body = _loops(shapes[k], ind2, "c")
+                out.extend(lines)
+                ix = ", ".join(idx)
+                a, e = f"{a}[{ix}]", f"{entry}[{ix}]"
+            else:
+                body, e = ind2, entry
+            if t.dtype in ("int", "bool"):
+                cond = f"{a} != {e}"
+            else:
+                cond = (f"not ({a} == {e} or abs({a} - {e}) <= catol + crtol * abs({e}) "
+                        f"or ({a} != {a} and {e} != {e}))")
+            out.append(f"{body}if {cond}:")
+            out.append(f"{body}    ok = False")
+        out.append(f"{ind2}if not ok:")
+        out.append(f"{ind2}    st[1] = -1")
+        out.append(f"{ind2}    _rb_cuda.atomic.min(FIRST, 0, i)")
+        out.append(f"{ind2}    break")
+    per_lane = sum(lay.adjoint)
+    slot = {k: sum(lay.adjoint[:k]) for k in range(npar)}
+    for lane in range(lay.lanes):
+        out.append(f"{ind2}row = start + {lane}")
+        out.append(f"{ind2}if row < m:")
+        for o in lay.outputs:
+            out.append(f"{ind2}    if seed_param[row] == {o}:")
+            for w in lay.wrt:
+                src = f"res[{npar + lane * per_lane + slot[w]}]"
+                at = ind2 + "        "
+                if lay.sig[w].is_array:
+                    lines, idx, body = _loops(shapes[w], at, "u")
+                    out.extend(lines)
+                    out.append(f"{body}J{o}_{w}[i, block_row[row], {_flat(idx, shapes[w])}] = "
+                               f"{src}[{', '.join(idx)}]")
+                else:
+                    out.append(f"{at}J{o}_{w}[i, block_row[row], 0] = {src}")
+    out.append(f"{ind}if hi - lo == 1:  # one item, run again to learn which check failed")
+    out.append(f"{ind}    ST[0] = st[0]")
+    out.append(f"{ind}    ST[1] = st[1]")
+    return "\n".join(out) + "\n"
+
+
+class Driver:
+    """A compiled kernel for one layout and item shapes, and how to launch it."""
+
+    def __init__(self, bat, lay, shapes: tuple[tuple[int, ...], ...]):
+        f, b = bat.f, bat.b
+        cuda_backend.require_gpu()
+        adj_shapes = tuple(shapes[k] for _ in range(lay.lanes)
+                           for k in range(len(shapes)) if lay.adjoint[k])
+        fwd = f.compiled_kernel("forward", lay.sig, backend="cuda", shapes=shapes)
+        bwd = f.compiled_kernel("backward", lay.sig, lay.lanes, b.inactive, backend="cuda",
+                                shapes=shapes + adj_shapes)
+        source = kernel_source(lay, f.params, shapes)
+        header = (f"# revbench CUDA batched driver for {f.__name__}\n"
+                  f"# device functions: {fwd.generated.key} {bwd.generated.key}\n"
+                  "import numpy as _rb_np\nfrom numba import cuda as _rb_cuda\n\n")
+        source = header + source
+        key = hashlib.sha256(source.encode()).hexdigest()[:32]
+        self.kernel = cuda_backend.compile_kernel(key, source, "kernel",
+                                                  {"_rb_fwd": fwd.run, "_rb_bwd": bwd.run})
+        self.tables = (fwd.table, bwd.table)
+
+    def launch(self, n: int, args: list, seeds: tuple, blocks: list, values: list,
+               lo: int = 0, hi: int | None = None) -> tuple[int, tuple[int, int]]:
+        """Run items ``lo:hi``; returns (the first failing item or n, its status)."""
+        cuda = cuda_backend.cuda_module()
+        hi = n if hi is None else hi
+        first = cuda.to_device(np.array([n], dtype=np.int64))
+        st = cuda.to_device(np.zeros(2, dtype=np.int64))
+        atol, rtol = get_tolerance()
+        catol, crtol = self.tolerance
+        items = hi - lo
+        tpb = 1 if items == 1 else THREADS_PER_BLOCK if not cuda_backend.simulated() else 16
+        grid = min(math.ceil(items / tpb), 65535 if not cuda_backend.simulated() else 4)
+        self.kernel[grid, tpb](*args, *seeds, *blocks, *values, first, st, lo, hi,
+                               atol, rtol, catol, crtol)
+        return int(first.copy_to_host()[0]), tuple(int(v) for v in st.copy_to_host())
+
+
+def run(bat, lay, args: Arguments, item: tuple, rows: list[tuple[int, int]],
+        block_shapes: list[tuple], value_shapes: list[tuple], tolerance) -> tuple[list, list]:
+    """Run the batched derivative on the GPU: (blocks, values), as the input kind."""
+    from revbench.batch import _block_rows
+
+    cuda = cuda_backend.cuda_module()
+    shapes = tuple(tuple(np.shape(a)) for a in item)
+    key = ("cuda", lay, shapes)
+    driver = bat._drivers.get(key)
+    if driver is None:
+        driver = bat._drivers[key] = Driver(bat, lay, shapes)
+    driver.tolerance = tolerance
+    seeds = tuple(cuda.to_device(np.array(v, dtype=np.int64)) for v in (
+        [k for k, _ in rows], [r for _, r in rows], _block_rows(rows)))
+    blocks = [cuda.device_array(s, dtype=np.float64) for s in block_shapes]
+    values = [cuda.device_array(s, dtype=dt) for s, dt in value_shapes]
+    n = args.n
+    bad, _ = driver.launch(n, args.device, seeds, blocks, values)
+    if bad < n:
+        _, status = driver.launch(n, args.device, seeds, blocks, values, bad, bad + 1)
+        raise_for_item(bat, args, bad, status, driver)
+    return [args.give_back(b) for b in blocks], [args.give_back(v) for v in values]
+
+
+def raise_for_item(bat, args: Arguments, i: int, status: tuple[int, int], driver: Driver):
+    """Item ``i`` failed on the GPU: run it on the CPU, which raises the full error (with a
+    note naming the item); if the CPU does not fail, say what the GPU's check found."""
+    check = bat.unbatched()
+    try:
+        check(*args.host_item(i))
+    except Exception as err:
+        if hasattr(err, "add_note"):
+            err.add_note(f"(in batch item {i} of {bat.api}, which failed on the GPU)")
+        raise err.with_traceback(None) from None
+    module, code = status
+    if code == -1:
+        raise ReversibilityError(f"{bat.api}: the reverse sweep of item {i} did not recover "
+                                 "its arguments on the GPU")
+    table = TABLES.get(module)
+    info = table.checks[code - 1] if table is not None and 0 < code <= len(table.checks) else None
+    if info is None:
+        raise ReversibilityError(f"{bat.api}: item {i} failed a runtime check on the GPU")
+    what = MESSAGES.get(info.kind, "check `{var}` failed").format(
+        var=info.variable, detail=info.detail, axis="?", why="is not exact")
+    raise ReversibilityError(
+        f"{bat.api}: item {i} failed on the GPU (the CPU ran it without error: the GPU's "
+        f"arithmetic differs in the last digits here): {what}\n  in reversible function "
+        f"{table.function}, line {info.line}: {table.source_lines.get(info.line, '').strip()}",
+        variable=info.variable, function=table.function, stage="call")
+
+
+def empty_values(item: tuple, sig, keep: tuple[bool, ...], n: int) -> list[tuple]:
+    """(shape, dtype) of each kept output's array of items."""
+    return [((n, *np.shape(a)), NUMPY_DTYPES[t.dtype]) for a, t, k in zip(item, sig, keep) if k]

@@ -1,0 +1,297 @@
+"""``device="cuda"``: batched derivatives as CUDA kernels.
+
+Run in Numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``, set by ``conftest.py`` unless
+the environment says otherwise): the same generated kernels, in Python threads.  Every
+result is compared with the CPU's ``batch=`` path and with finite differences; every
+failure with the CPU's error.  ``test_kernels_compile_for_a_real_gpu`` compiles the
+kernels to PTX with NVIDIA's NVVM (no GPU needed), which the simulator cannot vouch for.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import revbench
+
+SRC = '''
+def project(r, cam, X, w, feat):
+    with routine:
+        p = np.zeros(3)
+        for j in range(3):
+            p[j] += X[j] - cam[3 + j]
+        u = p[0] / p[2] + cam[0] * p[1]
+        v = p[1] / p[2] - cam[1] * p[0]
+        d = math.sqrt(1.0 + cam[4] * cam[4])
+    r[0] += w * (cam[2] * u * d - feat[0])
+    r[1] += w * (cam[2] * v * d - feat[1])
+    ~routine
+
+
+def energy(e, x, k, c):
+    e += k * np.sum(x * x) + c * x[0] + math.exp(0.1 * x[1])
+    x[1] += c * 0.5
+
+
+def divide(y, x, a):
+    x /= a
+    y += x * x
+
+
+def pick(y, x, k):
+    y += x[k] * x[k]
+
+
+def sized(y, x, n):
+    t = np.zeros(n)
+    t[0] += x[0]
+    y += t[0] * t[0]
+    t[0] -= x[0]
+    del t
+'''
+
+
+def _data(n: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    cams = rng.normal(size=(n, 6))
+    cams[:, 5] = -5.0  # the points lie in front of the cameras
+    return (np.zeros((n, 2)), cams, rng.normal(size=(n, 3)), rng.uniform(0.5, 2.0, n),
+            rng.normal(size=(n, 2)))
+
+
+@pytest.fixture(scope="module", params=[True, False], ids=["checked", "unchecked"])
+def ns(request):
+    return revbench.define(SRC, check=request.param)
+
+
+BATCH = ("r", "cam", "X", "w", "feat")
+
+
+def test_batched_jacobian_on_the_gpu_is_the_cpus(ns):
+    f = ns["project"]
+    args = _data(37)
+    saved = [a.copy() for a in args]
+    cpu = revbench.jacobian(f, outputs="r", wrt=("cam", "X", "w"), batch=BATCH)(*args)
+    gpu = revbench.jacobian(f, outputs="r", wrt=("cam", "X", "w"), batch=BATCH,
+                            device="cuda")(*args)
+    for a, b in zip(cpu, gpu):
+        assert isinstance(b, np.ndarray) and b.shape == a.shape
+        np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-300)
+    for a, s in zip(args, saved):  # the caller's arrays are unchanged
+        assert np.array_equal(a, s)
+
+
+def test_jacobian_against_finite_differences(ns):
+    f = ns["project"]
+    r, cam, X, w, feat = _data(5, seed=1)
+    (J,) = [revbench.jacobian(f, outputs="r", wrt="cam", batch=BATCH, device="cuda")(
+        r, cam, X, w, feat)]
+    eps = 1e-6
+    for i in range(5):
+        for j in range(6):
+            cp, cm = cam.copy(), cam.copy()
+            cp[i, j] += eps
+            cm[i, j] -= eps
+            rp, rm = np.zeros((5, 2)), np.zeros((5, 2))
+            for k in range(5):
+                f(rp[k], cp[k], X[k], w[k], feat[k])
+                f(rm[k], cm[k], X[k], w[k], feat[k])
+            np.testing.assert_allclose(J[i, :, j], (rp[i] - rm[i]) / (2 * eps), rtol=1e-5,
+                                       atol=1e-7)
+
+
+def test_value_and_grad_and_grad_with_shared_arguments(ns):
+    f = ns["energy"]
+    rng = np.random.default_rng(2)
+    n = 19
+    e, x, k, c = np.zeros(n), rng.normal(size=(n, 4)), rng.uniform(1, 2, n), 0.7
+    cpu = revbench.value_and_grad(f, "e", batch=("e", "x", "k"))(e, x, k, c)
+    gpu = revbench.value_and_grad(f, "e", batch=("e", "x", "k"), device="cuda")(e, x, k, c)
+    for a, b in zip(cpu[0], gpu[0]):  # outputs: per item; the shared c as it is
+        np.testing.assert_allclose(b, a, rtol=1e-12)
+    for a, b in zip(cpu[1], gpu[1]):
+        assert (a is None) == (b is None)
+        if a is not None:
+            assert np.shape(b) == np.shape(a)
+            np.testing.assert_allclose(b, a, rtol=1e-12)
+    # hand-derived: de/dx = 2 k x + c e_0 + 0.1 exp(0.1 x_1) e_1; de/dk = sum x^2
+    gx = 2 * k[:, None] * x
+    gx[:, 0] += c
+    gx[:, 1] += 0.1 * np.exp(0.1 * x[:, 1])
+    grads = revbench.grad(f, "e", batch=("e", "x", "k"), device="cuda")(e, x, k, c)
+    np.testing.assert_allclose(grads[1], gx, rtol=1e-12)
+    np.testing.assert_allclose(grads[2], np.sum(x * x, axis=1), rtol=1e-12)
+
+
+def test_a_failing_item_raises_the_cpus_error_naming_the_item():
+    f = revbench.define(SRC)["divide"]
+    n = 9
+    y, x, a = np.zeros(n), np.linspace(1, 2, n), np.linspace(1, 2, n)
+    a[6] = 0.0
+    saved = [v.copy() for v in (y, x, a)]
+    with pytest.raises(revbench.ReversibilityError) as cpu:
+        revbench.grad(f, "y", batch=("y", "x", "a"))(y, x, a)
+    with pytest.raises(revbench.ReversibilityError) as gpu:
+        revbench.grad(f, "y", batch=("y", "x", "a"), device="cuda")(y, x, a)
+    assert str(gpu.value) == str(cpu.value)
+    assert "line" in str(gpu.value) and "`a`" in str(gpu.value)
+    assert any("batch item 6" in note and "GPU" in note for note in gpu.value.__notes__)
+    for v, s in zip((y, x, a), saved):
+        assert np.array_equal(v, s)
+
+
+def test_an_index_out_of_range_is_reported_not_read():
+    f = revbench.define(SRC)["pick"]
+    n = 6
+    y, x, k = np.zeros(n), np.ones((n, 4)), np.array([0, 1, 2, 3, 7, 1])
+    with pytest.raises(IndexError) as gpu:
+        revbench.grad(f, "y", batch=("y", "x", "k"), device="cuda")(y, x, k)
+    assert any("batch item 4" in note for note in gpu.value.__notes__)
+    k[4] = -2  # negative indices count from the end, as on the CPU
+    g = revbench.grad(f, "y", batch=("y", "x", "k"), device="cuda")(y, x, k)
+    assert g[1][4, 2] == 2.0
+
+
+def test_without_checks_nothing_is_checked_on_the_gpu_either():
+    f = revbench.define(SRC, check=False)["divide"]
+    y, x, a = np.zeros(3), np.ones(3), np.array([1.0, 2.0, 4.0])
+    g = revbench.grad(f, "y", batch=("y", "x", "a"), device="cuda")(y, x, a)
+    np.testing.assert_allclose(g[1], 2 * x / a / a)
+
+
+def test_a_size_that_depends_on_data_is_refused_at_its_line():
+    f = revbench.define(SRC)["sized"]
+    with pytest.raises(revbench.ReversibilityTypeError) as exc:
+        revbench.grad(f, "y", batch=("y", "x"), device="cuda")(np.zeros(2), np.ones((2, 3)), 3)
+    msg = str(exc.value)
+    assert "`n`" in msg and "depends on data" in msg and "t = np.zeros(n)" in msg
+    assert exc.value.lineno is not None
+
+
+def test_device_arrays_in_device_arrays_out(ns):
+    from numba import cuda
+
+    f = ns["project"]
+    args = _data(11)
+    cpu = revbench.jacobian(f, outputs="r", wrt="X", batch=BATCH)(*args)
+    dev = [cuda.to_device(a) for a in args]
+    J = revbench.jacobian(f, outputs="r", wrt="X", batch=BATCH, device="cuda")(*dev)
+    assert cuda.devicearray.is_cuda_ndarray(J) and not isinstance(J, np.ndarray)
+    np.testing.assert_allclose(J.copy_to_host(), cpu, rtol=1e-12)
+    assert np.array_equal(dev[1].copy_to_host(), args[1])  # inputs unchanged
+
+
+@pytest.mark.parametrize("case", ["dtype", "items", "no-batch", "device", "list"])
+def test_bad_input_gets_a_clear_error(case):
+    f = revbench.define(SRC)["energy"]
+    e, x, k = np.zeros(4), np.ones((4, 3)), np.ones(4)
+    api = revbench.grad
+    if case == "dtype":
+        with pytest.raises(TypeError, match="float32"):
+            api(f, "e", batch=("e", "x", "k"), device="cuda")(e, x.astype(np.float32), k, 1.0)
+    elif case == "items":
+        with pytest.raises(ValueError, match="disagree on the number of items"):
+            api(f, "e", batch=("e", "x", "k"), device="cuda")(e, x, np.ones(5), 1.0)
+    elif case == "no-batch":
+        with pytest.raises(ValueError, match="batch="):
+            api(f, "e", device="cuda")
+    elif case == "device":
+        with pytest.raises(ValueError, match="device must be one of"):
+            api(f, "e", batch="e", device="tpu")
+    else:
+        with pytest.raises(TypeError, match="`x` is a list"):
+            api(f, "e", batch=("e", "x", "k"), device="cuda")(e, x.tolist(), k, 1.0)
+
+
+@pytest.mark.parametrize("what", ["print", "complex", "custom-adjoint"])
+def test_what_the_gpu_cannot_run_is_refused_before_running(what):
+    body = {"print": "    y += x\n    print(y)\n",
+            "complex": "    z += x * 1j\n    y += x\n",
+            "custom-adjoint": "    y += x * x\n"}[what]
+    f = revbench.define(f"def g(y, x, z):\n{body}")["g"]
+    if what == "custom-adjoint":
+        revbench.custom_adjoint(f)(lambda y, x, z, gy, gx, gz: (gy, gx + 2 * x * gy, gz))
+    args = (np.zeros(3), np.ones(3), np.zeros(3, dtype=complex if what == "complex" else float))
+    with pytest.raises(revbench.ReversibilityTypeError, match="on the GPU") as exc:
+        revbench.grad(f, "y", wrt="x", batch=("y", "x", "z"), device="cuda")(*args)
+    assert {"print": "print", "complex": "complex", "custom-adjoint": "custom adjoint"}[what] \
+        in str(exc.value)
+
+
+PTX_SCRIPT = textwrap.dedent('''
+    import sys, types
+    import numpy as np
+    from revbench.backends import cuda_backend
+    cuda = cuda_backend.cuda_module()
+    import numba.cuda.dispatcher as dispatcher
+    # no GPU here: tell numba-cuda which one to compile for (an H100's sm_90)
+    dispatcher.get_current_device = lambda: types.SimpleNamespace(compute_capability=(9, 0))
+    import revbench
+    from revbench import gpu
+    src = open(sys.argv[1]).read()
+    ns = revbench.define(src, check=sys.argv[2] == "1")
+    compiled = []
+
+    class OnHost(gpu.Arguments):  # the arguments' types, without copying to a GPU
+        def __init__(self, args, batch, params, api):
+            self.host, self.device, self.kind = list(args), list(args), "numpy"
+            self.batch, self.params, self.api = batch, params, api
+            self.n = args[batch[0]].shape[0]
+
+    def to_ptx(bat, lay, args, item, rows, block_shapes, value_shapes, tolerance):
+        from numba import typeof
+        drv = gpu.Driver(bat, lay, tuple(tuple(np.shape(a)) for a in item))
+        seeds = [np.zeros(len(rows), np.int64)] * 3
+        blocks = [np.zeros(s) for s in block_shapes]
+        values = [np.zeros(s, dt) for s, dt in value_shapes]
+        argv = [*args.device, *seeds, *blocks, *values, np.zeros(1, np.int64),
+                np.zeros(2, np.int64), 0, 1, 0.0, 0.0, 0.0, 0.0]
+        ptx, _ = cuda.compile_ptx(drv.kernel.py_func, tuple(typeof(a) for a in argv),
+                                  cc=(9, 0))
+        assert ".target sm_90" in ptx
+        compiled.append(len(ptx))
+        return blocks, values
+
+    gpu.Arguments, gpu.run = OnHost, to_ptx
+    cuda_backend.require_gpu = lambda: None
+    n = 4
+    rng = np.random.default_rng(0)
+    args = (np.zeros((n, 2)), rng.normal(size=(n, 6)), rng.normal(size=(n, 3)), np.ones(n),
+            np.ones((n, 2)))
+    revbench.jacobian(ns["project"], outputs="r", wrt=("cam", "X", "w"),
+                      batch=("r", "cam", "X", "w", "feat"), device="cuda")(*args)
+    revbench.value_and_grad(ns["energy"], "e", batch=("e", "x", "k"), device="cuda")(
+        np.zeros(n), np.ones((n, 3)), np.ones(n), 0.5)
+    print("PTX", compiled)
+''')
+
+
+def _nvvm_available() -> bool:
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    probe = ("from numba.cuda.cudadrv import nvvm; nvvm.NVVM(); print('ok')")
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env,
+                       timeout=120)
+    return r.stdout.strip().endswith("ok")
+
+
+@pytest.mark.parametrize("check", ["1", "0"], ids=["checked", "unchecked"])
+def test_kernels_compile_for_a_real_gpu(check, tmp_path: Path):
+    """The simulator runs Python; a GPU runs what NVVM makes of Numba's lowering.  Compile
+    the kernels (forward, reverse sweep, driver) to PTX for sm_90, without a GPU."""
+    if not _nvvm_available():
+        pytest.skip("NVIDIA's NVVM is not installed (pip install 'numba-cuda[cu12]')")
+    src = tmp_path / "src.py"
+    src.write_text(SRC)
+    script = tmp_path / "ptx.py"
+    script.write_text(PTX_SCRIPT)
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    r = subprocess.run([sys.executable, str(script), str(src), check], capture_output=True,
+                       text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "PTX [" in r.stdout
