@@ -282,7 +282,8 @@ def _not_recovered(name: str, b: np.ndarray, a: np.ndarray, exact: bool, atol: f
 
 
 def value_and_grad(f: ReversibleFunction, loss: Loss, wrt: Any = None, batch: Any = None,
-                   device: str = "cpu", _keep_values: bool = True,
+                   device: str = "cpu", reduce: str | None = None, deterministic: bool = False,
+                   _keep_values: bool = True,
                    _api: str = "value_and_grad") -> Callable[..., tuple[tuple, tuple]]:
     """``value_and_grad(f, loss)(*args) -> (outputs, gradients)``.
 
@@ -299,9 +300,12 @@ def value_and_grad(f: ReversibleFunction, loss: Loss, wrt: Any = None, batch: An
     ``batch`` (names or positions) maps the call over items, in compiled code: those
     arguments take one more leading axis (item ``i`` is ``x[i]``), the others are
     shared, and every output and gradient gets a leading axis of items (a shared
-    argument the function does not change is returned as it is).  See
+    argument the function does not change is returned as it is).  With
+    ``reduce="sum"`` the gradient of a shared argument is summed over the items: the
+    gradient of the total loss (model parameters over a data set).  See
     :mod:`revbench.batch`.  ``device="cuda"`` runs the items on the GPU, one thread
-    each (:mod:`revbench.gpu`).
+    each (:mod:`revbench.gpu`); there the sum is in a fixed order only with
+    ``deterministic=True`` (bit-identical from run to run; otherwise the fastest order).
     """
     _require_reversible(f, _api)
     _check_loss(f, loss)
@@ -309,7 +313,10 @@ def value_and_grad(f: ReversibleFunction, loss: Loss, wrt: Any = None, batch: An
     if batch is not None:
         from revbench.batch import batched_value_and_grad
 
-        return batched_value_and_grad(f, loss, wrt, batch, _keep_values, _api, device)
+        return batched_value_and_grad(f, loss, wrt, batch, _keep_values, _api, device, reduce,
+                                      deterministic)
+    if reduce is not None:
+        raise ValueError(f"{_api}: reduce= sums gradients over the items of batch=: name them")
     b = _Backward(f, wrt)
 
     def run(*args, **kwargs):
@@ -334,11 +341,12 @@ def value_and_grad(f: ReversibleFunction, loss: Loss, wrt: Any = None, batch: An
     return run
 
 
-def grad(f: ReversibleFunction, loss: Loss, wrt: Any = None,
-         batch: Any = None, device: str = "cpu") -> Callable[..., tuple]:
-    """``grad(f, loss)(*args)``: the gradients of ``value_and_grad`` alone (``batch`` and
-    ``device`` as there)."""
-    vg = value_and_grad(f, loss, wrt, batch, device, _keep_values=False,
+def grad(f: ReversibleFunction, loss: Loss, wrt: Any = None, batch: Any = None,
+         device: str = "cpu", reduce: str | None = None,
+         deterministic: bool = False) -> Callable[..., tuple]:
+    """``grad(f, loss)(*args)``: the gradients of ``value_and_grad`` alone (``batch``,
+    ``device``, ``reduce`` and ``deterministic`` as there)."""
+    vg = value_and_grad(f, loss, wrt, batch, device, reduce, deterministic, _keep_values=False,
                         _api="grad")  # no output copies
 
     def run(*args, **kwargs):

@@ -61,6 +61,10 @@ class _Layout:
     check: bool
     python: bool  # the Python backend: its kernels compute on Python scalars
     keep: tuple[bool, ...]  # parameters whose values per item are returned
+    #: shared parameters whose gradient is summed over the items (``reduce="sum"``): the
+    #: gradient of the total; their block has one row of items, added to in item order
+    summed: tuple[bool, ...] = ()
+    deterministic: bool = True  # (the GPU: a fixed order of the sum, else the fastest)
 
 
 def batch_names(f: ReversibleFunction, batch: Any) -> tuple[int, ...]:
@@ -120,15 +124,18 @@ class _Batched:
         return tuple(_python_scalar(a[i]) if k in self.batch else a for k, a in enumerate(args))
 
     # -- the driver --------------------------------------------------------------------
-    def layout(self, sig, outputs, wrt, lanes, n_rows, keep_values) -> _Layout:
+    def layout(self, sig, outputs, wrt, lanes, n_rows, keep_values, reduce: str | None = None,
+               deterministic: bool = True) -> _Layout:
         f, b = self.f, self.b
         written = tuple(p in f._program.written_params() for p in f.params)
         batched = tuple(k in self.batch for k in range(len(sig)))
+        summed = tuple(reduce == "sum" and not bk and k in wrt for k, bk in enumerate(batched))
         return _Layout(sig, batched, written,
                        tuple(b.has_adjoint(p, t) for p, t in zip(f.params, sig)),
                        tuple(outputs), tuple(wrt), lanes, n_rows <= lanes, f._program.check,
                        f._program.backend == "python",
-                       tuple(keep_values and (bk or wk) for bk, wk in zip(batched, written)))
+                       tuple(keep_values and (bk or wk) for bk, wk in zip(batched, written)),
+                       summed, deterministic)
 
     def driver(self, lay: _Layout) -> Callable:
         # a user rule registered since (a custom adjoint, a pure function) means new kernels
@@ -324,12 +331,15 @@ def _driver_source(lay: _Layout, params: tuple[str, ...]) -> str:
             out.append(f"{ind2}    if seed_param[row] == {o}:")
             for w in lay.wrt:
                 src = f"res[{npar + lane * per_lane + slot[w]}]"
+                # a summed gradient: added to the one row, item after item (a fixed order)
+                at, op = ("0", "+=") if lay.summed and lay.summed[w] else ("i", "=")
                 if lay.sig[w].ndim == 1:
-                    out.append(f"{ind2}        J{o}_{w}[i, block_row[row], :] = {src}")
+                    out.append(f"{ind2}        J{o}_{w}[{at}, block_row[row], :] {op} {src}")
                 elif lay.sig[w].is_array:
-                    out.append(f"{ind2}        J{o}_{w}[i, block_row[row], :] = {src}.reshape(-1)")
+                    out.append(f"{ind2}        J{o}_{w}[{at}, block_row[row], :] {op} "
+                               f"{src}.reshape(-1)")
                 else:
-                    out.append(f"{ind2}        J{o}_{w}[i, block_row[row], 0] = {src}")
+                    out.append(f"{ind2}        J{o}_{w}[{at}, block_row[row], 0] {op} {src}")
     out.append("    return -1")
     return "\n".join(out) + "\n"
 
@@ -389,13 +399,18 @@ def batched_jacobian(f: ReversibleFunction, out_names: tuple, wrt_names: tuple, 
 
 
 def batched_value_and_grad(f: ReversibleFunction, loss: Any, wrt: Any, batch: Any,
-                           keep_values: bool, api: str,
-                           device: str = "cpu") -> Callable[..., tuple]:
+                           keep_values: bool, api: str, device: str = "cpu",
+                           reduce: str | None = None,
+                           deterministic: bool = False) -> Callable[..., tuple]:
     """``value_and_grad(..., batch=...)``: per item, the outputs and the gradients.
 
     Each result has a leading axis of length n (item i's outputs and gradients), except
-    that a shared argument the function does not change is returned as it is.
+    that a shared argument the function does not change is returned as it is, and that
+    with ``reduce="sum"`` a shared argument's gradient is the sum over the items (the
+    gradient of the total loss), without the axis.
     """
+    if reduce not in (None, "sum"):
+        raise ValueError(f"{api}: reduce must be None or 'sum', got {reduce!r}")
     from revbench.ad import value_and_grad
 
     b = _Backward(f, wrt)
@@ -412,8 +427,8 @@ def batched_value_and_grad(f: ReversibleFunction, loss: Any, wrt: Any, batch: An
         seed = _resolve_loss(f, loss, sig, item)
         flat = 0 if seed.index is None else int(np.ravel_multi_index(seed.index, item[seed.param].shape))
         kw = [k for k, (p, t) in enumerate(zip(f.params, sig)) if b.has_adjoint(p, t)]
-        lay = bat.layout(sig, [seed.param], kw, 1, 1, keep_values)
-        shapes = [(n, 1, _size(item[w])) for w in kw]
+        lay = bat.layout(sig, [seed.param], kw, 1, 1, keep_values, reduce, deterministic)
+        shapes = [(1 if lay.summed[w] else n, 1, _size(item[w])) for w in kw]
         kept = [((n, *np.shape(a)), NUMPY_DTYPES[t.dtype])
                 for a, t, keep in zip(item, sig, lay.keep) if keep]
         if device == "cuda":
@@ -424,8 +439,10 @@ def batched_value_and_grad(f: ReversibleFunction, loss: Any, wrt: Any, batch: An
             values = [np.empty(s, dtype=dt) for s, dt in kept]
             bat.run(lay, n, args, item, [(seed.param, flat)], blocks, values)
         grads: list[Any] = [None] * len(sig)
-        for w, blk in zip(kw, blocks):
-            grads[w] = blk.reshape((n, *np.shape(item[w])))  # (a view, of any kind of array)
+        for w, blk in zip(kw, blocks):  # (views, of any kind of array)
+            grads[w] = blk.reshape(np.shape(item[w]) if lay.summed[w] else (n, *np.shape(item[w])))
+            if isinstance(grads[w], np.ndarray) and grads[w].ndim == 0:
+                grads[w] = grads[w].item()  # a float's gradient is a float
         if not keep_values:
             return None, tuple(grads)
         kept = iter(values)

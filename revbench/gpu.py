@@ -188,10 +188,17 @@ def kernel_source(lay, params: tuple[str, ...], shapes: tuple[tuple[int, ...], .
     P = [f"P{k}" for k in range(npar)]
     J = [f"J{o}_{w}" for o in lay.outputs for w in lay.wrt]
     V = [f"V{k}" for k in range(npar) if lay.keep[k]]
-    out = [f"def kernel({', '.join([*P, 'seed_param', 'seed_flat', 'block_row', *J, *V])}, "
+    summed = [w for w in lay.wrt if lay.summed and lay.summed[w]]
+    R = [f"R{w}" for w in summed]  # per thread partial sums (deterministic=True)
+    out = [f"def kernel({', '.join([*P, 'seed_param', 'seed_flat', 'block_row', *J, *V, *R])}, "
            "FIRST, ST, lo, hi, atol, rtol, catol, crtol):",
            "    m = seed_param.shape[0]",
            "    st = _rb_cuda.local.array(2, _rb_np.int64)"]
+    for w in summed:  # this thread's share of a summed gradient, over its items
+        size = max(1, math.prod(shapes[w]))
+        out.append(f"    acc{w} = _rb_cuda.local.array({size}, _rb_np.float64)")
+        out.append(f"    for q in range({size}):")
+        out.append(f"        acc{w}[q] = 0.0")
 
     def local(name: str, k: int) -> None:
         dims = ", ".join(str(max(d, 1)) for d in shapes[k])
@@ -307,17 +314,57 @@ def kernel_source(lay, params: tuple[str, ...], shapes: tuple[tuple[int, ...], .
             for w in lay.wrt:
                 src = f"res[{npar + lane * per_lane + slot[w]}]"
                 at = ind2 + "        "
-                if lay.sig[w].is_array:
-                    lines, idx, body = _loops(shapes[w], at, "u")
-                    out.extend(lines)
-                    out.append(f"{body}J{o}_{w}[i, block_row[row], {_flat(idx, shapes[w])}] = "
-                               f"{src}[{', '.join(idx)}]")
+                lines, idx, body = _loops(shapes[w], at, "u")
+                out.extend(lines)
+                value = f"{src}[{', '.join(idx)}]" if idx else src
+                if w in summed:
+                    out.append(f"{body}acc{w}[{_flat(idx, shapes[w])}] += {value}")
                 else:
-                    out.append(f"{at}J{o}_{w}[i, block_row[row], 0] = {src}")
+                    out.append(f"{body}J{o}_{w}[i, block_row[row], {_flat(idx, shapes[w])}] = "
+                               f"{value}")
     out.append(f"{ind}if hi - lo == 1:  # one item, run again to learn which check failed")
     out.append(f"{ind}    ST[0] = st[0]")
     out.append(f"{ind}    ST[1] = st[1]")
+    if summed:
+        out.append("    if hi - lo == 1:")
+        out.append("        return")
+    if summed and not lay.deterministic:
+        out.append(f"    sh = _rb_cuda.shared.array({THREADS_PER_BLOCK}, _rb_np.float64)")
+        out.append("    tid = _rb_cuda.threadIdx.x")
+    for w in summed:
+        o = lay.outputs[0]
+        size = max(1, math.prod(shapes[w]))
+        out.append(f"    for q in range({size}):")
+        if lay.deterministic:  # each thread's partial sum; a fixed-order sum follows
+            out.append(f"        R{w}[_rb_cuda.grid(1), q] = acc{w}[q]")
+            continue
+        # the fastest: the block adds its threads' partial sums as a tree in shared
+        # memory, then one atomic add per block and entry
+        out += [f"        sh[tid] = acc{w}[q]",
+                "        _rb_cuda.syncthreads()",
+                "        half = _rb_cuda.blockDim.x // 2",
+                "        while half > 0:",
+                "            if tid < half:",
+                "                sh[tid] += sh[tid + half]",
+                "            _rb_cuda.syncthreads()",
+                "            half //= 2",
+                "        if tid == 0:",
+                f"            _rb_cuda.atomic.add(J{o}_{w}, (0, 0, q), sh[0])",
+                "        _rb_cuda.syncthreads()"]
     return "\n".join(out) + "\n"
+
+
+def _cuda() -> Any:
+    return cuda_backend.cuda_module()
+
+
+def column_sums(part, out) -> None:
+    """The fixed-order sum of the threads' partial sums (``deterministic=True``)."""
+    _cuda()
+    from revbench.backends.cuda_helpers import column_sums as kernel
+
+    size = part.shape[1]
+    kernel[math.ceil(size / 64), 64](part, out)
 
 
 class Driver:
@@ -341,19 +388,30 @@ class Driver:
                                                   {"_rb_fwd": fwd.run, "_rb_bwd": bwd.run})
         self.tables = (fwd.table, bwd.table)
 
+    @staticmethod
+    def shape_of_launch(items: int) -> tuple[int, int]:
+        """(blocks, threads per block): a power of two (the tree that adds a summed
+        gradient's partial sums halves the block), enough blocks to fill the GPU, each
+        thread then striding over items."""
+        if items == 1:
+            return 1, 1
+        if cuda_backend.simulated():  # Python threads: few of them
+            return min(math.ceil(items / 32), 4), 32
+        cuda = _cuda()
+        sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
+        return min(math.ceil(items / THREADS_PER_BLOCK), 16 * sms), THREADS_PER_BLOCK
+
     def launch(self, n: int, args: list, seeds: tuple, blocks: list, values: list,
-               lo: int = 0, hi: int | None = None) -> tuple[int, tuple[int, int]]:
+               partials: list, lo: int = 0, hi: int | None = None) -> tuple[int, tuple[int, int]]:
         """Run items ``lo:hi``; returns (the first failing item or n, its status)."""
-        cuda = cuda_backend.cuda_module()
+        cuda = _cuda()
         hi = n if hi is None else hi
         first = cuda.to_device(np.array([n], dtype=np.int64))
         st = cuda.to_device(np.zeros(2, dtype=np.int64))
         atol, rtol = get_tolerance()
         catol, crtol = self.tolerance
-        items = hi - lo
-        tpb = 1 if items == 1 else THREADS_PER_BLOCK if not cuda_backend.simulated() else 16
-        grid = min(math.ceil(items / tpb), 65535 if not cuda_backend.simulated() else 4)
-        self.kernel[grid, tpb](*args, *seeds, *blocks, *values, first, st, lo, hi,
+        grid, tpb = self.shape_of_launch(hi - lo)
+        self.kernel[grid, tpb](*args, *seeds, *blocks, *values, *partials, first, st, lo, hi,
                                atol, rtol, catol, crtol)
         return int(first.copy_to_host()[0]), tuple(int(v) for v in st.copy_to_host())
 
@@ -372,13 +430,23 @@ def run(bat, lay, args: Arguments, item: tuple, rows: list[tuple[int, int]],
     driver.tolerance = tolerance
     seeds = tuple(cuda.to_device(np.array(v, dtype=np.int64)) for v in (
         [k for k, _ in rows], [r for _, r in rows], _block_rows(rows)))
-    blocks = [cuda.device_array(s, dtype=np.float64) for s in block_shapes]
+    summed = [w for w in lay.wrt if lay.summed and lay.summed[w]]
+    # summed gradients are added into: they start at zero
+    blocks = [cuda.to_device(np.zeros(s)) if lay.summed and lay.summed[w] else
+              cuda.device_array(s, dtype=np.float64) for s, w in zip(block_shapes, lay.wrt)]
     values = [cuda.device_array(s, dtype=dt) for s, dt in value_shapes]
     n = args.n
-    bad, _ = driver.launch(n, args.device, seeds, blocks, values)
+    grid, tpb = driver.shape_of_launch(n)
+    rows_of_partials = grid * tpb if lay.deterministic else 1
+    partials = [cuda.device_array((rows_of_partials, max(1, math.prod(shapes[w]))))
+                for w in summed]
+    bad, _ = driver.launch(n, args.device, seeds, blocks, values, partials)
     if bad < n:
-        _, status = driver.launch(n, args.device, seeds, blocks, values, bad, bad + 1)
+        _, status = driver.launch(n, args.device, seeds, blocks, values, partials, bad, bad + 1)
         raise_for_item(bat, args, bad, status, driver)
+    if lay.deterministic:
+        for w, part in zip(summed, partials):
+            column_sums(part, blocks[lay.wrt.index(w)])
     return [args.give_back(b) for b in blocks], [args.give_back(v) for v in values]
 
 

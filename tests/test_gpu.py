@@ -48,6 +48,21 @@ def pick(y, x, k):
     y += x[k] * x[k]
 
 
+def fit(l, theta, x, y):
+    with routine:
+        z = 0.0
+        for j in range(len(theta)):
+            z += theta[j] * x[j]
+        t = math.tanh(z)
+    l += (t - y) * (t - y)
+    ~routine
+
+
+def observe(r, cams, ci, X, feat):
+    for j in range(2):
+        r[j] += cams[ci, j] * X[j] + cams[ci, 2] * X[2] - feat[j]
+
+
 def sized(y, x, n):
     t = np.zeros(n)
     t[0] += x[0]
@@ -127,6 +142,60 @@ def test_value_and_grad_and_grad_with_shared_arguments(ns):
     grads = revbench.grad(f, "e", batch=("e", "x", "k"), device="cuda")(e, x, k, c)
     np.testing.assert_allclose(grads[1], gx, rtol=1e-12)
     np.testing.assert_allclose(grads[2], np.sum(x * x, axis=1), rtol=1e-12)
+
+
+def test_summed_gradients_of_shared_parameters(ns):
+    """reduce="sum": the gradient of the total loss; shared parameters summed over the
+    items (by a tree per block and atomic adds, or in a fixed order), data per item."""
+    f = ns["fit"]
+    rng = np.random.default_rng(3)
+    n, d = 300, 6
+    theta, x, y = rng.normal(size=d), rng.normal(size=(n, d)), rng.normal(size=n)
+    args = (np.zeros(n), theta, x, y)
+    per_item = revbench.grad(f, "l", batch=("l", "x", "y"))(*args)
+    cpu = revbench.grad(f, "l", batch=("l", "x", "y"), reduce="sum")(*args)
+    assert cpu[1].shape == (d,) and cpu[2].shape == (n, d)
+    np.testing.assert_allclose(cpu[1], per_item[1].sum(axis=0), rtol=1e-12)
+    # hand-derived: dl/dtheta = sum_i 2 (tanh(theta.x_i) - y_i) (1 - tanh^2) x_i
+    t = np.tanh(x @ theta)
+    np.testing.assert_allclose(cpu[1], ((2 * (t - y) * (1 - t * t))[:, None] * x).sum(0),
+                               rtol=1e-10)
+    runs = []
+    for deterministic in (False, True, True):
+        g = revbench.grad(f, "l", batch=("l", "x", "y"), reduce="sum", device="cuda",
+                          deterministic=deterministic)(*args)
+        np.testing.assert_allclose(g[1], cpu[1], rtol=1e-12)
+        np.testing.assert_array_equal(g[2], cpu[2])
+        runs.append(g[1])
+    assert np.array_equal(runs[1], runs[2])  # deterministic: bit-identical run to run
+    vg = revbench.value_and_grad(f, "l", batch=("l", "x", "y"), reduce="sum",
+                                 device="cuda")(*args)
+    np.testing.assert_allclose(vg[0][0], (t - y) ** 2, rtol=1e-12)
+    with pytest.raises(ValueError, match="reduce"):
+        revbench.grad(f, "l", batch=("l", "x", "y"), reduce="mean")
+
+
+def test_index_arrays_read_shared_tables(ns):
+    """Observations share cameras through an index array, as in bundle adjustment."""
+    f = ns["observe"]
+    rng = np.random.default_rng(4)
+    n, ncams = 50, 4
+    cams, ci = rng.normal(size=(ncams, 3)), rng.integers(0, ncams, n)
+    X, feat = rng.normal(size=(n, 3)), rng.normal(size=(n, 2))
+    batch = ("r", "ci", "X", "feat")
+    cpu = revbench.jacobian(f, outputs="r", wrt=("cams", "X"), batch=batch)(
+        np.zeros((n, 2)), cams, ci, X, feat)
+    gpu = revbench.jacobian(f, outputs="r", wrt=("cams", "X"), batch=batch, device="cuda")(
+        np.zeros((n, 2)), cams, ci, X, feat)
+    for a, b in zip(cpu, gpu):
+        np.testing.assert_allclose(b, a, rtol=1e-12)
+    assert gpu[1][7, 1, 1] == cams[ci[7], 1]
+    tot = revbench.grad(f, ("r", 0), batch=batch, reduce="sum", device="cuda",
+                        deterministic=True)(np.zeros((n, 2)), cams, ci, X, feat)
+    expect = np.zeros((ncams, 3))
+    np.add.at(expect[:, 0], ci, X[:, 0])
+    np.add.at(expect[:, 2], ci, X[:, 2])
+    np.testing.assert_allclose(tot[1], expect, rtol=1e-12)
 
 
 def test_a_failing_item_raises_the_cpus_error_naming_the_item():
@@ -250,7 +319,9 @@ PTX_SCRIPT = textwrap.dedent('''
         seeds = [np.zeros(len(rows), np.int64)] * 3
         blocks = [np.zeros(s) for s in block_shapes]
         values = [np.zeros(s, dt) for s, dt in value_shapes]
-        argv = [*args.device, *seeds, *blocks, *values, np.zeros(1, np.int64),
+        partials = [np.zeros((2, block_shapes[i][2])) for i, w in enumerate(lay.wrt)
+                    if lay.summed and lay.summed[w]]
+        argv = [*args.device, *seeds, *blocks, *values, *partials, np.zeros(1, np.int64),
                 np.zeros(2, np.int64), 0, 1, 0.0, 0.0, 0.0, 0.0]
         ptx, _ = cuda.compile_ptx(drv.kernel.py_func, tuple(typeof(a) for a in argv),
                                   cc=(9, 0))
@@ -268,6 +339,10 @@ PTX_SCRIPT = textwrap.dedent('''
                       batch=("r", "cam", "X", "w", "feat"), device="cuda")(*args)
     revbench.value_and_grad(ns["energy"], "e", batch=("e", "x", "k"), device="cuda")(
         np.zeros(n), np.ones((n, 3)), np.ones(n), 0.5)
+    for deterministic in (False, True):  # shared parameters' gradients summed
+        revbench.grad(ns["fit"], "l", batch=("l", "x", "y"), reduce="sum", device="cuda",
+                      deterministic=deterministic)(np.zeros(n), np.ones(3), np.ones((n, 3)),
+                                                   np.ones(n))
     print("PTX", compiled)
 ''')
 

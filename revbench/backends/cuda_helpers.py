@@ -181,3 +181,16 @@ def shift_failed(old, new, value, module, k, st):
 #: the CPU helper's name (:data:`revbench.backends.codegen.INT_HELPERS`) -> its device twin
 CHECKED = {"iadd": iadd, "isub": isub, "imul": imul, "ifloordiv": ifloordiv, "ipow": ipow,
            "ineg": ineg, "iabs": iabs, "shift_failed": shift_failed}
+
+
+@cuda.jit
+def column_sums(part, out):
+    """``out[0, 0, q] = sum over t of part[t, q]`` in the order of t (a summed gradient's
+    partial sums, one row per thread, added in a fixed order): one thread per column,
+    neighbouring threads reading neighbouring addresses."""
+    q = cuda.grid(1)
+    if q < part.shape[1]:
+        s = 0.0
+        for t in range(part.shape[0]):
+            s += part[t, q]
+        out[0, 0, q] = s
