@@ -283,7 +283,7 @@ def _not_recovered(name: str, b: np.ndarray, a: np.ndarray, exact: bool, atol: f
 
 def value_and_grad(f: ReversibleFunction, loss: Loss, wrt: Any = None, batch: Any = None,
                    device: str = "cpu", reduce: str | None = None, deterministic: bool = False,
-                   _keep_values: bool = True,
+                   workers: int | None = None, _keep_values: bool = True,
                    _api: str = "value_and_grad") -> Callable[..., tuple[tuple, tuple]]:
     """``value_and_grad(f, loss)(*args) -> (outputs, gradients)``.
 
@@ -306,15 +306,16 @@ def value_and_grad(f: ReversibleFunction, loss: Loss, wrt: Any = None, batch: An
     :mod:`revbench.batch`.  ``device="cuda"`` runs the items on the GPU, one thread
     each (:mod:`revbench.gpu`); there the sum is in a fixed order only with
     ``deterministic=True`` (bit-identical from run to run; otherwise the fastest order).
+    On the CPU, ``workers`` threads (default: every core) run chunks of the items.
     """
     _require_reversible(f, _api)
     _check_loss(f, loss)
-    check_device(device, batch, _api)
+    check_device(device, batch, _api, workers)
     if batch is not None:
         from revbench.batch import batched_value_and_grad
 
         return batched_value_and_grad(f, loss, wrt, batch, _keep_values, _api, device, reduce,
-                                      deterministic)
+                                      deterministic, workers)
     if reduce is not None:
         raise ValueError(f"{_api}: reduce= sums gradients over the items of batch=: name them")
     b = _Backward(f, wrt)
@@ -342,12 +343,12 @@ def value_and_grad(f: ReversibleFunction, loss: Loss, wrt: Any = None, batch: An
 
 
 def grad(f: ReversibleFunction, loss: Loss, wrt: Any = None, batch: Any = None,
-         device: str = "cpu", reduce: str | None = None,
-         deterministic: bool = False) -> Callable[..., tuple]:
+         device: str = "cpu", reduce: str | None = None, deterministic: bool = False,
+         workers: int | None = None) -> Callable[..., tuple]:
     """``grad(f, loss)(*args)``: the gradients of ``value_and_grad`` alone (``batch``,
-    ``device``, ``reduce`` and ``deterministic`` as there)."""
-    vg = value_and_grad(f, loss, wrt, batch, device, reduce, deterministic, _keep_values=False,
-                        _api="grad")  # no output copies
+    ``device``, ``reduce``, ``deterministic`` and ``workers`` as there)."""
+    vg = value_and_grad(f, loss, wrt, batch, device, reduce, deterministic, workers,
+                        _keep_values=False, _api="grad")  # no output copies
 
     def run(*args, **kwargs):
         if kwargs:
@@ -363,8 +364,8 @@ def grad(f: ReversibleFunction, loss: Loss, wrt: Any = None, batch: Any = None,
 JACOBIAN_LANES = 8
 
 
-def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any,
-             batch: Any = None, device: str = "cpu") -> Callable[..., Any]:
+def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any, batch: Any = None,
+             device: str = "cpu", workers: int | None = None) -> Callable[..., Any]:
     """``jacobian(f, outputs="r", wrt="x")(*args)``: the dense Jacobian d r_out / d x_in.
 
     Shape ``(r.size, x.size)``, both flattened in C order.  The forward run
@@ -382,10 +383,11 @@ def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any,
     shared by all items, and each block gets a leading axis of items, shape
     ``(n, out.size, wrt.size)`` -- the local Jacobian of every item, as
     ``jax.vmap(jax.jacrev(...))`` gives.  See :mod:`revbench.batch`; ``device="cuda"``
-    runs the items on the GPU, one thread each (:mod:`revbench.gpu`).
+    runs the items on the GPU, one thread each (:mod:`revbench.gpu`); on the CPU,
+    ``workers`` threads (default: every core) run chunks of the items.
     """
     _require_reversible(f, "jacobian")
-    check_device(device, batch, "jacobian")
+    check_device(device, batch, "jacobian", workers)
     many_out, many_wrt = not isinstance(outputs, (str, int)), not isinstance(wrt, (str, int))
     out_names = tuple(outputs) if many_out else (outputs,)
     wrt_names = tuple(wrt) if many_wrt else (wrt,)
@@ -405,7 +407,7 @@ def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any,
     if batch is not None:
         from revbench.batch import batched_jacobian
 
-        return batched_jacobian(f, out_names, wrt_names, batch, shape_result, device)
+        return batched_jacobian(f, out_names, wrt_names, batch, shape_result, device, workers)
     b = _Backward(f, wrt_names + out_names)  # other read-only arguments need no adjoint
 
     def run(*args, **kwargs):

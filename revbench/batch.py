@@ -26,6 +26,7 @@ modified.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -160,31 +161,69 @@ class _Batched:
         if backend == "numba":
             from revbench.backends.numba_backend import module_dispatcher
 
-            run = module_dispatcher(mod, "driver", boundscheck=False)
+            # nogil: workers run chunks of the items in threads (the interrupt poll asks
+            # for Ctrl-C only in a thread that holds the GIL)
+            run = module_dispatcher(mod, "driver", boundscheck=False, nogil=True)
         self._drivers[cache_key] = run
         return run
 
     def run(self, lay: _Layout, n: int, args: tuple, item0: tuple, rows: list[tuple[int, int]],
-            blocks: list[np.ndarray], values: list[np.ndarray]) -> None:
-        """Run the driver; on a failure, find the failing item and raise its own error."""
+            blocks: list[np.ndarray], values: list[np.ndarray], workers: int | None = None) -> None:
+        """Run the driver over the items, in chunks on ``workers`` threads; on a failure,
+        find the first failing item and raise its own error."""
         seed_param = np.array([k for k, _ in rows], dtype=np.int64)
         seed_flat = np.array([r for _, r in rows], dtype=np.int64)
         block_row = np.array(_block_rows(rows), dtype=np.int64)
         atol, rtol = get_tolerance()
         catol, crtol = _tolerance(self.f)
         drive = self.driver(lay)
+        stop = np.zeros(1, dtype=np.int64)
+        bounds = chunks(n, 1 if lay.python else workers)
+        summed = [lay.summed[w] if lay.summed else False for w in lay.wrt]
+        # a summed gradient: each chunk adds into its own block, then they are added in
+        # chunk order (a fixed order: the same result every run with the same workers)
+        own = [[np.zeros_like(b) if s and c else b for b, s in zip(blocks, summed)]
+               for c in range(len(bounds))]
+
+        def part(c: int) -> int:
+            lo, hi = bounds[c]
+            return drive(*args, seed_param, seed_flat, block_row, *own[c], *values, lo, hi, stop,
+                         atol, rtol, catol, crtol)
+
+        outcomes: list[tuple[int, BaseException | None]] = []
         try:
-            bad = drive(*args, seed_param, seed_flat, block_row, *blocks, *values, n,
-                        atol, rtol, catol, crtol)
+            if len(bounds) == 1:
+                try:
+                    outcomes.append((part(0), None))
+                except Exception as exc:  # a runtime check (or an error) inside some item
+                    outcomes.append((-1, exc))
+            else:
+                futures = [_pool().submit(part, c) for c in range(len(bounds))]
+                try:
+                    for fut in futures:
+                        exc = fut.exception()
+                        outcomes.append((-1, exc) if exc is not None else (fut.result(), None))
+                except KeyboardInterrupt:  # Ctrl-C in the waiting thread: stop the workers
+                    stop[0] = 1
+                    for fut in futures:
+                        fut.exception()
+                    raise
         except KeyboardInterrupt:  # Ctrl-C, noticed by the compiled loop
             raise KeyboardInterrupt from None
-        except Exception as exc:  # a runtime check (or an error) inside some item
-            self.reraise_for_item(args, n, exc)
-            raise
-        if bad >= 0:
-            self.reraise_for_item(args, n, None, start=int(bad))
-            raise ReversibilityError(f"{self.api}: the reverse sweep of item {bad} did not "
-                                     "recover its arguments")
+        for (lo, _), (bad, exc) in zip(bounds, outcomes):
+            if isinstance(exc, KeyboardInterrupt):
+                raise KeyboardInterrupt from None
+            if exc is not None:
+                self.reraise_for_item(args, n, exc, start=lo)
+                raise exc
+            if bad >= 0:
+                self.reraise_for_item(args, n, None, start=int(bad))
+                raise ReversibilityError(f"{self.api}: the reverse sweep of item {bad} did "
+                                         "not recover its arguments")
+        for c in range(1, len(bounds)):
+            for b, mine, s in zip(blocks, own[c], summed):
+                if s:
+                    b += mine
 
     def reraise_for_item(self, args: tuple, n: int, exc: BaseException | None,
                          start: int = 0) -> None:
@@ -201,6 +240,37 @@ class _Batched:
 
     def unbatched(self) -> Callable:
         raise NotImplementedError
+
+
+#: items a chunk gets at least (fewer: threads would cost more than they save)
+MIN_CHUNK = 256
+_threads: list = []
+
+
+def default_workers() -> int:
+    """All the cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def chunks(n: int, workers: int | None) -> list[tuple[int, int]]:
+    """``[lo, hi)`` ranges of contiguous items, one per worker (``None``: all cores)."""
+    w = default_workers() if workers is None else workers
+    w = max(1, min(w, n // MIN_CHUNK))
+    edges = [n * c // w for c in range(w + 1)]
+    return [(edges[c], edges[c + 1]) for c in range(w)]
+
+
+def _pool():
+    """The threads that run chunks of items (the compiled driver releases the GIL)."""
+    if not _threads:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _threads.append(ThreadPoolExecutor(max_workers=max(2, default_workers()),
+                                           thread_name_prefix="revbench-batch"))
+    return _threads[0]
 
 
 def recovered(a, e, atol, rtol) -> bool:
@@ -243,7 +313,7 @@ def _driver_source(lay: _Layout, params: tuple[str, ...]) -> str:
     J = [f"J{o}_{w}" for o in lay.outputs for w in lay.wrt]
     V = [f"V{k}" for k in range(len(params)) if lay.keep[k]]
     out = [f"def driver({', '.join([*P, 'seed_param', 'seed_flat', 'block_row', *J, *V])}, "
-           "n, atol, rtol, catol, crtol):",
+           "lo, hi, stop, atol, rtol, catol, crtol):",
            "    m = seed_param.shape[0]"]
     # arrays every item needs afresh are allocated once, before the loop over the items, and
     # refilled per item (an item's arrays are small: allocating them would cost more than
@@ -255,9 +325,11 @@ def _driver_source(lay: _Layout, params: tuple[str, ...]) -> str:
         for k, t in enumerate(lay.sig):
             if lay.adjoint[k] and t.is_array:
                 out.append(f"    g{lane}_{k} = np.zeros_like(P{k}{'[0]' if lay.batched[k] else ''})")
-    out.append("    for i in range(n):")
+    out.append("    for i in range(lo, hi):")
     out.append("        if _rb_interrupted():  # Ctrl-C (revbench.backends.runtime.interrupted)")
     out.append("            raise _RbInterrupted()")
+    out.append("        if stop[0] != 0:  # Ctrl-C seen by the thread waiting for the workers")
+    out.append("            return -1")
     ind = " " * 8
     for k, t in enumerate(lay.sig):
         src = f"P{k}[i]" if lay.batched[k] else f"P{k}"
@@ -357,8 +429,8 @@ def _size(a) -> int:
 
 
 def batched_jacobian(f: ReversibleFunction, out_names: tuple, wrt_names: tuple, batch: Any,
-                     shape_result: Callable[[tuple], Any],
-                     device: str = "cpu") -> Callable[..., Any]:
+                     shape_result: Callable[[tuple], Any], device: str = "cpu",
+                     workers: int | None = None) -> Callable[..., Any]:
     """``jacobian(..., batch=...)``: blocks of shape ``(n, out.size, wrt.size)`` (on the GPU
     with ``device="cuda"``: :mod:`revbench.gpu`)."""
     from revbench.ad import jacobian
@@ -389,7 +461,7 @@ def batched_jacobian(f: ReversibleFunction, out_names: tuple, wrt_names: tuple, 
             blocks, _ = gpu.run(bat, lay, gargs, item, rows, shapes, [], _tolerance(f))
         else:
             blocks = [np.zeros(s) for s in shapes]
-            bat.run(lay, n, args, item, rows, blocks, [])
+            bat.run(lay, n, args, item, rows, blocks, [], workers)
         nw = len(kw)
         return shape_result(tuple(tuple(blocks[a * nw + c] for c in range(nw))
                                   for a in range(len(ko))))
@@ -400,8 +472,8 @@ def batched_jacobian(f: ReversibleFunction, out_names: tuple, wrt_names: tuple, 
 
 def batched_value_and_grad(f: ReversibleFunction, loss: Any, wrt: Any, batch: Any,
                            keep_values: bool, api: str, device: str = "cpu",
-                           reduce: str | None = None,
-                           deterministic: bool = False) -> Callable[..., tuple]:
+                           reduce: str | None = None, deterministic: bool = False,
+                           workers: int | None = None) -> Callable[..., tuple]:
     """``value_and_grad(..., batch=...)``: per item, the outputs and the gradients.
 
     Each result has a leading axis of length n (item i's outputs and gradients), except
@@ -437,7 +509,7 @@ def batched_value_and_grad(f: ReversibleFunction, loss: Any, wrt: Any, batch: An
         else:
             blocks = [np.zeros(s, dtype=NUMPY_DTYPES[sig[w].dtype]) for s, w in zip(shapes, kw)]
             values = [np.empty(s, dtype=dt) for s, dt in kept]
-            bat.run(lay, n, args, item, [(seed.param, flat)], blocks, values)
+            bat.run(lay, n, args, item, [(seed.param, flat)], blocks, values, workers)
         grads: list[Any] = [None] * len(sig)
         for w, blk in zip(kw, blocks):  # (views, of any kind of array)
             grads[w] = blk.reshape(np.shape(item[w]) if lay.summed[w] else (n, *np.shape(item[w])))

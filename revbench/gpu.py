@@ -40,12 +40,19 @@ DEVICES = ("cpu", "cuda")
 THREADS_PER_BLOCK = 128
 
 
-def check_device(device: str, batch: Any, api: str) -> None:
+def check_device(device: str, batch: Any, api: str, workers: int | None = None) -> None:
+    """Refuse a device, or a ``workers=``, that cannot apply."""
     if device not in DEVICES:
         raise ValueError(f"{api}: device must be one of {DEVICES}, got {device!r}")
     if device == "cuda" and batch is None:
         raise ValueError(f"{api}: device='cuda' runs batched derivatives, one GPU thread per "
                          "item: name the arguments that carry the items with batch=")
+    if workers is not None:
+        if batch is None or device != "cpu":
+            raise ValueError(f"{api}: workers= is the number of CPU threads of a batched call "
+                             "(batch=, device='cpu')")
+        if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+            raise ValueError(f"{api}: workers must be a positive int, got {workers!r}")
 
 
 # --------------------------------------------------------------------------- #
@@ -87,6 +94,7 @@ class Arguments:
         self.n = ns.pop()
         if self.n == 0:
             raise ValueError(f"{api}: the batch is empty (0 items)")
+        _refuse_shared_memory(args, params, api)
         for k, d in enumerate(self.device):
             if hasattr(d, "dtype") and np.dtype(d.dtype) not in _DTYPES:
                 raise TypeError(f"{api}: argument `{params[k]}` has dtype {np.dtype(d.dtype)}; "
@@ -138,6 +146,33 @@ class Arguments:
 
 #: what revbench computes in (complex is refused later, with the variable that holds it)
 _DTYPES = {np.dtype(t) for t in (np.float64, np.int64, np.bool_, np.complex128)}
+
+
+def _byte_bounds(a: np.ndarray) -> tuple[int, int]:
+    bounds = getattr(np, "byte_bounds", None)  # NumPy 1.x; 2.x moved it
+    return (bounds or np.lib.array_utils.byte_bounds)(a)
+
+
+def _refuse_shared_memory(args: tuple, params: tuple[str, ...], api: str) -> None:
+    """Two arguments in the same memory are refused, as on the CPU (an update of one would
+    change the other): NumPy arrays by their buffers, GPU arrays by their address ranges."""
+    spans = []
+    for p, a in zip(params, args):
+        if isinstance(a, np.ndarray) and a.size:
+            lo, hi = _byte_bounds(a)
+            spans.append((p, "host", lo, hi))
+        elif hasattr(a, "__cuda_array_interface__"):
+            cai = a.__cuda_array_interface__
+            lo = cai["data"][0]
+            size = np.dtype(cai["typestr"]).itemsize * math.prod(cai["shape"])
+            if size:
+                spans.append((p, "device", lo, lo + size))
+    for i, (p1, w1, lo1, hi1) in enumerate(spans):
+        for p2, w2, lo2, hi2 in spans[i + 1:]:
+            if w1 == w2 and lo1 < hi2 and lo2 < hi1:
+                raise ReversibilityError(
+                    f"{api}: arguments `{p1}` and `{p2}` share memory: updating one would change "
+                    "the other, which is not reversible (pass a copy)", variable=p2, stage="call")
 
 
 def _on_device(cuda: Any, a: Any) -> bool:
@@ -328,7 +363,8 @@ def kernel_source(lay, params: tuple[str, ...], shapes: tuple[tuple[int, ...], .
     if summed:
         out.append("    if hi - lo == 1:")
         out.append("        return")
-    if summed and not lay.deterministic:
+    tree = summed and not lay.deterministic and not cuda_backend.simulated()
+    if tree:
         out.append(f"    sh = _rb_cuda.shared.array({THREADS_PER_BLOCK}, _rb_np.float64)")
         out.append("    tid = _rb_cuda.threadIdx.x")
     for w in summed:
@@ -337,6 +373,12 @@ def kernel_source(lay, params: tuple[str, ...], shapes: tuple[tuple[int, ...], .
         out.append(f"    for q in range({size}):")
         if lay.deterministic:  # each thread's partial sum; a fixed-order sum follows
             out.append(f"        R{w}[_rb_cuda.grid(1), q] = acc{w}[q]")
+            continue
+        if not tree:
+            # Numba's simulator runs a block's threads as Python threads, and its barriers
+            # (syncthreads) can hang when they are many: there, each thread adds its sum
+            # atomically (the tree below is compiled to PTX by the tests, not simulated)
+            out.append(f"        _rb_cuda.atomic.add(J{o}_{w}, (0, 0, q), acc{w}[q])")
             continue
         # the fastest: the block adds its threads' partial sums as a tree in shared
         # memory, then one atomic add per block and entry

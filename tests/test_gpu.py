@@ -256,7 +256,7 @@ def test_device_arrays_in_device_arrays_out(ns):
     assert np.array_equal(dev[1].copy_to_host(), args[1])  # inputs unchanged
 
 
-@pytest.mark.parametrize("case", ["dtype", "items", "no-batch", "device", "list"])
+@pytest.mark.parametrize("case", ["dtype", "items", "no-batch", "device", "list", "aliased"])
 def test_bad_input_gets_a_clear_error(case):
     f = revbench.define(SRC)["energy"]
     e, x, k = np.zeros(4), np.ones((4, 3)), np.ones(4)
@@ -273,6 +273,10 @@ def test_bad_input_gets_a_clear_error(case):
     elif case == "device":
         with pytest.raises(ValueError, match="device must be one of"):
             api(f, "e", batch="e", device="tpu")
+    elif case == "aliased":  # as on the CPU: an update of one would change the other
+        both = np.ones((4, 4))
+        with pytest.raises(revbench.ReversibilityError, match="share memory"):
+            api(f, "e", batch=("e", "x", "k"), device="cuda")(both[:, 0], both[:, 1:], k, 1.0)
     else:
         with pytest.raises(TypeError, match="`x` is a list"):
             api(f, "e", batch=("e", "x", "k"), device="cuda")(e, x.tolist(), k, 1.0)

@@ -58,7 +58,10 @@ def _register_interrupt_poll() -> None:
     """Compiled code's :func:`revbench.backends.runtime.interrupted`: a call of CPython's
     ``PyErr_CheckSignals`` (named, not an address, so cached machine code stays valid in
     another process), which runs Python's signal handlers -- Ctrl-C's raises -- in the
-    main thread; true when one raised (the kernel then raises ``Interrupted``)."""
+    main thread; true when one raised (the kernel then raises ``Interrupted``).
+
+    Only a thread that holds the GIL asks (``PyGILState_Check``): a batched driver's
+    workers run without it (``nogil``), and the thread waiting for them takes Ctrl-C."""
     if _poll_registered:
         return
     import llvmlite.ir as lir
@@ -72,8 +75,14 @@ def _register_interrupt_poll() -> None:
     def check_signals(typingctx):
         def codegen(context, builder, signature, args):
             fnty = lir.FunctionType(lir.IntType(32), [])
+            zero = lir.Constant(lir.IntType(32), 0)
+            held = cgutils.get_or_insert_function(builder.module, fnty, "PyGILState_Check")
             fn = cgutils.get_or_insert_function(builder.module, fnty, "PyErr_CheckSignals")
-            return builder.icmp_signed("!=", builder.call(fn, []), lir.Constant(lir.IntType(32), 0))
+            result = cgutils.alloca_once_value(builder, lir.Constant(lir.IntType(1), 0))
+            with builder.if_then(builder.icmp_signed("!=", builder.call(held, []), zero),
+                                 likely=True):
+                builder.store(builder.icmp_signed("!=", builder.call(fn, []), zero), result)
+            return builder.load(result)
 
         return ntypes.boolean(), codegen
 
