@@ -16,8 +16,8 @@ unless a row says ``check=False``:
   gathered on the GPU once, as JAX's ``vmap`` gathers them);
 * **shared-parameter loss**: ``sum_i (tanh(theta . x_i) - y_i)^2`` over 10^6 items,
   ``theta`` of 64 and 16 numbers, its gradient with ``reduce="sum"`` (both modes);
-* **GMM**: a Gaussian mixture log-likelihood per point (D = 10, K = 5), its gradient with
-  respect to the shared parameters over 10^6 points.
+* **GMM**: a Gaussian mixture log-likelihood per point (D = 10, K = 5; D = 3, K = 2 with
+  ``--quick``), its gradient with respect to the shared parameters over 10^6 points.
 
 Each result is compared with revbench's CPU ``batch=`` path on a slice of the items
 (``max_rel``); the CPU path is timed on up to 10^5 items, on one core and on all
@@ -198,11 +198,11 @@ def loss_rows(n: int, d: int, reps: int, quick: bool, rows: list[dict]) -> None:
             r["speedup_vs_jax"] = t_jax / (r["gpu_ms"] / 1e3)
 
 
-def gmm_rows(n: int, reps: int, rows: list[dict]) -> None:
+def gmm_rows(n: int, reps: int, quick: bool, rows: list[dict]) -> None:
     from numba import cuda
 
     rng = np.random.default_rng(2)
-    d, k = 10, 5
+    d, k = (3, 2) if quick else (10, 5)
     alphas, means = rng.normal(size=k), rng.normal(size=(k, d))
     icf = rng.normal(size=(k, d + d * (d - 1) // 2)) * 0.1
     x = rng.normal(size=(n, d))
@@ -235,7 +235,7 @@ def main() -> None:
     for d in (64, 16):
         loss_rows(32 if quick else 10**6, d, reps, quick, rows)
         print(f"loss d={d} done", flush=True)
-    gmm_rows(8 if quick else 10**6, reps, rows)
+    gmm_rows(4 if quick else 10**6, reps, quick, rows)
     print(f"{'case':36} {'n':>8} {'gpu ms':>9} {'first s':>8} {'cpu 1 core ms':>14} "
           f"{'cpu all ms':>11} {'jax ms':>8} {'vs jax':>7} {'max rel':>9}")
     for r in rows:
