@@ -239,8 +239,8 @@ def main() -> None:
     print(f"{'case':36} {'n':>8} {'gpu ms':>9} {'first s':>8} {'cpu 1 core ms':>14} "
           f"{'cpu all ms':>11} {'jax ms':>8} {'vs jax':>7} {'max rel':>9}")
     for r in rows:
-        def col(k, fmt, r=r):
-            return format(r[k], fmt) if k in r else "-"
+        def col(k, fmt, r=r):  # (a missing figure: a dash, right-aligned like the others)
+            return format(r[k], fmt) if k in r else "-".rjust(int(fmt.split(".")[0]))
         print(f"{r['case']:36} {r['n']:>8} {col('gpu_ms', '9.3f')} {col('first_s', '8.2f')} "
               f"{col('cpu_one_core_ms', '14.1f')} {col('cpu_all_cores_ms', '11.1f')} "
               f"{col('jax_ms', '8.3f')} "

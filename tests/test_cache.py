@@ -370,3 +370,26 @@ def test_the_digest_is_the_same_in_every_process(tmp_path):
                               env={**os.environ, "PYTHONHASHSEED": seed}, check=True).stdout
                for seed in ("1", "2", "3")}
     assert len(digests) == 1, digests
+
+
+def test_code_compiled_without_its_module_is_not_cached(fresh_cache):
+    """A generated module released from ``sys.modules`` while its code compiles (a
+    background compilation of a dropped cell's function, or at interpreter exit): Numba
+    records the module as "<dynamic>", an entry no process can load (a later one would
+    warn, discard it and compile again).  Such an entry is never saved."""
+    from revbench.backends.kernel_cache import KernelCache, jit
+
+    mod = loader.load_module("f" * 32, "def g(x):\n    return x * 3.0\n", "nb", {})
+    compiled = jit(mod.g, cache=False)
+    assert compiled(2.0) == 6.0
+    ((sig, cres),) = compiled.overloads.items()
+    cache = KernelCache(mod.g)
+    index = Path(cache._cache_file._index_path)
+    known, cres.fndesc.modname = cres.fndesc.modname, "<dynamic>"
+    try:
+        cache.save_overload(sig, cres)
+    finally:
+        cres.fndesc.modname = known
+    assert not index.exists()
+    cache.save_overload(sig, cres)  # its module known: saved
+    assert index.exists()

@@ -77,6 +77,11 @@ class KernelCache(FunctionCache):
     def save_overload(self, sig, data) -> None:
         if not cache_writable():
             return
+        if getattr(getattr(data, "fndesc", None), "modname", "") == "<dynamic>":
+            # compiled while its generated module was not in sys.modules (released, or the
+            # interpreter shutting down): Numba then records the module as "<dynamic>",
+            # and no process could load the entry -- it would only warn and recompile
+            return
         try:
             super().save_overload(sig, data)
         except Exception as exc:  # a full disk, a folder gone read-only
