@@ -267,11 +267,14 @@ def kernel_source(lay, params: tuple[str, ...], shapes: tuple[tuple[int, ...], .
             copy(f"a{k}", src_of(k), k, ind)
         else:
             out.append(f"{ind}a{k} = {src_of(k)}")
+    def give_up(at: str, leave: str) -> None:
+        """After a kernel call: a failed item marks itself and leaves (``leave``)."""
+        out.extend([f"{at}if st[1] != 0:", f"{at}    _rb_cuda.atomic.min(FIRST, 0, i)",
+                    f"{at}    {leave}"])
+
     call = ", ".join(f"a{k}" for k in range(npar))
     out.append(f"{ind}r = _rb_fwd({call}, atol, rtol, st)")
-    out.append(f"{ind}if st[1] != 0:")
-    out.append(f"{ind}    _rb_cuda.atomic.min(FIRST, 0, i)")
-    out.append(f"{ind}    continue")
+    give_up(ind, "continue")
     for k, t in enumerate(lay.sig):
         out.append(f"{ind}s{k} = r[{k}]")
         if lay.keep[k]:
@@ -311,9 +314,7 @@ def kernel_source(lay, params: tuple[str, ...], shapes: tuple[tuple[int, ...], .
                 out.append(f"{ind2}{g} = 0.0")
     tcall = ", ".join(f"t{k}" for k in range(npar))
     out.append(f"{ind2}res = _rb_bwd({tcall}, {', '.join(adj_names)}, atol, rtol, st)")
-    out.append(f"{ind2}if st[1] != 0:")
-    out.append(f"{ind2}    _rb_cuda.atomic.min(FIRST, 0, i)")
-    out.append(f"{ind2}    break")
+    give_up(ind2, "break")
     if lay.check:  # the sweep gave back the item's arguments (as grad checks)
         out.append(f"{ind2}ok = True")
         for k, t in enumerate(lay.sig):

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_batch import _data  # the items of test_batch's projection: (r, cam, X, w, feat)
 
 import revbench
 
@@ -70,14 +71,6 @@ def sized(y, x, n):
     t[0] -= x[0]
     del t
 '''
-
-
-def _data(n: int, seed: int = 0):
-    rng = np.random.default_rng(seed)
-    cams = rng.normal(size=(n, 6))
-    cams[:, 5] = -5.0  # the points lie in front of the cameras
-    return (np.zeros((n, 2)), cams, rng.normal(size=(n, 3)), rng.uniform(0.5, 2.0, n),
-            rng.normal(size=(n, 2)))
 
 
 @pytest.fixture(scope="module", params=[True, False], ids=["checked", "unchecked"])

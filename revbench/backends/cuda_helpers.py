@@ -14,9 +14,8 @@ import math
 
 from numba import cuda
 
+from revbench.backends import runtime
 from revbench.backends.runtime import INT64_MAX, INT64_MIN
-
-_MUL_SAFE = 3037000499  # |a|, |b| <= this: a * b fits in int64
 
 
 def device(signature: str):
@@ -106,16 +105,8 @@ def isub(a, b, module, k, st):
     return a - b
 
 
-@device("boolean(int64, int64)")
-def _mul_overflows(a, b):
-    if -_MUL_SAFE <= a <= _MUL_SAFE and -_MUL_SAFE <= b <= _MUL_SAFE:
-        return False
-    if a > 0:
-        return (b > 0 and a > INT64_MAX // b) or (b < -1 and a > INT64_MIN // b)
-    if a < 0:
-        return (b > 0 and a < -1 and b > INT64_MIN // a) or (
-            b < 0 and (a == INT64_MIN or b == INT64_MIN or -a > INT64_MAX // -b))
-    return False
+#: the CPU's rule, compiled for the device (one rule for both)
+_mul_overflows = device("boolean(int64, int64)")(runtime.mul_overflows)
 
 
 @device(I)

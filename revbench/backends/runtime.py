@@ -295,21 +295,25 @@ def int_sub(a, b, module, k):
     return a - b
 
 
+def mul_overflows(a, b):
+    """Whether the int64 product ``a * b`` is out of range, told without computing it:
+    Numba's integer product has no defined overflow (LLVM may assume there is none), so
+    nothing may rely on wrapping.  Plain arithmetic on int64 operands: the GPU's checked
+    helpers compile this very function (:mod:`revbench.backends.cuda_helpers`)."""
+    if -_MUL_SAFE <= a <= _MUL_SAFE and -_MUL_SAFE <= b <= _MUL_SAFE:
+        return False  # the common case: no overflow possible
+    if a > 0:
+        return (b > 0 and a > INT64_MAX // b) or (b < -1 and a > INT64_MIN // b)
+    if a < 0:
+        return (b > 0 and a < -1 and b > INT64_MIN // a) or (
+            b < 0 and (a == INT64_MIN or b == INT64_MIN or -a > INT64_MAX // -b))
+    return False
+
+
 def int_mul(a, b, module, k):
     a = int(a)
     b = int(b)
-    if -_MUL_SAFE <= a <= _MUL_SAFE and -_MUL_SAFE <= b <= _MUL_SAFE:
-        return a * b  # the common case: no overflow possible
-    # a * b out of range, told without computing it: Numba's integer product has no
-    # defined overflow (LLVM may assume there is none), so nothing may rely on wrapping
-    if a > 0:
-        bad = (b > 0 and a > INT64_MAX // b) or (b < -1 and a > INT64_MIN // b)
-    elif a < 0:
-        bad = (b > 0 and a < -1 and b > INT64_MIN // a) or (
-            b < 0 and (a == INT64_MIN or b == INT64_MIN or -a > INT64_MAX // -b))
-    else:
-        bad = False
-    if bad:
+    if mul_overflows(a, b):
         raise CheckFailed(module, k, a, b)
     return a * b
 
@@ -335,7 +339,7 @@ def int_pow(a, n, module, k):
     if n >= 64:  # |a| >= 2
         raise CheckFailed(module, k, a, n)
     r = 1
-    for _ in range(n):
+    for _ in range(n):  # (mul_overflows(r, a), written out: Numba compiles this one)
         if r > 0:
             bad = (a > 0 and r > INT64_MAX // a) or (a < -1 and r > INT64_MIN // a)
         else:
