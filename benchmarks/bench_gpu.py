@@ -47,7 +47,7 @@ from _common import machine_info, write_results  # noqa: E402
 
 import revbench  # noqa: E402
 from revbench import reversible  # noqa: E402
-from revbench.batch import default_workers  # noqa: E402
+from revbench.ad.batch import default_workers  # noqa: E402
 
 
 def per_point_gmm_src(ll, alphas, means, icf, x):

@@ -31,7 +31,7 @@ from bench_gpu import tanh_loss, tanh_loss_fast  # noqa: E402
 from natural_programs import ba_residual, ba_residual_fast  # noqa: E402
 
 import revbench  # noqa: E402
-from revbench.batch import default_workers  # noqa: E402
+from revbench.ad.batch import default_workers  # noqa: E402
 
 
 def median_time(fn, reps: int) -> tuple[float, object]:

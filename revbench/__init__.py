@@ -6,15 +6,23 @@ The public API only; see ``docs/language.md`` for the language.
 from typing import TYPE_CHECKING
 
 from revbench._version import __version__
-from revbench.ad import check_grad, grad, jacobian, value_and_grad, vjp
+from revbench.ad import (
+    check_grad,
+    custom_adjoint,
+    external,
+    grad,
+    hessian,
+    hvp,
+    jacobian,
+    remove_adjoint,
+    value_and_grad,
+    vjp,
+)
 from revbench.config import set_tolerance
-from revbench.external import external
 from revbench.function import ReversibleFunction, define, reversible
 from revbench.lang.errors import ReversibilityError, ReversibilitySyntaxError, ReversibilityTypeError
 from revbench.lang.markers import inverted, routine
-from revbench.rules.adjoints import custom_adjoint, remove_adjoint
 from revbench.rules.functions import register
-from revbench.second_order import hessian, hvp
 from revbench.testing import check_inverse
 from revbench.tiering import set_tiered
 from revbench.tracing import trace

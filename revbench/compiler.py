@@ -12,7 +12,7 @@ from __future__ import annotations
 import builtins
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from revbench.backends import codegen, custom_sweep
@@ -24,38 +24,14 @@ from revbench.lang.errors import ReversibilityTypeError
 from revbench.lang.types import VarType, infer
 from revbench.rules import adjoints as adjoint_rules
 from revbench.rules import functions as fn_rules
-from revbench.transforms.hoist import hoist
+from revbench.transforms import pipeline
 from revbench.transforms.invert import invert
-from revbench.transforms.prune import drop_zero_adjoint_updates, prune
+from revbench.transforms.pipeline import BACKWARD, FORWARD, INVERSE, Direction
 
 BACKENDS = ("numba", "python")
 #: the suffix of a backend's generated module names (``cuda``: device functions, compiled
 #: for the batched API's ``device="cuda"``, never called from Python)
 FLAVOURS = {"numba": "nb", "python": "py", "cuda": "cu"}
-#: forward and inverse run the program; backward runs the reverse sweep of AD
-#: (restoring the inputs from the outputs while carrying adjoints) of the
-#: forward program, backward-inverse that of the inverse program.
-DIRECTIONS = ("forward", "inverse", "backward", "backward-inverse")
-#: second derivatives (:mod:`revbench.second_order`): ``tangent-<direction>`` is the
-#: tangent (forward-mode) program of a direction above, run by a tangent call of a
-#: callee; ``hvp`` (``hvp-inverse``) is the tangent of the forward run followed by its
-#: reverse sweep, in one program: seeded with v on the inputs, it gives H v.
-TANGENT = "tangent-"
-SECOND_ORDER_DIRECTIONS = (*(TANGENT + d for d in DIRECTIONS), "hvp", "hvp-inverse")
-
-
-def base_direction(direction: str) -> str:
-    """The program direction whose source lines a direction's code runs: ``forward``
-    for a reverse sweep of the forward program, ``inverse`` for that of the inverse."""
-    if direction.startswith(TANGENT):
-        direction = direction[len(TANGENT):]
-    if direction in ("backward", "hvp"):
-        return "forward"
-    if direction in ("backward-inverse", "hvp-inverse"):
-        return "inverse"
-    return direction
-
-
 @dataclass
 class Compiled:
     """One specialisation, ready to run."""
@@ -75,6 +51,21 @@ class Compiled:
 #: Bumped whenever a reversible function is created: from then on a callee's name may
 #: mean another function (a notebook re-running a def-cell), so cached callers recheck.
 _GENERATION = [0]
+
+
+class ProgramView:
+    """A :class:`Program` seen in one direction: what a call statement may call.
+
+    :class:`revbench.function.ReversibleFunction`, the object users hold, is one.  The
+    compiler recognises callees by this base class, so it imports nothing from the layer
+    above it (``function``)."""
+
+    _program: Program
+    _direction: Direction
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        return self._program.ir.params
 
 
 @dataclass
@@ -154,29 +145,24 @@ class Program:
                                        if p in changed)
                     except ReversibilityTypeError:
                         written.update(a.name for a in st.args)
-                elif isinstance(st, ir.Update):
-                    written.add(st.target.name)
-                elif isinstance(st, ir.Swap):
-                    written.update((st.a.name, st.b.name))
+                else:
+                    written |= ir.written_names(st)
             self._written = frozenset(written) & frozenset(self.ir.params)
         return self._written
 
-    def ir_for(self, direction: str) -> ir.Function:
-        if direction == "forward":
+    def ir_for(self, program: Direction) -> ir.Function:
+        """The IR of a base program (``FORWARD`` or ``INVERSE``: :attr:`Direction.program`)."""
+        if not program.inverse:
             return self.ir
-        if direction == "inverse":
-            if self._inverse_ir is None:
-                self._inverse_ir = invert(self.ir)
-            return self._inverse_ir
-        raise ValueError(f"unknown direction {direction!r}")
+        if self._inverse_ir is None:
+            self._inverse_ir = invert(self.ir)
+        return self._inverse_ir
 
     # -- resolving callees -----------------------------------------------------
     def lookup(self, dotted: str) -> Any:
         return lookup_name(dotted, self.namespace, self.closure)
 
     def callee(self, call: ir.Call) -> tuple[Program, str]:
-        from revbench.function import ReversibleFunction
-
         obj = self.lookup(call.func)
         where = (f"\n  in reversible function {self.ir.name}, {self.ir.filename}, line "
                  f"{call.loc.line}: {self.ir.line_text(call.loc.line).strip()}")
@@ -186,7 +172,7 @@ class Program:
                 f"{self.ir.name} calls itself; recursive reversible functions are not "
                 f"supported{where}", function=self.ir.name, filename=self.ir.filename,
                 lineno=call.loc.line, stage="types")
-        if not isinstance(obj, ReversibleFunction):
+        if not isinstance(obj, ProgramView):
             what = "not defined" if obj is _MISSING else f"a {type(obj).__name__}"
             raise ReversibilityTypeError(
                 f"`{call.func}` is {what}, not a reversible function"
@@ -200,11 +186,11 @@ class Program:
                 filename=self.ir.filename, lineno=call.loc.line, stage="types")
         direction = obj._direction
         if call.inverted:
-            direction = "inverse" if direction == "forward" else "forward"
+            direction = direction.flipped()
         if call.backward:
-            direction = "backward" if direction == "forward" else "backward-inverse"
+            direction = direction.backward()
         if call.tangent:
-            direction = TANGENT + direction
+            direction = direction.with_tangent()
         return obj._program, direction
 
     def callee_writes(self, call: ir.Call) -> tuple[bool, ...]:
@@ -256,11 +242,9 @@ class Program:
     def _callee_hint(self, name: str, obj: Any) -> str:
         """How to fix a call of something that is not a reversible function: a close
         reversible function's name, or the pure function the user probably meant."""
-        from revbench.function import ReversibleFunction
-
         scope = {**self.namespace, **self.closure}
         rev = suggest.close_reversible(name, scope)
-        if rev is not None and isinstance(self.lookup(rev), ReversibleFunction):
+        if rev is not None and isinstance(self.lookup(rev), ProgramView):
             return f". Did you mean `{rev}`?"
         pure = fn_rules.canonical(name) or suggest.close_function(name)
         if pure is not None:
@@ -271,7 +255,7 @@ class Program:
         return " (decorate it with @reversible)"
 
     # -- compiling ---------------------------------------------------------------
-    def compile(self, direction: str, backend: str, check: bool,
+    def compile(self, direction: Direction, backend: str, check: bool,
                 signature: tuple[VarType, ...], lanes: int = 1,
                 inactive: frozenset[str] = frozenset(), shapes: tuple | None = None) -> Compiled:
         """The code of one specialisation (``shapes``: the arguments' shapes, which the
@@ -317,11 +301,9 @@ class Program:
     def _callees_current(self, compiled: Compiled) -> bool:
         """Whether every callee compiled into ``compiled`` is still what its name means
         (recursively: the callee's own compiled code must be current too)."""
-        from revbench.function import ReversibleFunction
-
         for name, prog, key, sub in compiled.deps:
             obj = self.lookup(name) if name is not None else None  # None: its own inverse
-            if name is not None and (not isinstance(obj, ReversibleFunction)
+            if name is not None and (not isinstance(obj, ProgramView)
                                      or obj._program is not prog):
                 return False
             if prog.compile(*key) is not sub:  # (a key: compile()'s arguments)
@@ -329,29 +311,21 @@ class Program:
         compiled.generation = _GENERATION[0]
         return True
 
-    def generate(self, direction: str, backend: str, check: bool,
+    def generate(self, direction: Direction, backend: str, check: bool,
                  signature: tuple[VarType, ...], compile_callees: bool = True, lanes: int = 1,
                  inactive: frozenset[str] = frozenset(), deps: list | None = None,
                  shapes: tuple | None = None):
         """Stages types + codegen: the generated module and the globals it needs
         (``deps`` collects the callees compiled on the way)."""
-        rule = self.custom_adjoint() if direction == "backward" else None
+        rule = self.custom_adjoint() if direction == BACKWARD else None
         if backend == "cuda":
             self._refuse_on_gpu(rule)
         if rule is not None:
             return self._generate_custom(rule, backend, check, signature, lanes, inactive,
                                          compile_callees, deps)
-        typed = self.typed(direction, signature, lanes, inactive)
-        func = typed.func
-        if direction.startswith("backward"):
-            func = drop_zero_adjoint_updates(func, self.callee_writes)
-        if not check and direction not in SECOND_ORDER_DIRECTIONS:
-            # (second-order programs keep it: the pass does not know tangent calls)
-            # no runtime check reads the uncomputed ancillas: drop the dead inverse work
-            # (a reverse sweep's uncomputation, a forward run's `~routine`)
-            func = prune(func, self.callee_writes_only)
-        ndims = {n: t.ndim for n, t in typed.env.items()}
-        typed = infer(hoist(func, ndims), typed.params)  # types again: hoisting adds locals
+        request = pipeline.Request(signature, lanes, frozenset(inactive))
+        typed = pipeline.optimise(self.typed(direction, signature, lanes, inactive), direction,
+                                  check, self, request)
         injected: dict[str, object] = {}
 
         def callee_symbol(call: ir.Call, types: tuple[VarType, ...],
@@ -397,17 +371,18 @@ class Program:
 
     def _generate_custom(self, rule: adjoint_rules.AdjointRule, backend: str, check: bool,
                          signature: tuple[VarType, ...], lanes: int, inactive: frozenset[str],
-                         compile_callees: bool, deps: list | None, direction: str = "backward",
+                         compile_callees: bool, deps: list | None,
+                         direction: Direction = BACKWARD,
                          through: str | None = None):
         """The reverse sweep of a function with a custom adjoint: the user's adjoint, then
         this function's inverse (:mod:`revbench.backends.custom_sweep`); with ``through``
         (an external function's inverse), its forward run, then the adjoint."""
-        self._refuse_written_inactive(inactive)
+        self.refuse_written_inactive(inactive)
         typed = infer(self.ir, signature)
         injected: dict[str, object] = {}
         inverse_key = "-"
         if compile_callees:
-            key = ("inverse" if through is None else "forward", backend, check, signature)
+            key = (INVERSE if through is None else FORWARD, backend, check, signature)
             inverse = self.compile(*key)
             inverse_key = inverse.generated.key
             injected[custom_sweep.INVERSE_SYMBOL] = inverse.run
@@ -440,65 +415,36 @@ class Program:
                 "run; use the CPU for it", function=self.ir.name, filename=self.ir.filename,
                 lineno=self.ir.firstlineno, stage="types")
 
-    def _refuse_written_inactive(self, inactive: frozenset[str]) -> None:
+    def refuse_written_inactive(self, inactive: frozenset[str]) -> None:
         bad = sorted(inactive & self.written_params())
         if bad:
             raise ValueError(f"{', '.join(bad)} change(s) inside {self.ir.name}, so the "
                              "gradient flows through it: only read-only arguments can be "
                              "left without an adjoint")
 
-    def typed(self, direction: str, signature: tuple[VarType, ...], lanes: int = 1,
+    def typed(self, direction: Direction, signature: tuple[VarType, ...], lanes: int = 1,
               inactive: frozenset[str] = frozenset()):
-        """Stage types (and, for the backward directions, the adjoint transform; for the
-        second-order ones, the tangent transform after it)."""
-        if direction in SECOND_ORDER_DIRECTIONS:
-            return self._typed_second_order(direction, signature, lanes, inactive)
-        if direction in ("backward", "backward-inverse"):
-            from revbench.transforms.adjoint import adjoint
-
-            base = "forward" if direction == "backward" else "inverse"
-            self._refuse_written_inactive(inactive)
-            func, full = adjoint(infer(self.ir_for(base), signature), lanes, inactive)
-            return infer(func, full)
-        return infer(self.ir_for(direction), signature)
-
-    def _typed_second_order(self, direction: str, signature: tuple[VarType, ...], lanes: int,
-                            inactive: frozenset[str]):
-        """The tangent program of a direction (``tangent-<direction>``), or of the forward
-        run followed by its reverse sweep (``hvp``): see :mod:`revbench.transforms.tangent`."""
-        from revbench.transforms.tangent import tangent
-
+        """The typed program of a direction: its base program through the passes that give
+        it its meaning (:func:`revbench.transforms.pipeline.transform`: the adjoint
+        transform for a reverse sweep, the tangent transform for second derivatives)."""
         rule = self.custom_adjoint()
-        if rule is not None and direction in ("hvp", TANGENT + "backward"):
+        if rule is not None and direction in (pipeline.HVP, BACKWARD.with_tangent()):
             raise ReversibilityTypeError(
                 f"{self.ir.name} has a custom adjoint ({rule.label}), which gives first "
                 "derivatives only: second derivatives (hvp, hessian) cannot differentiate it "
                 f"again. Remove it (revbench.remove_adjoint({self.ir.name})) to differentiate "
                 "the derived reverse sweep instead", function=self.ir.name,
                 filename=self.ir.filename, lineno=self.ir.firstlineno, stage="types")
-        if direction.startswith(TANGENT):
-            inner = self.typed(direction[len(TANGENT):], signature, lanes, inactive)
-            if direction[len(TANGENT):].startswith("backward"):
-                inner = infer(drop_zero_adjoint_updates(inner.func, self.callee_writes),
-                              inner.params)
-        else:
-            base = base_direction(direction)
-            sweep = "backward" if base == "forward" else "backward-inverse"
-            run = self.typed(base, signature)
-            back = self.typed(sweep, signature, 1, inactive)
-            back_func = drop_zero_adjoint_updates(back.func, self.callee_writes)
-            inner = infer(replace(back_func, body=run.func.body + back_func.body), back.params)
-        func, full = tangent(inner)
-        return infer(func, full)
+        return pipeline.transform(direction, self,
+                                  pipeline.Request(signature, lanes, frozenset(inactive)))
 
     def _compile(self, direction, backend, check, signature, lanes=1,
                  inactive=frozenset(), shapes=None) -> Compiled:
         deps: list = []
         gen, injected = self.generate(direction, backend, check, signature, lanes=lanes,
                                       inactive=inactive, deps=deps, shapes=shapes)
-        func = self.ir_for("forward" if direction.startswith("backward") else
-                           base_direction(direction))
-        table = CheckTable(func.name, func.filename, direction, gen.checks, gen.linemap,
+        func = self.ir  # (every direction's code runs these source lines)
+        table = CheckTable(func.name, func.filename, direction.name, gen.checks, gen.linemap,
                            {ln: func.line_text(ln) for ln in set(gen.linemap.values())})
         TABLES[gen.module_key] = table
         if backend == "numba":

@@ -6,9 +6,9 @@ and what the reverse sweep of automatic differentiation runs for it -- without
 the plumbing of the generated code (runtime checks, tolerance arguments, buffers).
 
 Nothing here rewrites source text.  The two columns are printed from the IR the
-compiler itself runs: the inverse column from :meth:`Program.ir_for("inverse")
+compiler itself runs: the inverse column from :meth:`Program.ir_for(INVERSE)
 <revbench.compiler.Program.ir_for>` (the ``invert`` transform's output), the
-adjoint column from :meth:`Program.typed("backward", ...)
+adjoint column from :meth:`Program.typed(BACKWARD, ...)
 <revbench.compiler.Program.typed>` (the ``adjoint`` transform's output) after
 :func:`~revbench.transforms.prune.drop_zero_adjoint_updates`, which code
 generation applies to every reverse sweep.  Each statement carries the line of
@@ -36,13 +36,13 @@ from typing import TYPE_CHECKING, Any
 from revbench.lang import ir
 from revbench.lang.errors import ReversibilityError
 from revbench.lang.pretty import ADJOINT_PREFIX, Printer, display_width, readable_name, routine_name
-from revbench.lang.types import VarType, guess_signature
+from revbench.lang.types import VarType
 from revbench.rules.inverse import invert_body
+from revbench.transforms.pipeline import BACKWARD, INVERSE
 from revbench.transforms.prune import drop_zero_adjoint_updates, prune
 
 if TYPE_CHECKING:
     from revbench.compiler import Program
-    from revbench.function import ReversibleFunction
 
 #: names of the helper ancillas the adjoint transform adds for ``np.max``/``np.min``
 _ADJOINT_HELPERS = ("_rb_m", "_rb_c")
@@ -110,11 +110,8 @@ class _Layout:
 
     def stmt(self, s: ir.Stmt, row: int, span, depth: int) -> list[_Node]:
         p = self.printer
-        if isinstance(s, ir.For):
-            return [_Node(f"for {p.name(s.var)} in {p.range(s)}:", row, depth,
-                          children=self.body(s.body, row, span, depth + 1))]
-        if isinstance(s, ir.While):
-            return [_Node(f"while {p.condition(s.cond, s.post)}:", row, depth,
+        if isinstance(s, (ir.For, ir.While)):
+            return [_Node(f"{p.header(s)}:", row, depth,
                           children=self.body(s.body, row, span, depth + 1))]
         if isinstance(s, ir.If):
             return [self.if_(s, row, span, depth, "if")]
@@ -356,27 +353,11 @@ div.rb-explain p.rb-x-legend { color: var(--jp-content-font-color2, inherit); ma
 """
 
 
-def explain(f: ReversibleFunction, *example_args: Any, loss: str | None = None) -> Explanation:
-    """Each line of ``f``'s source beside what ``~f`` and the reverse sweep run for it.
-
-    The adjoint depends on the argument types (integers carry no adjoint): pass
-    example arguments, or the types of the last call (else a guess from the body) are
-    used.  ``loss`` only names the adjoints in the headings (``∂y/∂·``).  ``(~f).explain()``
-    explains the same program as ``f.explain()``: its source, its inverse, its sweep.
-    """
-    program: Program = f._program
-    guessed = False
-    if example_args:
-        signature = f.signature_of(example_args)
-    else:
-        sigs = [k[3] for k in program._cache if k[1] == program.backend]
-        guessed = not sigs
-        signature = sigs[-1] if sigs else guess_signature(program.ir)
-    out = explain_program(program, signature, loss=loss)
-    if guessed and out.adjoint_note:
-        out.adjoint_note += (f" (the argument types were guessed from the body: pass example "
-                             f"arguments, {f.__name__}.explain(...), or call it once first)")
-    return out
+def explain(f: Any, *example_args: Any, loss: str | None = None) -> Explanation:
+    """``f.explain(*example_args, loss=loss)`` for a reversible function ``f``
+    (:meth:`revbench.ReversibleFunction.explain`, which picks the argument types and
+    calls :func:`explain_program`)."""
+    return f.explain(*example_args, loss=loss)
 
 
 def explain_program(program: Program, signature: tuple[VarType, ...],
@@ -384,7 +365,7 @@ def explain_program(program: Program, signature: tuple[VarType, ...],
     """:func:`explain` for a compiler :class:`~revbench.compiler.Program` and a signature."""
     source = program.ir
     inverse = _Layout(source, Printer(), sweep=False)
-    inv_nodes = inverse.body(_as_compiled(program, program.ir_for("inverse")).body, 0,
+    inv_nodes = inverse.body(_as_compiled(program, program.ir_for(INVERSE)).body, 0,
                              (0, 1 << 30), 0)
     inv_steps, inv_cells = _rows_of(inv_nodes, only_adjoint=False)
 
@@ -406,7 +387,7 @@ def explain_program(program: Program, signature: tuple[VarType, ...],
         note = "no argument is a float or complex number, so nothing has a gradient"
     else:
         try:
-            sweep = program.typed("backward", signature).func
+            sweep = program.typed(BACKWARD, signature).func
             try:
                 sweep = drop_zero_adjoint_updates(sweep, program.callee_writes)
             except ReversibilityError:  # a callee not defined yet: its calls stay as they are

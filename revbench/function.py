@@ -24,13 +24,15 @@ import numpy as np
 
 from revbench import tiering
 from revbench.backends.runtime import TABLES, CheckFailed, to_user_error
-from revbench.compiler import BACKENDS, Program, lookup_name
+from revbench.compiler import BACKENDS, Program, ProgramView, lookup_name
 from revbench.config import get_tolerance
+from revbench.explain import Explanation, explain_program
 from revbench.lang.check import check_calls, check_function
 from revbench.lang.errors import ReversibilityError, ReversibilitySyntaxError, ReversibilityTypeError
 from revbench.lang.ir import Print, walk_stmts
 from revbench.lang.parse import SourceInfo, parse_definition, parse_function
-from revbench.lang.types import VarType, guess_signature, type_of_value
+from revbench.lang.types import VarType, guess_signature, python_scalar, type_of_value
+from revbench.transforms.pipeline import FORWARD, Direction
 
 SOURCE_KINDS = ("forward", "inverse", "adjoint")
 #: scalar types whose values may lie beyond int64 (checked on every call)
@@ -39,25 +41,25 @@ _WIDE_INTS = (int, np.uint64)
 _FAST_SIGNATURES: dict[tuple, tuple[VarType, ...]] = {}
 
 
-class ReversibleFunction:
+class ReversibleFunction(ProgramView):
     """A function written in the reversible language (see ``docs/language.md``).
 
     Call it to run forward; ``f.inverse`` / ``~f`` runs it backwards.
     """
 
-    def __init__(self, program: Program, direction: str = "forward"):
+    def __init__(self, program: Program, direction: Direction = FORWARD):
         self._program = program
         self._direction = direction
         program.views[direction] = self
         name = program.ir.name
-        self.__name__ = name if direction == "forward" else f"~{name}"
+        self.__name__ = f"~{name}" if direction.inverse else name
         self.__qualname__ = self.__name__
 
     # -- views -------------------------------------------------------------------
     @property
     def inverse(self) -> ReversibleFunction:
         """The function that undoes this one (``~f``)."""
-        other = "inverse" if self._direction == "forward" else "forward"
+        other = self._direction.flipped()
         view = self._program.views.get(other)
         return view if view is not None else ReversibleFunction(self._program, other)
 
@@ -69,12 +71,8 @@ class ReversibleFunction:
         return self._program.ir.name
 
     @property
-    def params(self) -> tuple[str, ...]:
-        return self._program.ir.params
-
-    @property
     def is_inverse(self) -> bool:
-        return self._direction == "inverse"
+        return self._direction.inverse
 
     @property
     def check(self) -> bool:
@@ -92,7 +90,7 @@ class ReversibleFunction:
         """What this function is, for the digest of code that uses it
         (:mod:`revbench.rules.digest`): its program, direction and options."""
         p = self._program
-        return repr((p.ir, self._direction, p.check, p.backend, p.fastmath, p.atol, p.rtol))
+        return repr((p.ir, self._direction.name, p.check, p.backend, p.fastmath, p.atol, p.rtol))
 
     def __repr__(self) -> str:
         p = self._program
@@ -161,7 +159,7 @@ class ReversibleFunction:
         p = self._program
         return p.compile(self._direction, p.backend, p.check, signature)
 
-    def _code_for_call(self, signature: tuple[VarType, ...], direction: str | None = None,
+    def _code_for_call(self, signature: tuple[VarType, ...], direction: Direction | None = None,
                        lanes: int = 1, inactive: frozenset[str] = frozenset()):
         """What a call runs: the compiled code, or -- with tiering on and the code not yet
         compiled -- a :class:`revbench.tiering.Tiered` choice made per call."""
@@ -189,7 +187,7 @@ class ReversibleFunction:
             # A user's mistake: show where they called, not the compiler's insides.
             raise exc.with_traceback(None) from None
         out = self._execute(compiled, args)
-        return tuple(orig if isinstance(orig, np.ndarray) else _python_scalar(v)
+        return tuple(orig if isinstance(orig, np.ndarray) else python_scalar(v)
                      for orig, v in zip(args, out))
 
     def _execute(self, compiled, args: tuple) -> tuple:
@@ -288,14 +286,8 @@ class ReversibleFunction:
         its generated code's content key), for drivers that generate code calling it
         (``backend="cuda"``: a device function, specialised on the arguments' ``shapes``)."""
         p = self._program
-        if kind == "backward":
-            direction = "backward" if self._direction == "forward" else "backward-inverse"
-        elif kind == "forward":
-            direction = self._direction
-        else:
-            direction = "inverse" if self._direction == "forward" else "forward"
-        return p.compile(direction, backend or p.backend, p.check, signature, lanes, inactive,
-                         shapes)
+        return p.compile(self._direction.relative(kind), backend or p.backend, p.check,
+                         signature, lanes, inactive, shapes)
 
     # -- introspection -----------------------------------------------------------------
     def source(self, kind: str = "forward", *example_args: Any) -> str:
@@ -308,11 +300,7 @@ class ReversibleFunction:
         if kind not in SOURCE_KINDS:
             raise ValueError(f"kind must be one of {SOURCE_KINDS}, got {kind!r}")
         p = self._program
-        if kind == "adjoint":
-            direction = "backward" if self._direction == "forward" else "backward-inverse"
-        else:
-            direction = self._direction if kind == "forward" else (
-                "inverse" if self._direction == "forward" else "forward")
+        direction = self._direction.relative(kind)
         if example_args:
             sig = self.signature_of(example_args)
         else:
@@ -321,18 +309,30 @@ class ReversibleFunction:
         gen, _ = p.generate(direction, p.backend, p.check, sig, compile_callees=False)
         return gen.source
 
-    def explain(self, *example_args: Any, loss: str | None = None):
+    def explain(self, *example_args: Any, loss: str | None = None) -> Explanation:
         """Each source line beside what the inverse and the reverse sweep run for it.
 
         A table (text, or HTML in a notebook) printed from the compiler's own inverse and
         adjoint IR, without the generated code's checks and plumbing: see
-        :mod:`revbench.explain`.  The adjoint depends on the argument types: pass example
-        arguments, or the last call's types (else a guess from the body) are used.
-        ``loss`` names the adjoints in the headings (``∂y/∂·``).
+        :mod:`revbench.explain`.  The adjoint depends on the argument types (integers
+        carry no adjoint): pass example arguments, or the last call's types (else a guess
+        from the body) are used.  ``loss`` names the adjoints in the headings (``∂y/∂·``).
+        ``(~f).explain()`` explains the same program as ``f.explain()``: its source, its
+        inverse, its sweep.
         """
-        from revbench.explain import explain
-
-        return explain(self, *example_args, loss=loss)
+        p = self._program
+        guessed = False
+        if example_args:
+            signature = self.signature_of(example_args)
+        else:
+            sigs = [k[3] for k in p._cache if k[1] == p.backend]
+            guessed = not sigs
+            signature = sigs[-1] if sigs else guess_signature(p.ir)
+        out = explain_program(p, signature, loss=loss)
+        if guessed and out.adjoint_note:
+            out.adjoint_note += (f" (the argument types were guessed from the body: pass example "
+                                 f"arguments, {self.__name__}.explain(...), or call it once first)")
+        return out
 
 
 def _describe(a: Any) -> str:
@@ -351,10 +351,6 @@ def positional_only(name: str, params: tuple[str, ...], kwargs: dict) -> TypeErr
 def copy_arg(a: Any) -> Any:
     """A copy of an argument that code could change (arrays); scalars as they are."""
     return a.copy() if isinstance(a, np.ndarray) else a
-
-
-def _python_scalar(v: Any) -> Any:
-    return v.item() if isinstance(v, np.generic) else v
 
 
 def _tables_of(compiled) -> dict:
@@ -427,7 +423,8 @@ def _add_user_line_note(exc: BaseException) -> bool:
     return False
 
 
-def _validate_options(check: Any, backend: Any, atol: Any, rtol: Any, fastmath: Any = False) -> None:
+def validate_options(check: Any, backend: Any, atol: Any, rtol: Any, fastmath: Any = False) -> None:
+    """Refuse options of ``@reversible``, ``define`` and ``external`` that are not valid."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     for name, v in (("check", check), ("fastmath", fastmath)):
@@ -447,7 +444,7 @@ def _make(ir_func, *, check, backend, atol, rtol, namespace, closure, fastmath: 
                    atol=None if atol is None else float(atol),
                    rtol=None if rtol is None else float(rtol),
                    namespace=namespace, closure=closure)
-    view = ReversibleFunction(prog, "forward")
+    view = ReversibleFunction(prog)
     return view
 
 
@@ -471,7 +468,7 @@ def reversible(fn: Callable | None = None, *, check: bool = True, backend: str =
     and its inverse agree to rounding, not exactly: see ``docs/performance.md``).
     Static errors raise :class:`ReversibilitySyntaxError` here, at decoration time.
     """
-    _validate_options(check, backend, atol, rtol, fastmath)
+    validate_options(check, backend, atol, rtol, fastmath)
     if fn is None:
         return functools.partial(reversible, check=check, backend=backend, atol=atol, rtol=rtol,
                                  fastmath=fastmath)
@@ -512,7 +509,7 @@ def define(source: str, namespace: dict[str, Any] | None = None, *, filename: st
     ``namespace`` (if given) and the new functions are returned by name.
     The ``@reversible`` decorator is optional in ``source``.
     """
-    _validate_options(check, backend, atol, rtol, fastmath)
+    validate_options(check, backend, atol, rtol, fastmath)
     if filename is None:
         _define_counter[0] += 1
         filename = f"<revbench-define-{_define_counter[0]}>"
@@ -546,7 +543,7 @@ def define(source: str, namespace: dict[str, Any] | None = None, *, filename: st
         opts = dict(check=check, backend=backend, atol=atol, rtol=rtol, fastmath=fastmath)
         for dec in node.decorator_list:
             opts.update(_decorator_options(dec, filename, first_line, lines, opts))
-        _validate_options(**opts)
+        validate_options(**opts)
         try:
             view = _make(parse_definition(node, info, view_ns), namespace=ns, closure={},
                          check_arity=False, **opts)
@@ -674,7 +671,7 @@ def _decorator_options(dec: ast.expr, filename: str, first_line: int, lines: lis
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             raise error(f"@reversible option {kw.arg}= must be a literal value", kw.value) from None
         try:
-            _validate_options(**{**defaults, kw.arg: opts[kw.arg]})
+            validate_options(**{**defaults, kw.arg: opts[kw.arg]})
         except (ValueError, TypeError) as exc:
             raise error(f"@reversible({kw.arg}={ast.unparse(kw.value)}): {exc}", kw.value) from None
     return opts

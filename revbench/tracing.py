@@ -26,8 +26,8 @@ With ``check=False`` nothing stops, but the trace still shows a dirty
 ancilla as ``dirty``.
 
 **Size.** A step stores only what its statement wrote (old and new values of
-a scalar, an element, or a whole-array statement's array) plus one snapshot of
-the arguments; states are rebuilt on demand.  A trace stops at ``max_steps``
+a scalar, an element, or the array or sub-array a whole-array statement changed)
+plus one snapshot of the arguments; states are rebuilt on demand.  A trace stops at ``max_steps``
 (100 000 by default, a few seconds of recording) with a
 :class:`StepLimitError` in :attr:`Trace.error` saying how to raise it; what was
 recorded stays available.  Arrays are shown compactly: every element up to
@@ -42,7 +42,8 @@ from typing import Any, overload
 
 import numpy as np
 
-from revbench.backends.tracer import (
+from revbench.ad.sweep import resolve_loss
+from revbench.backends.trace_data import (
     ABSENT,
     ADJOINT,
     ANC,
@@ -52,14 +53,16 @@ from revbench.backends.tracer import (
     NEWARR,
     SWAPARR,
     VAR,
+    VIEW,
     WHOLE,
     ArrayRef,
     Frame,
     Recording,
     StepLimitError,
+    StepRecord,
     function_span,
-    record,
 )
+from revbench.backends.tracer import record
 from revbench.function import ReversibleFunction
 from revbench.lang import ir
 from revbench.lang.errors import ReversibilityError
@@ -88,7 +91,8 @@ def trace(f: ReversibleFunction, *args: Any, loss: Any = None,
     if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
         raise ValueError(f"max_steps must be a positive int, got {max_steps!r}")
     try:
-        rec = record(f, args, loss, max_steps)
+        seed = None if loss is None else resolve_loss(f, loss, f.signature_of(args), args)
+        rec = record(f, args, seed, max_steps)
     except (ReversibilityError, TypeError, ValueError, IndexError) as exc:
         raise exc.with_traceback(None) from None  # the user's mistake, not the tracer's insides
     return Trace(rec, f, loss)
@@ -198,37 +202,37 @@ class Step:
         self.index = index
 
     @property
-    def _raw(self) -> tuple:
+    def _raw(self) -> StepRecord:
         return self._t._steps[self.index]
 
     @property
     def direction(self) -> str:
         """``"forward"`` (running f) or ``"backward"`` (running its inverse / reverse sweep)."""
-        return self._raw[0]
+        return self._raw.direction
 
     @property
     def kind(self) -> str:
         """``start``, ``turn``, ``enter``, ``return``, ``update``, ``swap``, ``alloc``,
         ``del``, ``if``, ``while``, ``for``, ``print``, ``assert``, ``call`` or ``error``."""
-        return self._raw[1]
+        return self._raw.kind
 
     @property
     def frame(self) -> Frame:
-        return self._raw[2]
+        return self._raw.frame
 
     @property
     def lineno(self) -> int:
-        return self._raw[3]
+        return self._raw.line
 
     @property
     def action(self) -> str:
         """What ran, as code: ``y -= 3.0 * t + x``; ``for i in ...: i = 2``."""
-        return self._raw[4]
+        return self._raw.action
 
     @property
     def error(self) -> BaseException | None:
         """The error this step failed with (only the last step of a failed trace)."""
-        return self._raw[6]
+        return self._raw.error
 
     @property
     def executed(self) -> tuple[str, ...]:
@@ -236,7 +240,7 @@ class Step:
         ``("t -= x * x",)`` on a line reading ``t += x * x`` when the inverse runs, then
         the adjoint updates in the reverse sweep (``"∂x += ∂y"``); a control-flow step
         gives its header (``for i in reversed(range(n))``); ``()`` for start, turn, print."""
-        return self._raw[7]
+        return self._raw.code
 
     @property
     def function(self) -> str:
@@ -259,12 +263,12 @@ class Step:
     @property
     def changes(self) -> dict[str, tuple[str, str]]:
         """Variables (or elements) this step wrote: ``{"y": ("0.0", "14.0"), "x[2]": ...}``."""
-        return _changes(self._t, self._raw[5], adjoints=False)
+        return _changes(self._t, self._raw.deltas, adjoints=False)
 
     @property
     def adjoint_changes(self) -> dict[str, tuple[str, str]]:
         """Adjoints this step wrote, by the variable they belong to."""
-        return _changes(self._t, self._raw[5], adjoints=True)
+        return _changes(self._t, self._raw.deltas, adjoints=True)
 
     @property
     def state(self) -> State:
@@ -287,7 +291,7 @@ class Step:
 
 def _changes(t: Trace, deltas: tuple, adjoints: bool) -> dict[str, tuple[str, str]]:
     out: dict[str, tuple[str, str]] = {}
-    new_arrays = {d[1]: d[2] for d in deltas if d[0] == NEWARR}
+    new_arrays = {d.slot: d.init for d in deltas if d.kind == NEWARR}
 
     def shown(v: Any) -> str:
         if isinstance(v, ArrayRef):
@@ -305,30 +309,43 @@ def _changes(t: Trace, deltas: tuple, adjoints: bool) -> dict[str, tuple[str, st
         return None if adjoints or name.startswith(GENERATED) else name
 
     for d in deltas:
-        if d[0] == VAR:
-            k = key(d[2])
+        if d.kind == VAR:
+            k = key(d.name)
             if k is not None:
-                out[k] = (shown(d[3]), shown(d[4]))
-        elif d[0] == ELEM:
-            k = key(d[6])
+                out[k] = (shown(d.old), shown(d.new))
+        elif d.kind == ELEM:
+            k = key(d.name)
             if k is not None:
-                out[f"{k}[{_index(d[2], t._array_shape(d[1]))}]"] = (show_value(d[3]), show_value(d[4]))
-        elif d[0] == WHOLE:
-            k = key(d[5])
+                out[f"{k}[{_index(d.index, t._array_shape(d.slot))}]"] = (show_value(d.old),
+                                                                        show_value(d.new))
+        elif d.kind == WHOLE:
+            k = key(d.name)
             if k is not None:
-                out[k] = (show_value(d[2]), show_value(d[3]))
-        elif d[0] == SWAPARR:
-            a, b = key(d[4]), key(d[5])
+                out[k + _part(d.key, t._array_shape(d.slot))] = (show_value(d.old), show_value(d.new))
+        elif d.kind == SWAPARR:
+            a, b = key(d.name_a), key(d.name_b)
             if a is not None and b is not None:
                 out[a] = ("", f"⇄ {b}")
                 out[b] = ("", f"⇄ {a}")
     return out
 
 
+def _part(key: Any, shape: tuple[int, ...]) -> str:
+    """A sub-array's index as text, as it would be written: ``[1]``, ``[:, 0]``,
+    ``[0, 1:3]`` (``""`` for a whole array)."""
+    if key is Ellipsis:
+        return ""
+    parts = [(":" if (k.start, k.stop) == (0, n) else f"{k.start}:{k.stop}")
+             if isinstance(k, slice) else str(k) for k, n in zip(key, shape)]
+    while parts and parts[-1] == ":":
+        parts.pop()
+    return f"[{', '.join(parts)}]" if parts else ""
+
+
 class _Replay:
     """The state at one step, moved to another by applying deltas forwards or backwards."""
 
-    def __init__(self, steps: list[tuple]):
+    def __init__(self, steps: list[StepRecord]):
         self.steps = steps
         self.pos = -1
         self.stores: dict[int, dict[str, Any]] = {}
@@ -338,39 +355,44 @@ class _Replay:
     def goto(self, k: int) -> None:
         while self.pos < k:
             self.pos += 1
-            self._apply(self.steps[self.pos][5], True)
+            self._apply(self.steps[self.pos].deltas, True)
         while self.pos > k:
-            self._apply(self.steps[self.pos][5], False)
+            self._apply(self.steps[self.pos].deltas, False)
             self.pos -= 1
 
     def _apply(self, deltas: tuple, forward: bool) -> None:
         arrays = self.arrays
         for d in (deltas if forward else reversed(deltas)):
-            kind = d[0]
+            kind = d.kind
             if kind == VAR:
-                v = d[4] if forward else d[3]
-                store = self.stores.setdefault(d[1].id, {})
+                v = d.new if forward else d.old
+                store = self.stores.setdefault(d.frame.id, {})
                 if v is ABSENT:
-                    store.pop(d[2], None)
+                    store.pop(d.name, None)
                 else:
-                    store[d[2]] = arrays[v.slot] if isinstance(v, ArrayRef) else v
+                    store[d.name] = arrays[v.slot] if isinstance(v, ArrayRef) else v
             elif kind == ELEM:
-                arrays[d[1]][d[2]] = d[4] if forward else d[3]
+                arrays[d.slot][d.index] = d.new if forward else d.old
             elif kind == WHOLE:
-                arrays[d[1]][...] = d[3] if forward else d[2]
+                arrays[d.slot][d.key] = d.new if forward else d.old
             elif kind == NEWARR:
                 if forward:
-                    init = d[2]
-                    arrays[d[1]] = init.copy() if isinstance(init, np.ndarray) else np.zeros(*init)
+                    init = d.init
+                    arrays[d.slot] = init.copy() if isinstance(init, np.ndarray) else np.zeros(*init)
+            elif kind == VIEW:
+                if forward:  # a view of the replay's own copy of the array
+                    base = arrays[d.base]
+                    arrays[d.slot] = np.ndarray(d.shape, base.dtype, buffer=base, offset=d.offset,
+                                                strides=d.strides)
             elif kind == ANC:
-                v = d[4] if forward else d[3]
-                statuses = self.anc.setdefault(d[1].id, {})
+                v = d.new if forward else d.old
+                statuses = self.anc.setdefault(d.frame.id, {})
                 if v is None:
-                    statuses.pop(d[2], None)
+                    statuses.pop(d.name, None)
                 else:
-                    statuses[d[2]] = v
+                    statuses[d.name] = v
             elif kind == SWAPARR:
-                a, b = arrays[d[1]], arrays[d[2]]
+                a, b = arrays[d.slot_a], arrays[d.slot_b]
                 tmp = a.copy()
                 a[...] = b
                 b[...] = tmp
@@ -452,7 +474,7 @@ class Trace(Sequence[Step]):
     def has_calls(self) -> bool:
         """Whether the run entered another reversible function (then a call stack is worth showing)."""
         if self._has_calls is None:
-            self._has_calls = any(st[1] == "enter" for st in self._steps)
+            self._has_calls = any(st.kind == "enter" for st in self._steps)
         return self._has_calls
 
     @property
@@ -541,17 +563,18 @@ class Trace(Sequence[Step]):
         """(variable, what changed) for the deltas of ``step`` in ``frame``'s variables
         (binding the arguments when a function starts is not a change)."""
         binding = step.kind in ("start", "enter")
-        for d in step._raw[5]:
-            if d[0] == VAR and d[1].id == frame.id and not binding:
-                yield d[2], ""
-            elif d[0] == ELEM and d[5].id == frame.id:
-                yield d[6], (f"{d[6]}[{_index(d[2], self._array_shape(d[1]))}]: "
-                             f"{show_value(d[3])} → {show_value(d[4])}")
-            elif d[0] == WHOLE and d[4].id == frame.id:
-                yield d[5], ""
-            elif d[0] == SWAPARR and d[3].id == frame.id:
-                yield d[4], ""
-                yield d[5], ""
+        for d in step._raw.deltas:
+            if d.kind == VAR and d.frame.id == frame.id and not binding:
+                yield d.name, ""
+            elif d.kind == ELEM and d.frame.id == frame.id:
+                yield d.name, (f"{d.name}[{_index(d.index, self._array_shape(d.slot))}]: "
+                               f"{show_value(d.old)} → {show_value(d.new)}")
+            elif d.kind == WHOLE and d.frame.id == frame.id:  # (a sub-array: which part)
+                part = _part(d.key, self._array_shape(d.slot))
+                yield d.name, f"{d.name}{part}: {show_value(d.old)} → {show_value(d.new)}" if part else ""
+            elif d.kind == SWAPARR and d.frame.id == frame.id:
+                yield d.name_a, ""
+                yield d.name_b, ""
 
     def _order(self, func: ir.Function) -> dict[str, int]:
         order = self._orders.get(id(func))
@@ -567,15 +590,17 @@ class Trace(Sequence[Step]):
         return f"{np.dtype(dtype).name}[{'×'.join(map(str, shape))}]"  # noqa: RUF001
 
     def _meta(self, slot: int) -> tuple[tuple[int, ...], Any]:
-        """An array's shape and dtype (they never change), from its NEWARR delta."""
+        """An array's shape and dtype (they never change), from its NEWARR (or VIEW) delta."""
         if self._shapes is None:
             self._shapes = {}
             for st in self._steps:
-                for d in st[5]:
-                    if d[0] == NEWARR:
-                        init = d[2]
-                        self._shapes[d[1]] = ((init.shape, init.dtype) if isinstance(init, np.ndarray)
-                                              else init)
+                for d in st.deltas:
+                    if d.kind == NEWARR:
+                        init = d.init
+                        self._shapes[d.slot] = ((init.shape, init.dtype) if isinstance(init, np.ndarray)
+                                                else init)
+                    elif d.kind == VIEW:
+                        self._shapes[d.slot] = (d.shape, self._shapes[d.base][1])
         return self._shapes[slot]
 
 

@@ -9,6 +9,7 @@ import pytest
 
 import revbench
 from revbench import check_grad, grad, jacobian, value_and_grad
+from revbench.transforms.pipeline import BACKWARD
 
 
 def test_contract_example(make):
@@ -273,7 +274,7 @@ def test_jacobian_with_several_lanes_matches_row_by_row(make, monkeypatch):
     """)
     r, x = np.zeros(11), np.linspace(0.2, 1.4, 5)
     J8 = jacobian(f, outputs="r", wrt="x")(r, x, 0.7)
-    monkeypatch.setattr(revbench.ad, "JACOBIAN_LANES", 1)
+    monkeypatch.setattr(revbench.ad.reverse, "JACOBIAN_LANES", 1)
     J1 = jacobian(f, outputs="r", wrt="x")(r, x, 0.7)
     np.testing.assert_allclose(J8, J1, rtol=1e-12)
     eps = 1e-6
@@ -330,7 +331,7 @@ def test_wrt_drops_adjoint_code_of_read_only_data(make):
     assert with_c[3] == pytest.approx(full[3]) and with_c[2] is None
     src = f.kernel("backward", 0.0, w, z, 2.0, wrt=("w",))
     assert src is not None
-    bwd_src = f._program.generate("backward", f.backend, f.check, f.signature_of((0.0, w, z, 2.0)),
+    bwd_src = f._program.generate(BACKWARD, f.backend, f.check, f.signature_of((0.0, w, z, 2.0)),
                                   compile_callees=False, inactive=frozenset({"z", "c"}))[0].source
     assert "_rb_adj_z" not in bwd_src and "_rb_adj_c" not in bwd_src
     J = jacobian(f, outputs="s", wrt="w")(0.0, w, z, 2.0)

@@ -15,7 +15,8 @@ import pytest
 
 import revbench
 from revbench import ReversibilityError, grad, jacobian, value_and_grad
-from revbench import ad as ad_module
+from revbench.ad import reverse as ad_module
+from revbench.ad import sweep
 
 # The standard map, kicked hard, written in place: p += k sin(x); x += p.  Its inverse
 # (x -= p; p -= k sin(x)) loses every digit of x and p within a few dozen steps.
@@ -202,7 +203,7 @@ def test_integers_exact_floats_within_tolerance(make):
                 recovered[k][value[0]] = value[1]
             else:
                 recovered[k] = value
-        return ad_module._check_recovered(f, entry, tuple(recovered), "grad(f)")
+        return sweep.check_recovered(f, entry, tuple(recovered), "grad(f)")
 
     assert check() is None
     assert check(y=1.4, z=1.3 + 1j, A=((1, 2), 0.4)) is None  # within atol=0.5
@@ -224,8 +225,8 @@ def test_nan_and_inf_at_entry_count_as_recovered(make):
             x[0] += 1.0
     """)
     entry = (np.nan, np.array([np.inf, np.nan, 1.0]))
-    assert ad_module._check_recovered(f, entry, (np.nan, entry[1].copy()), "grad(f)") is None
-    err = ad_module._check_recovered(f, entry, (np.nan, np.array([np.inf, np.nan, np.nan])),
+    assert sweep.check_recovered(f, entry, (np.nan, entry[1].copy()), "grad(f)") is None
+    err = sweep.check_recovered(f, entry, (np.nan, np.array([np.inf, np.nan, np.nan])),
                                      "grad(f)")
     assert err.variable == "x" and "x[2]" in str(err)
     # and the gradient of a program given NaN runs (the NaN is recovered as NaN)
@@ -239,13 +240,13 @@ def test_jacobian_checks_every_sweep(make, monkeypatch):
                 r[i] += x[i] * x[i]
     """)
     calls = []
-    original = ad_module._check_recovered
+    original = sweep.check_recovered
 
     def counting(*a, **kw):
         calls.append(a[3])
         return original(*a, **kw)
 
-    monkeypatch.setattr(ad_module, "_check_recovered", counting)
+    monkeypatch.setattr(sweep, "check_recovered", counting)
     x = np.arange(20.0)
     J = jacobian(f, outputs="r", wrt="x")(np.zeros(20), x)
     np.testing.assert_allclose(J, np.diag(2 * x))

@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 
 import revbench
 from revbench.checkpoint import (
+    STRATEGIES,
     Bennett,
     InsufficientMemoryError,
     Periodic,
@@ -230,17 +231,28 @@ def assert_unchanged(snap):
             np.testing.assert_array_equal(obj, before, err_msg="the caller's array changed")
 
 
+def registered_strategies(n, inplace):
+    """Each registered strategy that fits (``STRATEGIES``: one added to strategies.py is
+    tested here with nothing to change), over its knob's edges: its least value and the
+    next, a few small ones, ``n`` and beyond ``n``."""
+    out = []
+    for cls in STRATEGIES.values():
+        if not cls.fits(inplace):
+            continue
+        if cls.knob_name is None:
+            out.append(cls())
+            continue
+        values = {cls.knob_min, cls.knob_min + 1, 3, 5, 7, n, n + 1, n + 5}
+        out += [cls(**{cls.knob_name: v}) for v in sorted(values) if v >= cls.knob_min]
+    return out
+
+
 def out_of_place_strategies(n):
-    return [StoreAll(), Periodic(every=1), Periodic(every=3), Periodic(every=7),
-            Periodic(every=n + 5), Revolve(snapshots=1), Revolve(snapshots=2),
-            Revolve(snapshots=5), Revolve(snapshots=n), Revolve(snapshots=n + 3),
-            Bennett(k=2), Bennett(k=3), Bennett(k=5)]
+    return registered_strategies(n, inplace=False)
 
 
 def in_place_strategies(n):
-    return [StoreAll(), Periodic(every=1), Periodic(every=3), Periodic(every=7),
-            Periodic(every=n + 5), Revolve(snapshots=1), Revolve(snapshots=2),
-            Revolve(snapshots=5), Revolve(snapshots=n), Revolve(snapshots=n + 3), Reverse()]
+    return registered_strategies(n, inplace=True)
 
 
 STEPS = [1, 2, 3, 13, 40]
@@ -542,10 +554,10 @@ def check_schedule(strategy, n, inplace, batch_rows):
 @st.composite
 def strategy_and_kind(draw):
     inplace = draw(st.booleans())
-    choices = [st.just(StoreAll()), st.builds(Periodic, every=st.integers(1, 20)),
-               st.builds(Revolve, snapshots=st.integers(1, 20))]
-    choices.append(st.just(Reverse()) if inplace else st.builds(Bennett, k=st.integers(2, 6)))
-    return draw(st.one_of(choices)), inplace
+    cls = draw(st.sampled_from([c for c in STRATEGIES.values() if c.fits(inplace)]))
+    if cls.knob_name is None:
+        return cls(), inplace
+    return cls(**{cls.knob_name: draw(st.integers(cls.knob_min, cls.knob_min + 19))}), inplace
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -560,10 +572,7 @@ def test_schedules_property(n, sk, batch_rows):
 @pytest.mark.parametrize("inplace", [False, True])
 def test_schedules_examples(n, inplace):
     """The same checks on fixed cases, with the edges (knob 1, knob >= n)."""
-    strategies = [StoreAll(), Periodic(every=1), Periodic(every=n), Periodic(every=n + 1),
-                  Revolve(snapshots=1), Revolve(snapshots=n), Revolve(snapshots=n + 1)]
-    strategies += [Reverse()] if inplace else [Bennett(k=2), Bennett(k=6), Bennett(k=n + 2)]
-    for strategy in strategies:
+    for strategy in registered_strategies(n, inplace):
         check_schedule(strategy, n, inplace, batch_rows=5)
 
 

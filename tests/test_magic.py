@@ -515,7 +515,9 @@ def test_debug_opens_the_debugger_on_copies(ip, monkeypatch):
         args[1][0] += 100.0  # whatever the debugger does, the notebook keeps its values
         return Widget()
 
-    monkeypatch.setattr(revbench, "debug", fake_debug, raising=False)
+    from revbench.jupyter import debugger  # what --debug opens (revbench.debug is the same)
+
+    monkeypatch.setattr(debugger, "debug", fake_debug)
     run_ok(ip, "y = 0.0\na = np.array([1.0, 2.0])")
     ran = run_ok(ip, "%%reversible --no-jit --debug --inverse --loss y\ny += a[0] * a[1]\n")
     assert seen["f"].is_inverse and seen["f"].params == ("y", "a") and seen["loss"] == "y"

@@ -20,7 +20,7 @@ import pytest
 
 import revbench
 from revbench import ReversibilityError, ReversibilityTypeError
-from revbench.backends.tracer import ELEM, NEWARR, VAR, WHOLE
+from revbench.backends.trace_data import ELEM, NEWARR, VAR, WHOLE
 from revbench.tracing import StepLimitError, Trace, show_value
 
 
@@ -401,6 +401,132 @@ def test_gradient_through_calls_with_element_adjoints():
     assert inner[0].adjoint_changes == {"a": ("0.0", "3.0"), "b": ("0.0", "2.0")}
 
 
+# --------------------------------------------------------------------------- sub-arrays
+
+
+VIEWS = """
+    def axpy(y, a, x):
+        y += a * x
+
+    def swap_rows(u, v):
+        u, v = v, u
+
+    def halves(y, c, x):
+        axpy(y[0:2], c, x[1:3])
+        y[2:4] *= 2.0
+
+    def f(A, c, x):
+        for i in range(A.shape[0]):
+            axpy(A[i], c, x)
+        swap_rows(A[0], A[1])
+        halves(A[2], c, x)
+        A[1] += x * c
+        A[0, 1:3] *= 2.0 + c
+        A[:, 0] -= x[0:3] * c
+        c += np.sum(A[1:3, 2]) + np.dot(x[:2], x[-2:])
+"""
+VIEW_ARGS = (np.arange(12.0).reshape(3, 4), 0.5, np.array([1.0, 2.0, 3.0, 4.0]))
+
+
+@pytest.mark.parametrize("loss", [None, "c", ("A", (1, 2)), ("A", (2, 1))])
+def test_sub_arrays_are_traced_as_compiled(loss):
+    # rows and slices passed to calls (a view of a view in halves), swapped there, updated
+    # whole, summed: the trace's results are the compiled code's, its gradients grad's
+    for backend in ("python", "numba"):
+        traced(define(VIEWS, backend), *VIEW_ARGS, loss=loss)
+
+
+def test_sub_array_steps_show_what_they_changed():
+    tr = traced(define(VIEWS), *VIEW_ARGS)
+    A, c, x = copies(VIEW_ARGS)
+    first = next(s for s in tr if s.function == "axpy" and s.kind == "update")
+    assert first.changes == {"y": ("[0.0, 1.0, 2.0, 3.0]", "[0.5, 2.0, 3.5, 5.0]")}
+    ret = tr[first.index + 1]
+    assert ret.kind == "return" and ret.function == "f" and ret.state.var("A").value.startswith(
+        "[[0.5, 2.0, 3.5, 5.0], [4.0")
+    np.testing.assert_array_equal(tr.values_at(ret.index)["A"][0], A[0] + c * x)
+    # the callee's own variable is the row itself: the caller's array changes with it
+    swap = next(s for s in tr if s.kind == "swap")
+    assert swap.function == "swap_rows" and swap.changes == {"u": ("", "⇄ v"), "v": ("", "⇄ u")}
+    nested = [s for s in tr[:tr.turn] if s.function == "axpy" and s.kind == "update"][-1]
+    assert nested.stack == (("f", 16), ("halves", 9), ("axpy", 3))
+    assert nested.changes == {"y": ("[8.5, 10.0]", "[9.5, 11.5]")}
+    # whole-array updates of sub-arrays name the part they changed, as written
+    by_line = {s.lineno: s.changes for s in tr[:tr.turn] if s.function == "f" and s.kind == "update"}
+    assert list(by_line[17]) == ["A[1]"] and list(by_line[18]) == ["A[0, 1:3]"]
+    assert list(by_line[19]) == ["A[:, 0]"] and list(by_line[20]) == ["c"]
+    assert by_line[18]["A[0, 1:3]"] == ("[6.0, 7.5]", "[15.0, 18.75]")
+    step = next(s for s in tr if s.lineno == 18)
+    assert step.state.var("A").change == "A[0, 1:3]: [6.0, 7.5] → [15.0, 18.75]"
+
+
+def test_stepping_back_through_sub_arrays_rebuilds_earlier_states():
+    tr = traced(define(VIEWS), *VIEW_ARGS, loss="c")
+    A, c, x = copies(VIEW_ARGS)
+    # what the forward run's statements of f make of A, computed with NumPy
+    A += c * x
+    states = [A.copy()]
+    A[[0, 1]] = A[[1, 0]]
+    states.append(A.copy())
+    A[2, 0:2] += c * x[1:3]
+    A[2, 2:4] *= 2.0
+    states.append(A.copy())
+    A[1] += x * c
+    states.append(A.copy())
+    A[0, 1:3] *= 2.0 + c
+    states.append(A.copy())
+    A[:, 0] -= x[0:3] * c
+    states.append(A.copy())
+    ends = [s.index for s in tr[:tr.turn] if s.function == "f" and s.lineno in (14, 15, 16, 17, 18, 19)
+            and s.kind in ("return", "update")]
+    ends = [ends[2], *ends[3:]]  # the loop's last call, then one step per statement
+    assert len(ends) == len(states)
+    tr.values_at(len(tr) - 1)  # from the end of the reverse sweep, step backwards
+    for k, want in reversed(list(zip(ends, states))):
+        np.testing.assert_array_equal(tr.values_at(k)["A"], want)
+    for k, want in zip(ends, states):  # and forwards again
+        np.testing.assert_array_equal(tr.values_at(k)["A"], want)
+    forward = [tr.values_at(k) for k in range(len(tr))]
+    for k in np.random.default_rng(1).permutation(len(tr)):
+        got = tr.values_at(int(k))
+        assert got.keys() == forward[k].keys()
+        for name, v in got.items():
+            np.testing.assert_array_equal(v, forward[k][name])
+
+
+AXPY = """
+    def axpy(y, a, x):
+        y += a * x
+"""
+#: failing checks of sub-arrays (test_failed_checks_are_recorded_with_the_compiled_message)
+SUB_ARRAY_FAILURES = [
+    (AXPY + """
+    def f(A, c, i, j):
+        axpy(A[i], c, A[j])
+    """, (np.ones((3, 2)), 2.0, 1, 1)),
+    (AXPY + """
+    def f(x, c):
+        axpy(x[0:2], c, x[1:3])
+    """, (np.ones(4), 2.0)),
+    ("""
+    def f(s, x, a, b):
+        s += np.sum(x[a:b])
+    """, (0.0, np.arange(5.0), 1, 9)),
+    ("""
+    def f(z, x):
+        z += x[1:3]
+    """, (np.zeros(3), np.arange(5.0))),
+    ("""
+    def f(A, i, j):
+        A[i] += 2.0 * A[j]
+    """, (np.ones((3, 2)), 2, 2)),
+    ("""
+    def f(x, w):
+        x[0:2] *= w
+    """, (np.ones(3), np.array([1.0, 0.0]))),
+]
+
+
 # --------------------------------------------------------------------------- runtime checks
 
 
@@ -486,6 +612,7 @@ def test_unchecked_dirty_ancilla_is_shown_but_does_not_stop():
                 n += 1
                 y += x
     """, (0.0, 1.0, 2)),
+    *SUB_ARRAY_FAILURES,
 ])
 def test_failed_checks_are_recorded_with_the_compiled_message(source, args):
     f = define(source)
@@ -575,9 +702,9 @@ def test_big_arrays_are_shown_compactly_and_never_copied_per_step():
     assert v.value == "float64[10000] [0.0, 2.0, 4.0, …, 9997.0, 9998.0, 9999.0]"
     assert v.change == "x[5000]: 5000.0 → 10000.0"
     # deltas: one snapshot of x at the start; every other step holds scalars only
-    arrays = sum(isinstance(item, np.ndarray) for st in tr._steps for d in st[5] for item in d)
+    arrays = sum(isinstance(item, np.ndarray) for st in tr._steps for d in st.deltas for item in d)
     assert arrays == 1
-    assert all(d[0] in (VAR, ELEM, NEWARR) for st in tr._steps for d in st[5])
+    assert all(d.kind in (VAR, ELEM, NEWARR) for st in tr._steps for d in st.deltas)
 
 
 def test_whole_array_statement_is_one_step():
@@ -587,7 +714,7 @@ def test_whole_array_statement_is_one_step():
     """)
     tr = traced(f, np.zeros(20), np.arange(20.0))
     assert len(tr) == 4
-    assert [d[0] for d in tr._steps[1][5]] == [WHOLE]
+    assert [d.kind for d in tr._steps[1].deltas] == [WHOLE]
     assert tr[1].changes["y"][1].startswith("float64[20] [0.0, 2.0, 4.0, …")
 
 

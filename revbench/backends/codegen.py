@@ -14,18 +14,20 @@ so errors, tracebacks and Numba typing failures point at the user's code.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from revbench.backends import libm, runtime
 from revbench.backends.runtime import POLL_MASK, CheckInfo
+from revbench.backends.source import same_value
 from revbench.lang import ir
 from revbench.lang.text import conditional_syntax, expr_text
 from revbench.lang.types import NUMPY_NAMES, TypedFunction, VarType
 from revbench.rules import functions as fn_rules
 from revbench.rules.instructions import UPDATES
 from revbench.transforms.invert import invert_body
+from revbench.transforms.pipeline import Direction
 
 CODEGEN_VERSION = "3"  # 2: checked int64 helpers (their Numba versions are not in the text);
 # 3: helpers typed once per argument types, loop buffers and accumulators
@@ -53,7 +55,7 @@ HELPERS_FINGERPRINT = _helpers_fingerprint()
 #: fusing a multiply and an add.  Not ``nnan``/``ninf``: the checks test for inf and nan.
 FASTMATH_FLAGS = frozenset({"reassoc", "contract"})
 #: the zero each dtype's sum starts from
-_ZERO_CODE = {"int": "0", "float": "0.0", "complex": "0j", "bool": "0"}
+ZERO_CODE = {"int": "0", "float": "0.0", "complex": "0j", "bool": "0"}
 
 
 def _evaluated_first(s: ir.Stmt, check: bool) -> tuple[ir.Expr, ...]:
@@ -104,9 +106,13 @@ def _subarray_places(s: ir.Stmt) -> tuple[ir.Expr, ...]:
 
 def _statement_expressions(s: ir.Stmt) -> tuple:
     """The expressions a statement holds itself (not those of the statements inside it),
-    its target included."""
+    its targets and arguments included."""
     if isinstance(s, ir.Update):
         return (s.target, s.value)
+    if isinstance(s, ir.Swap):
+        return (s.a, s.b)
+    if isinstance(s, ir.Call):
+        return tuple(a for a in (*s.args, *s.adj_args, *s.tan_args) if a is not None)
     if isinstance(s, ir.Alloc):
         return (s.init,)
     if isinstance(s, ir.Dealloc):
@@ -192,15 +198,33 @@ class Options:
     fastmath: bool = False
 
 
+@dataclass(frozen=True)
+class Fragment:
+    """One statement, or one check of a control-flow statement, generated as a function of
+    its own: ``name(*params, *extra, _rb_gatol, _rb_grtol)``, where ``params`` are the
+    variables it reads or writes and ``extra`` values its caller computed (an ``if``'s
+    condition, a loop's bounds).  It returns ``returns`` (for a statement: the scalar
+    variables it writes; arrays change in place) and raises ``CheckFailed`` as the whole
+    function's code does.  The debugger runs these one at a time
+    (:mod:`revbench.backends.tracer`), so it means what compiled code means."""
+
+    name: str
+    source: str
+    params: tuple[str, ...]
+    extra: tuple[str, ...]
+    returns: tuple[str, ...]
+
+
 class Emitter:
     """IR -> the source of one generated function, a method per statement kind (``s_For``)
-    and per expression form (:meth:`x`); a subclass retargets it (CUDA)."""
+    and per expression form (:meth:`x`); a subclass retargets it (CUDA).  :meth:`fragment`
+    gives one statement or one check on its own, for the debugger."""
 
     #: what every generated function takes after the user's parameters: the global
     #: tolerances of the call (its own, where it has them, win)
     EXTRA_PARAMS: tuple[str, ...] = ("_rb_gatol", "_rb_grtol")
 
-    def __init__(self, typed: TypedFunction, direction: str, options: Options,
+    def __init__(self, typed: TypedFunction, direction: Direction, options: Options,
                  callee_symbol: Callable[[ir.Call, tuple[VarType, ...]], str],
                  callee_writes: Callable[[ir.Call], tuple[bool, ...]] | None = None):
         self.t = typed
@@ -331,13 +355,12 @@ class Emitter:
             t = self.dtype(e)
             item = self.cast(self.x(e.arg, ("_rb_ix",)), self.dtype(e.arg), t)
             # a lambda's defaults are evaluated where it is written: the names it reads
-            names = sorted({n.name for n in ir.walk_expr(e.arg)
-                            if isinstance(n, (ir.Var, ir.Elem, ir.Len, ir.Shape))})
+            names = sorted(ir.names_used(e.arg))
             bound = "".join(f", {n}={n}" for n in names)
             if e.kind in ("max", "min"):
                 return (f"_rb_loop_extreme(lambda _rb_ix{bound}: {item}, {shape}, "
                         f"{_extreme_start(t, e.kind == 'max')}, {e.kind == 'max'})")
-            return f"_rb_loop_sum(lambda _rb_ix{bound}: {item}, {shape}, {_ZERO_CODE[t]})"
+            return f"_rb_loop_sum(lambda _rb_ix{bound}: {item}, {shape}, {ZERO_CODE[t]})"
         raise TypeError(f"cannot generate {type(e).__name__}")
 
     def dtype(self, e) -> str:
@@ -388,23 +411,21 @@ class Emitter:
 
     def close(self, actual: str, expected: str, dtype: str) -> str:
         """A condition that holds when ``actual`` equals ``expected`` (within tolerance)."""
-        if dtype in ("int", "bool"):
-            return f"{actual} == {expected}"
-        # equal values first: an infinite ancilla is back at inf (inf - inf is nan), and a
-        # nan one is back at nan (the inverse recomputes the same nan)
-        return (f"({actual} == {expected} or abs({actual} - {expected}) <= _rb_atol + _rb_rtol * "
-                f"abs({expected}) or ({actual} != {actual} and {expected} != {expected}))")
+        return same_value(actual, expected, dtype in ("int", "bool"), "_rb_atol", "_rb_rtol")
 
     # -- statements -----------------------------------------------------------
-    def function(self, name: str) -> None:
-        params = ", ".join((*self.f.params, *self.EXTRA_PARAMS))
+    def head(self, name: str, params: tuple[str, ...]) -> None:
+        """``def name(*params, _rb_gatol, _rb_grtol):`` and the tolerances its checks use."""
         self.level = 0
-        self.emit(f"def {name}({params}):")
+        self.emit(f"def {name}({', '.join((*params, *self.EXTRA_PARAMS))}):")
         self.level = 1
         if self.opt.check:
             # a function's own tolerance, else the global one passed in at call time
-            for name, own in (("atol", self.opt.atol), ("rtol", self.opt.rtol)):
-                self.emit(f"_rb_{name} = {own!r}" if own is not None else f"_rb_{name} = _rb_g{name}")
+            for tol, own in (("atol", self.opt.atol), ("rtol", self.opt.rtol)):
+                self.emit(f"_rb_{tol} = {own!r}" if own is not None else f"_rb_{tol} = _rb_g{tol}")
+
+    def function(self, name: str) -> None:
+        self.head(name, self.f.params)
         start = len(self.lines)
         self.body(self.f.body)
         # the loops' allocation buffers, empty until first used; the interrupt poll's count
@@ -439,6 +460,42 @@ class Emitter:
         getattr(self, "s_" + type(s).__name__)(s)
         self._loc, self._sums, self._views = outer, outer_sums, outer_views
 
+    # -- fragments: one statement, or one check, as a function of its own ------------
+    def fragment(self, name: str, params, emit: Callable[[], Sequence[str] | None], loc: ir.Loc,
+                 extra: tuple[str, ...] = ()) -> Fragment:
+        """What ``emit()`` writes, as the function a :class:`Fragment` describes, taking the
+        variables ``params`` then ``extra``; ``emit`` returns the code of what it returns."""
+        saved = self.lines, self.linemap, self.level, self._loc
+        self.lines, self.linemap, self._loc = [], {}, loc
+        try:
+            params = tuple(sorted(params))
+            self.head(name, (*params, *extra))
+            returns = tuple(emit() or ())
+            self.emit(f"return ({', '.join(returns)}{',' if len(returns) == 1 else ''})")
+            return Fragment(name, "\n".join(self.lines) + "\n", params, extra, returns)
+        finally:
+            self.lines, self.linemap, self.level, self._loc = saved
+
+    def statement_fragment(self, s: ir.Stmt) -> Fragment:
+        """A statement that is not control flow (an update, a swap, an allocation, a
+        ``del``, a call, ``print``, ``assert``) as a :class:`Fragment` taking the variables
+        it names and returning the scalar variables it writes (an allocation: the new
+        variable)."""
+        names: set[str] = set().union(*map(ir.names_used, _statement_expressions(s)))
+        if isinstance(s, ir.Alloc):
+            written: tuple[str, ...] = (s.name,)
+        elif isinstance(s, ir.Dealloc):
+            names.add(s.name)
+            written = ()
+        else:
+            written = tuple(sorted(n for n in ir.names_written((s,)) if not self.env[n].is_array))
+
+        def emit() -> tuple[str, ...]:
+            self.stmt(s)
+            return written
+
+        return self.fragment(f"_rb_{type(s).__name__.lower()}", names, emit, s.loc)
+
     def extreme(self, e: ir.Reduce, loc: ir.Loc) -> None:
         """Find ``np.max(arg)`` (``np.min``) into a new local before the statement: a loop
         over the elements in index order; a nan wins, as in NumPy.  With checks on, an
@@ -472,7 +529,7 @@ class Emitter:
         ndim = self.t.expr_type(lead).ndim
         t = self.dtype(e)
         acc = self.tmp("sum")
-        self.emit(f"{acc} = {_ZERO_CODE[t]}", loc)
+        self.emit(f"{acc} = {ZERO_CODE[t]}", loc)
         idx = self.elementwise_loops(lead, ndim, e.arg, loc)
         item = self.cast(self.x(e.arg, idx), self.dtype(e.arg), t)
         if t == "int" and self.opt.check:
@@ -653,7 +710,7 @@ class Emitter:
         hit = self._views.get(id(e))
         if hit is not None and hit[0] is e:
             return hit[1]
-        return self._view_codes(e)  # outside a statement (the tracer): inline codes
+        return self._view_codes(e)  # outside a statement (the debugger): inline codes
 
     def prepare_view(self, e: ir.Elem, loc: ir.Loc) -> None:
         """Work out a sub-array's indices and bounds once, before its statement's loops
@@ -697,7 +754,7 @@ class Emitter:
     def view_elem(self, e: ir.Elem, ew: tuple[str, ...]) -> str:
         """Element ``ew`` of the sub-array, indexed in the array itself (no view object)."""
         fixed, spans = self.view_parts(e)
-        if len(ew) != len(spans):  # the tracer's one tuple index
+        if len(ew) != len(spans):  # a sum outside a statement: one tuple index
             return f"{self.view_code(e)}[{', '.join(ew)}]"
         parts, j = [], 0
         for code in fixed:
@@ -814,7 +871,7 @@ class Emitter:
         self.emit(f"if {differs}:", loc)
         self.emit(f"    {buf} = _rb_np.empty(({', '.join(shape)},), dtype={dt})", loc)
         self.emit(f"{name} = {buf}", loc)
-        zero = "False" if t.dtype == "bool" else _ZERO_CODE[t.dtype]
+        zero = "False" if t.dtype == "bool" else ZERO_CODE[t.dtype]
         if self.opt.backend == "python":
             self.emit(f"{name}.fill({zero})", loc)
             return
@@ -871,10 +928,7 @@ class Emitter:
             for a, b in s.alias_checks:
                 self.alias_check(a, b, "call-alias", s.loc)
         names, writeback = [], []
-        args = list(s.args) + ([a for a in s.adj_args if a is not None] if s.backward else [])
-        args += [a for a in s.tan_args if a is not None]  # a tangent call (second order)
-        changes = self.callee_writes(s) + (True,) * (len(args) - len(s.args))
-        for a, changed in zip(args, changes):
+        for a, changed in self.call_arguments(s):
             if isinstance(a, ir.Var):
                 names.append(a.name)
                 continue
@@ -900,6 +954,14 @@ class Emitter:
         for w in writeback:
             self.emit(w, s.loc)
 
+    def call_arguments(self, s: ir.Call) -> tuple[tuple[ir.Target, bool], ...]:
+        """What a call passes, in order -- its arguments, then a reverse sweep's adjoints
+        and a tangent call's (second order) tangents -- each with whether the callee may
+        change it."""
+        args = list(s.args) + ([a for a in s.adj_args if a is not None] if s.backward else [])
+        args += [a for a in s.tan_args if a is not None]
+        return tuple(zip(args, self.callee_writes(s) + (True,) * (len(args) - len(s.args))))
+
     def after_call(self, loc: ir.Loc) -> None:
         """Lines after a call of a callee (none here: its failures raise)."""
 
@@ -913,12 +975,23 @@ class Emitter:
         for st in invert_body(s.body):
             self.stmt(st)
 
+    def needs_post(self, s: ir.If) -> bool:
+        """Whether an ``if`` checks its postcondition after the branch: with checks on,
+        unless it is the condition itself and no branch can change what that reads."""
+        return self.opt.check and not (
+            s.pre == s.post and not (ir.names_read(s.pre) & ir.names_written(s.then + s.orelse)))
+
+    def if_post_check(self, s: ir.If, c: str) -> None:
+        """After the branch: the postcondition must hold exactly when the condition ``c``
+        held before it."""
+        k = self.check("if-post", expr_text(s.post), s.loc, expr_text(s.pre))
+        p = self.tmp("p")
+        self.emit(f"{p} = bool({self.x(s.post)})", s.loc)
+        self.emit(f"if {p} != {c}:", s.loc)
+        self.emit("    " + self.fail(k, c, p), s.loc)
+
     def s_If(self, s: ir.If) -> None:
-        # The post-condition check is needed unless it is the condition itself and
-        # no branch can change what the condition reads.
-        needs_post = self.opt.check and not (
-            s.pre == s.post and not (ir.names_read(s.pre)
-                                     & ir.names_written(s.then + s.orelse)))
+        needs_post = self.needs_post(s)
         if needs_post:
             c = self.tmp("c")
             self.emit(f"{c} = bool({self.x(s.pre)})", s.loc)
@@ -934,11 +1007,7 @@ class Emitter:
             self.body(s.orelse)
             self.level -= 1
         if needs_post:
-            k = self.check("if-post", expr_text(s.post), s.loc, expr_text(s.pre))
-            p = self.tmp("p")
-            self.emit(f"{p} = bool({self.x(s.post)})", s.loc)
-            self.emit(f"if {p} != {c}:", s.loc)
-            self.emit("    " + self.fail(k, c, p), s.loc)
+            self.if_post_check(s, c)
 
     def poll(self, loop: ir.For | ir.While) -> None:
         """Let a long-running loop notice Ctrl-C (:func:`revbench.backends.runtime.interrupted`,
@@ -956,24 +1025,34 @@ class Emitter:
         self.interruptible = True
         self.emit("    raise _RbInterrupted()", loop.loc)
 
-    def s_While(self, s: ir.While) -> None:
+    def while_entry_check(self, s: ir.While) -> None:
+        """Before a ``while`` loop (checks on): its postcondition must be false."""
         if self.opt.check:
             k = self.check("while-entry", expr_text(s.post), s.loc)
             self.emit(f"if {self.x(s.post)}:", s.loc)
             self.emit("    " + self.fail(k, "False", "True"), s.loc)
+
+    def while_iter_check(self, s: ir.While) -> None:
+        """After each iteration (checks on): the postcondition must be true."""
+        if self.opt.check:
+            k = self.check("while-iter", expr_text(s.post), s.loc)
+            self.emit(f"if not {self.x(s.post)}:", s.loc)
+            self.emit("    " + self.fail(k, "True", "False"), s.loc)
+
+    def s_While(self, s: ir.While) -> None:
+        self.while_entry_check(s)
         self.emit(f"while {self.x(s.cond)}:", s.loc)
         self.level += 1
         self._loops += 1
         self.poll(s)
         self.body(s.body)
         self._loops -= 1
-        if self.opt.check:
-            k = self.check("while-iter", expr_text(s.post), s.loc)
-            self.emit(f"if not {self.x(s.post)}:", s.loc)
-            self.emit("    " + self.fail(k, "True", "False"), s.loc)
+        self.while_iter_check(s)
         self.level -= 1
 
-    def s_For(self, s: ir.For) -> None:
+    def for_bounds(self, s: ir.For) -> tuple[str, str, str]:
+        """A ``for`` loop's start, stop and step, computed once before it (with checks on,
+        a step of 0 raises): their code."""
         # a bound the body cannot change is used as it is: less code for Numba to type
         # (the GMM gradient has some thirty loops), the same loop
         changing = ir.names_written(s.body)
@@ -985,18 +1064,37 @@ class Emitter:
                 bounds.append(self.tmp(stem))
                 self.emit(f"{bounds[-1]} = {self.x(e)}", s.loc)
         a, b, st = bounds
-        const_step = s.step.value if isinstance(s.step, ir.Const) else None
-        if self.opt.check and const_step is None:
+        if self.opt.check and not isinstance(s.step, ir.Const):
             k = self.check("for-step", expr_text(s.step), s.loc)
             self.emit(f"if {st} == 0:", s.loc)
             self.emit("    " + self.fail(k, "1", st), s.loc)
+        return a, b, st
+
+    def for_bound_checks(self, s: ir.For, bounds: tuple[str, str, str]) -> None:
+        """After a ``for`` loop (checks on): each bound the body could change must still
+        be what it was (``bounds``: their code before the loop)."""
+        if not self.opt.check:
+            return
+        written = ir.names_written(s.body)
+        for e, v, what in zip((s.start, s.stop, s.step), bounds, ("start", "stop", "step")):
+            if not (ir.names_read(e) & written):  # len/shape never change
+                continue  # nothing the bound reads can change inside the loop
+            k = self.check("for-bound", expr_text(e), s.loc, what)
+            now = self.tmp("now")
+            self.emit(f"{now} = {self.x(e)}", s.loc)
+            self.emit(f"if {now} != {v}:", s.loc)
+            self.emit("    " + self.fail(k, v, now), s.loc)
+
+    def s_For(self, s: ir.For) -> None:
+        a, b, st = self.for_bounds(s)
+        const_step = s.step.value if isinstance(s.step, ir.Const) else None
         promoted = []
         for elem in self.accumulators(s):
             acc = self.tmp("adj_acc" if elem.name.startswith("_rb_adj") else "acc")
             if not promoted:
                 nonempty = (f"{a} < {b}" if const_step == 1 else f"{a} > {b}" if const_step == -1
                             else f"len(range({a}, {b}, {st})) > 0")
-            self.emit(f"{acc} = {_ZERO_CODE[self.env[elem.name].dtype]}", s.loc)
+            self.emit(f"{acc} = {ZERO_CODE[self.env[elem.name].dtype]}", s.loc)
             self.emit(f"if {nonempty}:", s.loc)
             self.emit(f"    {acc} = {self.x(elem)}", s.loc)
             promoted.append((elem, acc))
@@ -1024,16 +1122,7 @@ class Emitter:
         for elem, acc in promoted:
             self.emit(f"if {nonempty}:", s.loc)
             self.emit(f"    {self.x(elem)} = {acc}", s.loc)
-        if self.opt.check:
-            written = ir.names_written(s.body)
-            for e, v, what in ((s.start, a, "start"), (s.stop, b, "stop"), (s.step, st, "step")):
-                if not (ir.names_read(e) & written):  # len/shape never change
-                    continue  # nothing the bound reads can change inside the loop
-                k = self.check("for-bound", expr_text(e), s.loc, what)
-                now = self.tmp("now")
-                self.emit(f"{now} = {self.x(e)}", s.loc)
-                self.emit(f"if {now} != {v}:", s.loc)
-                self.emit("    " + self.fail(k, v, now), s.loc)
+        self.for_bound_checks(s, (a, b, st))
 
     def accumulators(self, loop: ir.For) -> list[ir.Elem]:
         """The array elements the loop only accumulates into at one place, to keep in a
@@ -1116,14 +1205,14 @@ class Emitter:
         self.emit(f"assert {self.x(s.cond)}, {msg!r}", s.loc)
 
 
-def generate(typed: TypedFunction, direction: str, options: Options,
+def generate(typed: TypedFunction, direction: Direction, options: Options,
              callee_symbol: Callable[[ir.Call, tuple[VarType, ...]], str],
              callee_writes: Callable[[ir.Call], tuple[bool, ...]] | None = None,
              emitter: Emitter | None = None) -> Generated:
     """Generate the module source for one specialised function and direction (with
     ``emitter``, another target's emitter: :mod:`revbench.backends.cuda_codegen`)."""
     em = emitter or Emitter(typed, direction, options, callee_symbol, callee_writes)
-    fname = f"{typed.func.name}__{direction.replace('-', '_')}"
+    fname = f"{typed.func.name}__{direction.name.replace('-', '_')}"
     em.function(fname)
     sig = ", ".join(f"{p}: {t}" for p, t in zip(typed.func.params, typed.params))
     user_fps = sorted(f"{r.name}={r.fingerprint}" for r in em.user_functions.values())

@@ -10,7 +10,7 @@ changes only what a GPU thread cannot do the CPU's way:
   status slots (the first failure wins) and the thread goes on with harmless values,
   leaving its loops at their next iteration; where going on could read past an array
   it returns.  The host reads the status after the kernel and raises the CPU's error
-  (:mod:`revbench.gpu`);
+  (:mod:`revbench.ad.gpu`);
 * **indices** are checked explicitly (the CPU's Numba checks bounds itself; a GPU reads
   whatever lies there): an index out of range reports and reads element 0;
 * **division** by zero reports (the CPU raises ``ZeroDivisionError``; CUDA gives inf);
@@ -25,12 +25,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from revbench.backends import codegen
-from revbench.backends.codegen import _ZERO_CODE, Emitter, Generated, Options
+from revbench.backends.codegen import ZERO_CODE, Emitter, Generated, Options
 from revbench.lang import ir
 from revbench.lang.errors import ReversibilityTypeError
 from revbench.lang.text import expr_text
 from revbench.lang.types import NUMPY_NAMES, TypedFunction, VarType
 from revbench.rules import functions as fn_rules
+from revbench.transforms.pipeline import Direction
 
 #: an array's shape, known when the kernel is specialised (None: not known)
 Shape = tuple[int, ...] | None
@@ -54,7 +55,7 @@ class CudaEmitter(Emitter):
 
     EXTRA_PARAMS = ("_rb_gatol", "_rb_grtol", "_rb_st")
 
-    def __init__(self, typed: TypedFunction, direction: str, options: Options,
+    def __init__(self, typed: TypedFunction, direction: Direction, options: Options,
                  callee_symbol: Callable[[ir.Call, tuple[VarType, ...], tuple[Shape, ...]], str],
                  callee_writes: Callable[[ir.Call], tuple[bool, ...]] | None,
                  shapes: dict[str, Shape]):
@@ -297,7 +298,7 @@ class CudaEmitter(Emitter):
         idx = [self.tmp("z") for _ in shape]
         for ax, (i, n) in enumerate(zip(idx, shape)):
             self.emit("    " * ax + f"for {i} in range({n}):", loc)
-        zero = "False" if dtype == "bool" else _ZERO_CODE[dtype]
+        zero = "False" if dtype == "bool" else ZERO_CODE[dtype]
         value = f"{source}[{', '.join(idx)}]" if source else zero
         self.emit("    " * len(shape) + f"{name}[{', '.join(idx)}] = {value}", loc)
 
@@ -337,7 +338,7 @@ class CudaEmitter(Emitter):
         return lines
 
 
-def generate(typed: TypedFunction, direction: str, options: Options,
+def generate(typed: TypedFunction, direction: Direction, options: Options,
              callee_symbol: Callable[[ir.Call, tuple[VarType, ...], tuple[Shape, ...]], str],
              callee_writes: Callable[[ir.Call], tuple[bool, ...]] | None,
              shapes: dict[str, Shape]) -> Generated:

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 from revbench.backends.codegen import CODEGEN_VERSION, Generated, assemble
 from revbench.backends.runtime import CheckInfo
+from revbench.backends.source import SourceWriter
 from revbench.lang.types import TypedFunction
 from revbench.rules.adjoints import AdjointRule
+from revbench.transforms.pipeline import Direction
 
 DIFFERENTIABLE = ("float", "complex")
 #: what generated code calls: the user's adjoint, the function's inverse, a result helper
@@ -34,7 +36,7 @@ def adjoint_param(name: str, lane: int, lanes: int) -> str:
     return f"_rb_adj_{name}" if lanes == 1 else f"_rb_adj{lane}_{name}"
 
 
-def generate(typed: TypedFunction, rule: AdjointRule, direction: str, check: bool, lanes: int,
+def generate(typed: TypedFunction, rule: AdjointRule, direction: Direction, check: bool, lanes: int,
              inactive: frozenset[str], inverse_key: str, tuple_result: bool = False,
              through: str | None = None) -> Generated:
     """The module of the custom reverse sweep of ``typed`` (the forward program).
@@ -43,7 +45,7 @@ def generate(typed: TypedFunction, rule: AdjointRule, direction: str, check: boo
     (Numba's stand-in checks that when typing); else the module checks at run time.
 
     ``through`` names the output of an external function (``out += g(inputs)``,
-    :mod:`revbench.external`), for the reverse sweep of its *inverse* (``out -= g``):
+    :mod:`revbench.ad.external`), for the reverse sweep of its *inverse* (``out -= g``):
     the state is first restored by running the function forward (``INVERSE_SYMBOL`` is
     then that forward kernel), then the adjoint runs on ``-out_bar`` -- ``-J^T out_bar``
     is the inverse's contribution -- while ``out``'s own adjoint passes through unchanged.
@@ -55,8 +57,8 @@ def generate(typed: TypedFunction, rule: AdjointRule, direction: str, check: boo
     adj_params = [adjoint_param(p, k, lanes) for k in range(lanes) for p in active]
     line = func.firstlineno
     checks: list[CheckInfo] = []
-    body: list[str] = []
-    emit = body.append
+    body = SourceWriter()
+    emit = body.emit
     state = ", ".join(params) + ("," if len(params) == 1 else "")
     restore = f"{state} = {INVERSE_SYMBOL}({', '.join(params)}, _rb_gatol, _rb_grtol)"
     if through is not None:
@@ -80,8 +82,8 @@ def generate(typed: TypedFunction, rule: AdjointRule, direction: str, check: boo
         if check and not tuple_result:
             checks.append(CheckInfo("adjoint-count", func.name, line,
                                     f"{rule.label}\t{len(floats)}"))
-            emit(f"if len(_rb_r) != {len(floats)}:")
-            emit(f"    raise _RbCheckFailed(_RB_MODULE, {len(checks) - 1}, {len(floats)}, len(_rb_r))")
+            with body.block(f"if len(_rb_r) != {len(floats)}:"):
+                emit(f"raise _RbCheckFailed(_RB_MODULE, {len(checks) - 1}, {len(floats)}, len(_rb_r))")
         for j, p in enumerate(floats):
             if p not in active or p == through:
                 continue
@@ -89,8 +91,8 @@ def generate(typed: TypedFunction, rule: AdjointRule, direction: str, check: boo
             if t.is_array:
                 if check:
                     checks.append(CheckInfo("adjoint-shape", p, line, rule.label))
-                    emit(f"if _rb_np.shape(_rb_r[{j}]) != {a}.shape:")
-                    emit(f"    raise _RbCheckFailed(_RB_MODULE, {len(checks) - 1}, 0, 0)")
+                    with body.block(f"if _rb_np.shape(_rb_r[{j}]) != {a}.shape:"):
+                        emit(f"raise _RbCheckFailed(_RB_MODULE, {len(checks) - 1}, 0, 0)")
                 emit(f"{a}[...] = _rb_r[{j}]")
             else:
                 emit(f"{a} = {'complex' if t.dtype == 'complex' else 'float'}(_rb_r[{j}])")
@@ -99,7 +101,7 @@ def generate(typed: TypedFunction, rule: AdjointRule, direction: str, check: boo
     everything = (*params, *adj_params)
     emit(f"return ({', '.join(everything)}{',' if len(everything) == 1 else ''})")
 
-    fname = f"{func.name}__{direction.replace('-', '_')}"
+    fname = f"{func.name}__{direction.name.replace('-', '_')}"
     sig = ", ".join(f"{p}: {t}" for p, t in zip(params, types))
     order = (f"its forward run ({inverse_key}), then its custom adjoint {rule.label} "
              f"({rule.fingerprint}) on -{through}'s adjoint" if through is not None else
@@ -111,4 +113,4 @@ def generate(typed: TypedFunction, rule: AdjointRule, direction: str, check: boo
         f"# signature: ({sig}); checks {'on' if check else 'off'}; lanes {lanes}; "
         f"without adjoints: {', '.join(sorted(inactive)) or '-'}; codegen v{CODEGEN_VERSION}",
     ]
-    return assemble(comments, fname, everything, body, checks, line, check)
+    return assemble(comments, fname, everything, body.lines, checks, line, check)

@@ -138,7 +138,7 @@ def with_identity(fn: Callable, fingerprint: str) -> Callable:
 
 
 def external_callable(fn: Callable, name: str, fingerprint: str) -> Callable:
-    """What generated code calls for an external function (:mod:`revbench.external`):
+    """What generated code calls for an external function (:mod:`revbench.ad.external`):
     ``fn`` compiled once per argument types; a function Numba cannot compile is reported
     as such, by name, when the caller is typed."""
     def result(disp, args):

@@ -1,41 +1,37 @@
-"""The tracer backend: runs the IR statement by statement and records every step.
+"""The debugger's engine: walks a function's control flow, runs the generated code of
+each statement, and records every step.
 
-The other backends compile a whole function; this one *interprets* it, on
-the same Python/NumPy values the Python backend uses, so that a debugger can
-show every step.  It runs exactly the IR the compiled code is generated from:
-the forward program, then the program :mod:`revbench.transforms.invert`
-derives (really executing the inverse), or, with a loss, the reverse sweep of
-:mod:`revbench.transforms.adjoint` (so the adjoints are the real ones).
-Expressions are turned into Python by the code generator's own expression
-printer (``codegen.Emitter.x``) and compiled once per node, so they mean
-exactly what they mean in generated code.  The runtime checks are those of
-the generated code too, with the same messages (they go through
-:func:`revbench.backends.runtime.to_user_error`).
+It runs exactly what compiled code runs: the forward program, then the program
+:mod:`revbench.transforms.invert` derives (really executing the inverse), or, with a
+loss, the reverse sweep of :mod:`revbench.transforms.adjoint` (so the adjoints are the
+real ones).  It has no semantics of its own.  Each statement that is not control flow
+(update, swap, allocation, ``del``, call, ``print``, ``assert``) and each check of a
+control-flow statement (an ``if``'s postcondition, a ``while``'s entry and iteration
+checks, a ``for``'s bounds) runs the code generator's own code for it, generated for
+the Python backend as a small function and compiled once per IR node
+(:class:`~revbench.backends.codegen.Fragment`).  So the debugger steps through
+everything the compiler accepts (sub-arrays included), computes what compiled code
+computes, and a failed check raises the generated code's ``CheckFailed``, told with the
+compiled code's message (:func:`~revbench.backends.runtime.to_user_error`, through the
+run's own check table).  The conditions of ``if`` and ``while`` and the indices of what
+a statement writes are the emitter's expressions (``Emitter.x``), compiled the same way.
 
-What is recorded is small: per step, the *deltas* -- what the statement
-wrote (a scalar, one element, a whole array), old and new value -- plus one
-snapshot of the arguments at the start.  Nothing copies every array at every
-step: :mod:`revbench.tracing` reconstructs the state at any step by applying
-deltas forwards or backwards from where it last was.
-
-A step is a tuple ``(direction, kind, frame, line, action, deltas, error, code)``;
-the delta tuples are described at :data:`VAR` and below.  ``code`` is the text of
-the IR statements the step executed (``t -= x * x`` on the line that reads
-``t += x * x`` when the inverse runs, with the adjoint updates beside it in the
-reverse sweep), printed from the very statements the tracer ran, so a debugger
-can show what ran beside the line the user wrote.  A failed check
-records its step with the error and stops the run (:class:`Recording` keeps
-what was recorded), as the compiled code raises at that point.
+What is left here is the walker: which branch, which iteration and in which order; a
+call enters the callee's traced code between an ``enter`` and a ``return`` step (except
+an external function or a custom adjoint, whose code is the user's: one step); the
+step cap and the turning point.  It records the steps of
+:mod:`revbench.backends.trace_data`: what each statement wrote, read before and after
+its code runs (a scalar, an element, an array or sub-array that changed), so no step
+copies the whole state.  A failed check records its step with the error and stops the
+run, as the compiled code raises at that point.
 """
 
 from __future__ import annotations
 
 import builtins
 import math
-import operator
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from itertools import count
 from typing import Any
 
@@ -43,186 +39,61 @@ import numpy as np
 
 from revbench.backends import codegen, libm
 from revbench.backends.runtime import (
-    FLOAT_HUGE,
-    FLOAT_TINY,
-    INT64_MAX,
-    INT64_MIN,
-    SCALE_RTOL,
     TABLES,
     CheckFailed,
-    CheckInfo,
     CheckTable,
     int_wrap,
     loop_extreme,
     loop_sum,
     to_user_error,
 )
+from revbench.backends.trace_data import (
+    ABSENT,
+    ADJOINT,
+    DEFAULT_MAX_STEPS,
+    GENERATED,
+    AncillaDelta,
+    ArrayRef,
+    ElemDelta,
+    Frame,
+    NewArray,
+    NewView,
+    Recording,
+    StepLimitError,
+    StepRecord,
+    SwapDelta,
+    VarDelta,
+    WholeDelta,
+    function_span,
+)
 from revbench.lang import ir
-from revbench.lang.errors import ReversibilityError, ReversibilityTypeError
-from revbench.lang.text import expr_text
-from revbench.lang.types import NUMPY_DTYPES, VarType
-from revbench.rules.instructions import UPDATES
+from revbench.lang.errors import ReversibilityTypeError
+from revbench.lang.text import MESSAGES
+from revbench.lang.types import VarType
 from revbench.transforms.invert import invert_body
+from revbench.transforms.pipeline import BACKWARD, FORWARD, Direction
 
-
-class _Absent:
-    """A variable that does not exist (before its allocation, after its ``del``)."""
-
-    def __repr__(self) -> str:
-        return "<absent>"
-
-
-ABSENT = _Absent()
-
-# Delta kinds.  Each delta is a tuple whose first item is its kind:
-#: ``(VAR, frame, name, old, new)``: a variable bound, changed or unbound (ABSENT);
-#: an array variable's value is an :class:`ArrayRef`
-VAR = 0
-#: ``(ELEM, slot, index, old, new, frame, name)``: one element of an array written
-ELEM = 1
-#: ``(WHOLE, slot, old_array, new_array, frame, name)``: a whole-array statement
-WHOLE = 2
-#: ``(NEWARR, slot, init)``: an array comes into being; ``init`` is a copy of its first
-#: contents, or ``(shape, dtype)`` for zeros
-NEWARR = 3
-#: ``(ANC, frame, name, old_status, new_status)``: an ancilla's status; a status is
-#: ``("live", is_clean)`` (``is_clean(variables) -> bool``), ``("freed",)`` or
-#: ``("dirty", value)`` (deallocated, or failed to be, while not back at its value)
-ANC = 4
-#: ``(SWAPARR, slot_a, slot_b, frame, name_a, name_b)``: two arrays' contents exchanged
-SWAPARR = 5
-
-#: a generated name (loop indices of the reverse sweep, adjoints, temporaries)
-GENERATED = "_rb"
-ADJOINT = "_rb_adj_"
-
-DEFAULT_MAX_STEPS = 100_000
 #: keys of the tracer's check tables in ``runtime.TABLES`` (registered while a trace runs)
 _TABLE_KEYS = count(1)
-
-
-class ArrayRef:
-    """An array variable's value in a delta: which array (slot) it is bound to."""
-
-    __slots__ = ("slot",)
-
-    def __init__(self, slot: int):
-        self.slot = slot
-
-    def __repr__(self) -> str:
-        return f"ArrayRef({self.slot})"
-
-
-class StepLimitError(RuntimeError):
-    """A trace stopped because it reached its step cap (``max_steps``)."""
-
-
-class Frame:
-    """One activation of a reversible function in a trace: what a call-stack entry shows.
-
-    ``id`` names the variable store: the top-level function keeps one store
-    through both phases (the backward phase continues on the forward phase's
-    final state), each call gets a fresh one.
-    """
-
-    __slots__ = ("call_line", "direction", "function", "id", "parent")
-
-    def __init__(self, id: int, function: ir.Function, direction: str,
-                 parent: Frame | None = None, call_line: int | None = None):
-        self.id = id
-        self.function = function  # the forward IR: name, file and source lines
-        self.direction = direction  # forward, inverse, backward or backward-inverse
-        self.parent = parent
-        self.call_line = call_line
-
-    @property
-    def name(self) -> str:
-        """``f``, ``~f`` (running its inverse), ``f (reverse sweep)`` for AD."""
-        base = self.function.name
-        if self.direction in ("inverse", "backward-inverse"):
-            base = "~" + base
-        return base + (" (reverse sweep)" if self.direction.startswith("backward") else "")
-
-    @property
-    def filename(self) -> str:
-        return self.function.filename
-
-    @property
-    def params(self) -> tuple[str, ...]:
-        return self.function.params
-
-    def line_text(self, line: int) -> str:
-        return self.function.line_text(line)
-
-    def stack(self, line: int) -> tuple[tuple[str, int], ...]:
-        """``(function, line)`` from the outermost caller to this frame at ``line``."""
-        out = [(self.name, line)]
-        f = self
-        while f.parent is not None:
-            out.append((f.parent.name, f.call_line or 0))
-            f = f.parent
-        return tuple(reversed(out))
-
-    def __repr__(self) -> str:
-        return f"<Frame {self.id} {self.name}>"
-
-
-def function_span(func: ir.Function) -> tuple[int, int]:
-    """The first (``def``) and last line of a function in its file."""
-    stmts = list(ir.walk_stmts(func.body))
-    first = min((s.loc.line for s in stmts if s.loc.line), default=func.firstlineno)
-    last = max((max(s.loc.line, s.loc.end_line or 0) for s in stmts), default=first)
-    pattern = re.compile(rf"^\s*(async\s+)?def\s+{re.escape(func.name)}\s*\(")
-    for line in range(first, func.firstlineno - 1, -1):
-        if pattern.match(func.line_text(line)):
-            return line, last
-    return func.firstlineno, last
+#: what a ``for`` loop's check after it is given: the bounds it started with
+_BOUNDS = ("_rb_start", "_rb_stop", "_rb_step")
 
 
 class _Stop(BaseException):
-    """Unwinds the interpreter after a failing step was recorded (not an Exception,
-    so the handlers of enclosing bodies let it through)."""
+    """Unwinds the walker after a failing step was recorded (not an Exception, so the
+    handlers of enclosing bodies, and generated code, let it through)."""
 
 
 class _Limit(BaseException):
-    """Unwinds the interpreter at the step cap."""
+    """Unwinds the walker at the step cap."""
 
 
-_OPS: dict[str, Callable[[Any, Any], Any]] = {
-    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
-    "//": operator.floordiv, "^": operator.xor,
-}
-def _wrapping(op: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-    return lambda a, b: int_wrap(op(a, b))
-
-
+#: what generated code finds in its module (``Emitter.imports``), and the sums the
+#: expressions the walker evaluates itself call (``Emitter.x`` outside a statement)
 _BASE_GLOBALS = {"_rb_math": math, "_rb_np": np, "_rb_libm": libm, "_rb_loop_sum": loop_sum,
                  "_rb_loop_extreme": loop_extreme, "_rb_int_wrap": int_wrap,
-                 "__builtins__": builtins.__dict__}
+                 "_RbCheckFailed": CheckFailed, "__builtins__": builtins.__dict__}
 _ZERO = {"bool": False, "int": 0, "float": 0.0, "complex": 0j}
-
-
-def _close(actual: Any, expected: Any, dtype: str, atol: float, rtol: float) -> bool:
-    """As ``codegen.Emitter.close``: equal values (inf included), within tolerance, or
-    both nan."""
-    if dtype in ("int", "bool"):
-        return bool(actual == expected)
-    with np.errstate(invalid="ignore"):
-        return bool(actual == expected or abs(actual - expected) <= atol + rtol * abs(expected)
-                    or (actual != actual and expected != expected))
-
-
-def _close_array(actual: np.ndarray, expected: Any, dtype: str, atol: float, rtol: float) -> np.ndarray:
-    if dtype in ("int", "bool"):
-        return actual == expected
-    with np.errstate(invalid="ignore"):
-        return (actual == expected) | (np.abs(actual - expected) <= atol + rtol * np.abs(expected)) \
-            | (np.isnan(actual) & np.isnan(expected))
-
-
-def _wrap(i: Any, n: int) -> int:
-    return i if i >= 0 else i + n
-
 
 _GENERATED_INDEX = re.compile(r"\[_rb_w\d+(?:, _rb_w\d+)*\]")
 _ADJOINT_NAME = re.compile(r"\b_rb_adj_(\w+)")
@@ -234,34 +105,8 @@ def readable(text: str) -> str:
 
 
 def stmt_text(s: ir.Stmt) -> str:
-    """The text of one executed statement (``y -= 3.0 * t + x`` in an inverse)."""
-    x = expr_text
-    if isinstance(s, ir.Update):
-        return readable(f"{x(s.target)} {s.op} {x(s.value)}")
-    if isinstance(s, ir.Swap):
-        return readable(f"{x(s.a)}, {x(s.b)} = {x(s.b)}, {x(s.a)}")
-    if isinstance(s, ir.Alloc):
-        return readable(f"{s.name} = {x(s.init)}")
-    if isinstance(s, ir.Dealloc):
-        return readable(f"del {s.name}")
-    if isinstance(s, ir.Call):
-        args = ", ".join(x(a) for a in s.args)
-        return f"{'~' if s.inverted else ''}{s.func}({args})"
-    if isinstance(s, ir.If):
-        return f"if {x(s.pre)}" if s.pre == s.post else f"if ({x(s.pre)}, {x(s.post)})"
-    if isinstance(s, ir.While):
-        return f"while ({x(s.cond)}, {x(s.post)})"
-    if isinstance(s, ir.For):
-        bounds = [x(s.start), x(s.stop), x(s.step)]
-        if bounds[2] == "1":  # as written: range(n), range(a, b)
-            bounds = bounds[1:2] if bounds[0] == "0" else bounds[:2]
-        rng = f"range({', '.join(bounds)})"
-        return f"for {s.var} in {'reversed(' + rng + ')' if s.reverse else rng}"
-    if isinstance(s, ir.Print):
-        return "print(" + ", ".join(x(a) for a in s.args) + ")"
-    if isinstance(s, ir.Assert):
-        return f"assert {x(s.cond)}"
-    return type(s).__name__
+    """The text of one executed statement (``y -= (3.0 * t) + x`` in an inverse)."""
+    return readable(MESSAGES.stmt(s))
 
 
 def _writes(s: ir.Stmt) -> str | None:
@@ -279,6 +124,14 @@ def _writes(s: ir.Stmt) -> str | None:
     return None
 
 
+def _copy(value: Any) -> Any:
+    return value.copy() if isinstance(value, np.ndarray) else value
+
+
+def _same(old: np.ndarray, new: np.ndarray) -> bool:
+    return bool(np.array_equal(old, new, equal_nan=new.dtype.kind in "fc"))
+
+
 class _Run:
     """A function being executed: its variables, its frame, its ancillas' statuses."""
 
@@ -291,104 +144,118 @@ class _Run:
         self.anc: dict[str, tuple] = {}
 
 
-class _Code:
-    """One function in one direction, for one signature, compiled into closures."""
+#: ``taken = place(run)`` reads what a statement may write, before it runs;
+#: ``taken()`` afterwards gives the delta (None: an array that did not change)
+Place = Callable[[_Run], Callable[[], tuple | None]]
 
-    def __init__(self, tracer: Tracer, prog, direction: str, typed, check: bool,
-                 atol: float, rtol: float):
+
+class _Code:
+    """One function in one direction, for one signature: the generated code of its
+    statements (compiled once each) behind the walker's closures, and its check table."""
+
+    def __init__(self, tracer: Tracer, prog, direction: Direction, typed, check: bool):
         self.tracer = tracer
         self.prog = prog
-        self.direction = direction
-        self.typed = typed
         self.func: ir.Function = typed.func
         self.env: dict[str, VarType] = typed.env
         self.check = check
-        self.atol = atol if prog.atol is None else prog.atol
-        self.rtol = rtol if prog.rtol is None else prog.rtol
-        self.G = dict(_BASE_GLOBALS)
         self.def_line = function_span(prog.ir)[0]
-        self._em = codegen.Emitter(typed, direction, codegen.Options(check=check, wrap_ints=not check,
-                                                                    backend="python"),
-                                   callee_symbol=lambda call, types: "")
-        self._exprs: dict[str, Any] = {}
-        self.table = CheckTable(self.func.name, self.func.filename, direction)
+        opts = codegen.Options(check=check, atol=prog.atol, rtol=prog.rtol, wrap_ints=not check,
+                               backend="python")
+        self.em = codegen.Emitter(typed, direction, opts, self.callee_symbol, prog.callee_writes)
+        #: the emitter of the checks an ancilla's ``del`` makes, which tell whether it is
+        #: clean (back at its value) even where the code itself does not check
+        self.probe = self.em if check else codegen.Emitter(
+            typed, direction, codegen.Options(check=True, atol=prog.atol, rtol=prog.rtol,
+                                              backend="python"), self.callee_symbol)
+        lines = range(self.func.firstlineno, self.func.firstlineno + len(self.func.source_lines))
+        self.table = CheckTable(self.func.name, self.func.filename, direction.name, self.em.checks,
+                                source_lines={ln: self.func.line_text(ln) for ln in lines})
         self.key = tracer.register_table(self.table)
-        self.G["_RB_MODULE"] = self.key  # checked integer operations in expressions
-        self._em.check = self.add_check  # report through this table
+        self.G = {**_BASE_GLOBALS, "_RB_MODULE": self.key}
+        self.where = f"<revbench trace {self.func.name}>"
+        self._exprs: dict[str, Any] = {}
+        #: the callee of the call statement being generated: (program, direction, code)
+        self.called: tuple | None = None
         self.run: Callable[[_Run], None] = _not_compiled
 
-    def expr(self, e: ir.Expr, ew: tuple[str, ...] = ()):
+    def _globals(self, em: codegen.Emitter) -> dict:
+        for impl, rule in em.user_functions.items():
+            self.G[impl] = rule.user_function
+        return self.G
+
+    def expr(self, e: ir.Expr) -> Any:
         """A code object evaluating ``e`` on a variables dict (``eval(code, G, V)``)."""
-        src = self._em.x(e, ew)
+        return self.source(self.em.x(e))
+
+    def source(self, src: str) -> Any:
         code = self._exprs.get(src)
         if code is None:
-            for impl, rule in self._em.user_functions.items():
-                self.G[impl] = rule.user_function
-            code = self._exprs[src] = compile(src, f"<revbench trace {self.func.name}>", "eval")
+            self._globals(self.em)
+            code = self._exprs[src] = compile(src, self.where, "eval")
         return code
 
-    def add_check(self, kind: str, variable: str, loc: ir.Loc, detail: str = "") -> int:
-        self.table.checks.append(CheckInfo(kind, variable, loc.line, detail))
-        self.table.source_lines[loc.line] = self.func.line_text(loc.line)
-        return len(self.table.checks) - 1
+    def runner(self, frag: codegen.Fragment, em: codegen.Emitter | None = None,
+               **bound: Any) -> Callable[..., tuple]:
+        """``run(V, *extra)``: the fragment run on the variables ``V`` (its ``extra``
+        values given), returning what it returns; ``bound``: globals of its own."""
+        fn, params = self.load(frag, em, **bound), frag.params
+        atol, rtol = self.tracer.atol, self.tracer.rtol
 
-    def error(self, k: int, expected: Any, actual: Any, *index: Any) -> ReversibilityError:
-        return to_user_error(CheckFailed(self.key, k, expected, actual, *index))
+        def run(V: dict, *extra: Any) -> tuple:
+            return fn(*[V[p] for p in params], *extra, atol, rtol)
+
+        return run
+
+    def load(self, frag: codegen.Fragment, em: codegen.Emitter | None = None, **bound: Any):
+        ns = {**self._globals(em or self.em), **bound}
+        exec(compile(frag.source, self.where, "exec"), ns)
+        return ns[frag.name]
+
+    def checks(self, s: ir.Stmt, emit: Callable[[], Any], exprs: tuple,
+               extra: tuple[str, ...] = ()) -> Callable[..., tuple] | None:
+        """The checks (or the bounds) of a control-flow statement that ``emit`` writes, as
+        ``run(V, *extra)``; None where there is nothing to check or compute."""
+        before = len(self.em.checks)
+        names = set().union(*map(ir.names_used, exprs))
+        frag = self.em.fragment("_rb_check", names, emit, s.loc, extra)
+        if len(self.em.checks) == before and not frag.returns:
+            return None
+        return self.runner(frag)
+
+    def callee_symbol(self, call: ir.Call, types: tuple[VarType, ...]) -> str:
+        """For the emitter: compile the callee for the tracer (an external function or a
+        custom adjoint: its compiled code), remembered in :attr:`called`."""
+        prog, cdir = self.prog.callee(call)
+        check = self.check and prog.check
+        off: frozenset[str] = frozenset()
+        if call.backward:
+            written = prog.written_params()
+            off = frozenset(p for p, o in zip(prog.ir.params, call.inactive) if o and p not in written)
+        if _opaque(prog, cdir):
+            code: Any = prog.compile(cdir, "python", check, types, 1, off if cdir.sweep else frozenset())
+        else:
+            code = self.tracer.code(prog, cdir, types, check, off)
+        self.called = (prog, cdir, code)
+        return "_rb_callee"
 
 
-def _refuse_subarrays(typed) -> None:
-    """The debugger keeps every array of a run in a slot of its own and records changes
-    per slot; a sub-array (``A[i]``, ``x[a:b]``) is a view into another slot's memory,
-    which that model cannot show truthfully yet: refuse it clearly rather than show
-    states that are not the program's."""
-    env, func = typed.env, typed.func
-    for st in ir.walk_stmts(func.body):
-        exprs = []
-        if isinstance(st, ir.Update):
-            exprs = [st.target, st.value]
-        elif isinstance(st, ir.Call):
-            exprs = list(st.args)
-        elif isinstance(st, (ir.Alloc, ir.Dealloc)) and st.init is not None:
-            exprs = [st.init]
-        elif isinstance(st, ir.Swap):
-            exprs = [st.a, st.b]
-        for e in exprs:
-            for n in ir.walk_expr(e):
-                if isinstance(n, ir.Elem) and n.name in env and ir.is_subarray(n, env[n.name].ndim):
-                    raise ReversibilityTypeError(
-                        f"the debugger cannot step through sub-arrays yet: `{expr_text(n)}` "
-                        f"(in reversible function {func.name}, {func.filename}, line "
-                        f"{st.loc.line}); run the function itself (or grad) instead, or index "
-                        "single elements in loops to debug it", function=func.name,
-                        filename=func.filename, lineno=st.loc.line, stage="debugger")
+def _opaque(prog, direction: Direction) -> bool:
+    """Whether a function runs as one step: its code is the user's (an external function,
+    a custom adjoint's reverse sweep), with no revbench lines to step through."""
+    return prog.opaque or (direction == BACKWARD and prog.custom_adjoint() is not None)
 
 
 def _not_compiled(run: _Run) -> None:  # pragma: no cover - replaced before any run
     raise RuntimeError("internal error: a traced function ran before it was compiled")
 
 
-@dataclass
-class Recording:
-    """What one traced run produced (see :class:`revbench.tracing.Trace`)."""
-
-    steps: list[tuple]
-    top: Frame
-    turn: int | None = None
-    outputs: tuple | None = None
-    inputs: tuple | None = None
-    gradients: tuple | None = None
-    error: BaseException | None = None
-    error_step: int | None = None
-    params: tuple[str, ...] = field(default_factory=tuple)
-    #: gradient mode: the loss, as ``(parameter position, element index or None)``
-    loss: tuple[int, tuple[int, ...] | None] | None = None
-
-
 class Tracer:
-    """Interprets IR and records steps; one instance per traced run."""
+    """Walks the control flow of IR, runs the generated code of its statements and
+    records steps; one instance per traced run."""
 
     def __init__(self, max_steps: int = DEFAULT_MAX_STEPS, atol: float = 1e-8, rtol: float = 1e-8):
-        self.steps: list[tuple] = []
+        self.steps: list[StepRecord] = []
         self.max_steps = max_steps
         self.direction = "forward"
         self.atol, self.rtol = atol, rtol
@@ -414,9 +281,18 @@ class Tracer:
             TABLES.pop(key, None)
         self._tables.clear()
 
-    def slot(self, arr: np.ndarray) -> int:
-        """The slot of an array the run knows (arguments, ancillas, adjoints)."""
-        return self._slots[id(arr)]
+    def slot(self, arr: np.ndarray, deltas: list | None = None) -> int:
+        """The slot of an array of the run; a sub-array met for the first time (a view
+        passed to a call) gets one, over its array's, told by a delta in ``deltas``."""
+        s = self._slots.get(id(arr))
+        if s is None:
+            if deltas is None or arr.base is None or id(arr.base) not in self._slots:
+                raise RuntimeError(f"internal error: an array the trace does not know: {arr!r}")
+            base = arr.base
+            s = self.new_slot(arr)
+            offset = arr.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+            deltas.append(NewView(s, self._slots[id(base)], offset, arr.shape, arr.strides))
+        return s
 
     def new_slot(self, arr: np.ndarray) -> int:
         s = len(self._keep)
@@ -424,11 +300,19 @@ class Tracer:
         self._slots[id(arr)] = s
         return s
 
-    def ref(self, value: Any) -> Any:
+    def ref(self, value: Any, deltas: list | None = None) -> Any:
         """A value as a delta stores it: arrays by slot, scalars as they are."""
-        return ArrayRef(self._slots[id(value)]) if isinstance(value, np.ndarray) else value
+        return ArrayRef(self.slot(value, deltas)) if isinstance(value, np.ndarray) else value
 
-    def new_frame(self, function: ir.Function, direction: str, parent: Frame | None = None,
+    def bind(self, frame: Frame, name: str, value: Any, deltas: list, copy: bool = False) -> None:
+        """Deltas binding a new variable (an argument, a seed, an ancilla); ``copy``: a new
+        array that gets a slot of its own, recorded with its contents."""
+        if isinstance(value, np.ndarray) and copy:
+            slot = self.new_slot(value)
+            deltas.append(NewArray(slot, value.copy()))
+        deltas.append(VarDelta(frame, name, ABSENT, self.ref(value, deltas)))
+
+    def new_frame(self, function: ir.Function, direction: Direction, parent: Frame | None = None,
                   call_line: int | None = None) -> Frame:
         return Frame(next(self._frames), function, direction, parent, call_line)
 
@@ -449,7 +333,8 @@ class Tracer:
             deltas, self._merge = self._merge, None
         if error is None and len(self.steps) >= self.max_steps:
             raise _Limit  # (a failing step is always recorded)
-        self.steps.append((self.direction, kind, frame, line, action, tuple(deltas), error, code))
+        self.steps.append(StepRecord(self.direction, kind, frame, line, action, tuple(deltas),
+                                     error, code))
 
     def fail(self, run: _Run, line: int, kind: str, action: str, error: BaseException,
              deltas=(), code: tuple[str, ...] | None = None) -> None:
@@ -457,9 +342,10 @@ class Tracer:
         self.emit(kind, run.frame, line, action, deltas, error, code)
         raise _Stop
 
-    def check_failed(self, run: _Run, line: int, kind: str, action: str, k: int, expected: Any,
-                     actual: Any, *index: Any, deltas=(), code: tuple[str, ...] | None = None) -> None:
-        self.fail(run, line, kind, action, run.code.error(k, expected, actual, *index), deltas, code)
+    def check_failed(self, run: _Run, line: int, kind: str, action: str, exc: CheckFailed,
+                     deltas=(), code: tuple[str, ...] | None = None) -> None:
+        """A check of the generated code failed: the step, with the compiled code's error."""
+        self.fail(run, line, kind, action, to_user_error(exc), deltas, code)
 
     def fail_exception(self, run: _Run, line: int, exc: Exception, deltas=()) -> None:
         """An exception of the program itself (index out of range, ...), told on the user's line."""
@@ -472,7 +358,7 @@ class Tracer:
         self.fail(run, line, "error", f"{type(exc).__name__}: {exc}", exc, deltas)
 
     # -- compiling -----------------------------------------------------------------------
-    def code(self, prog, direction: str, signature: tuple[VarType, ...], check: bool,
+    def code(self, prog, direction: Direction, signature: tuple[VarType, ...], check: bool,
              inactive: frozenset[str] = frozenset()) -> _Code:
         """``prog`` compiled for the tracer (cached; callees compiled as calls are met)."""
         key = (id(prog), direction, signature, check, inactive)
@@ -485,14 +371,11 @@ class Tracer:
                 "reversible functions are not supported", function=prog.ir.name, stage="types")
         self._compiling.add(key)
         try:
-            if prog.opaque or (direction == "backward" and prog.custom_adjoint() is not None):
+            if _opaque(prog, direction):
                 c = self._opaque_top(prog, direction, signature, check, inactive)
-                self._codes[key] = c
-                return c
-            typed = prog.typed(direction, signature, 1, inactive)
-            _refuse_subarrays(typed)
-            c = _Code(self, prog, direction, typed, check, self.atol, self.rtol)
-            c.run = self.body(c, typed.func.body)  # compiles the callees too
+            else:
+                c = _Code(self, prog, direction, prog.typed(direction, signature, 1, inactive), check)
+                c.run = self.body(c, c.func.body)  # compiles the callees too
             self._codes[key] = c
         finally:
             self._compiling.discard(key)
@@ -557,72 +440,34 @@ class Tracer:
 
         return run_group
 
-    # -- statements ------------------------------------------------------------------------
-    def s_Update(self, c: _Code, s: ir.Update) -> Callable[[_Run], None]:
-        t = c.env[s.target.name]
-        rule = UPDATES[s.op]
-        integer = t.dtype in ("int", "bool")
-        fn = _OPS[rule.int_op if integer else rule.python_op]
-        if t.dtype == "int" and not c.check:  # as the Python backend: int64 wraps around
-            fn = _wrapping(fn)
-        name, line, action = s.target.name, s.loc.line, stmt_text(s)
-        const_nonzero = isinstance(s.value, ir.Const) and s.value.value != 0
-        k_zero = k_inexact = None
-        if isinstance(s.target, ir.Elem) and c.check:
-            alias = tuple((c.add_check("alias", expr_text(s.target), s.loc,
-                                       expr_text(o)), tuple(c.expr(i) for i in o.indices))
-                          for o in s.alias_checks)
-        else:
-            alias = ()
-        if c.check and rule.nonzero_operand and not const_nonzero:
-            k_zero = c.add_check("zero", expr_text(s.value), s.loc, s.op)
-        if c.check and rule.nonzero_operand and integer and rule.exact_int_division:
-            k_inexact = c.add_check("inexact", expr_text(s.value), s.loc,
-                                    expr_text(s.target))
-        if isinstance(s.target, ir.Var) and t.is_array:
-            return self._whole_update(c, s, t, fn, k_zero, k_inexact)
-        vcode, G, emit = c.expr(s.value), c.G, self.emit
+    # -- what a statement writes, read before and after it runs ---------------------------
+    def place(self, c: _Code, t: ir.Target) -> Place:
+        """Target ``t`` as a :data:`Place`: a scalar variable, an element, or an array or
+        sub-array (recorded when it changed)."""
+        name = t.name
+        if isinstance(t, ir.Elem) and not c.em.is_view(t):
+            index = self._indexer(c, t)
 
-        guard = self._update_guard(c, s, t)
+            def element(run: _Run) -> Callable[[], tuple]:
+                arr = run.V[name]
+                idx = index(run.V)
+                old = arr[idx]
+                return lambda: ElemDelta(self.slot(arr), idx, old, arr[idx], run.frame, name)
 
-        def checks(run: _Run, old: Any, val: Any) -> None:
-            if k_zero is not None and val == 0:
-                self.check_failed(run, line, "update", action, k_zero, 0, val)
-            if k_inexact is not None and old % val != 0:
-                self.check_failed(run, line, "update", action, k_inexact, old, val)
-            if guard is not None:
-                guard(run, old, val)
+            return element
+        key = self._key(c, t) if isinstance(t, ir.Elem) else None
 
-        guarded = k_zero is not None or k_inexact is not None or guard is not None
-        if isinstance(s.target, ir.Var):
-            def update_var(run: _Run) -> None:
-                V = run.V
-                val = eval(vcode, G, V)
-                old = V[name]
-                if guarded:
-                    checks(run, old, val)
-                V[name] = new = fn(old, val)
-                emit("update", run.frame, line, action, ((VAR, run.frame, name, old, new),))
+        def value(run: _Run) -> Callable[[], tuple | None]:
+            v = run.V[name]
+            if not isinstance(v, np.ndarray):
+                return lambda: VarDelta(run.frame, name, v, run.V[name])
+            k = ... if key is None else key(run.V)
+            part = v[k]
+            old = part.copy()
+            return lambda: None if _same(old, part) else WholeDelta(
+                self.slot(v), old, part.copy(), run.frame, name, k)
 
-            return update_var
-        index = self._indexer(c, s.target)
-        slot = self.slot
-
-        def update_elem(run: _Run) -> None:
-            V = run.V
-            arr = V[name]
-            idx = index(V)
-            if alias:
-                self._alias(run, line, action, arr, idx, alias)
-            val = eval(vcode, G, V)
-            old = arr[idx]
-            if guarded:
-                checks(run, old, val)
-            arr[idx] = fn(old, val)
-            emit("update", run.frame, line, action,
-                 ((ELEM, slot(arr), idx, old, arr[idx], run.frame, name),))
-
-        return update_elem
+        return value
 
     def _indexer(self, c: _Code, e: ir.Elem) -> Callable[[dict], tuple]:
         codes, G = tuple(c.expr(i) for i in e.indices), c.G
@@ -631,486 +476,239 @@ class Tracer:
             return lambda V: (eval(c0, G, V),)
         return lambda V: tuple(eval(ci, G, V) for ci in codes)
 
-    def _alias(self, run: _Run, line: int, action: str, arr: np.ndarray, idx: tuple,
-               alias: tuple) -> None:
-        G = run.code.G
-        for k, codes in alias:
-            other = tuple(eval(ci, G, run.V) for ci in codes)
-            wa = [_wrap(i, n) for i, n in zip(idx, arr.shape)]
-            if all(a == _wrap(j, n) for a, j, n in zip(wa, other, arr.shape)):
-                first = wa[0] if len(wa) == 1 else tuple(wa)
-                self.check_failed(run, line, "update", action, k, first, first)
+    def _key(self, c: _Code, e: ir.Elem) -> Callable[[dict], tuple]:
+        """The NumPy index of sub-array ``e`` (ints and slices), as the code computes it."""
+        fixed, spans = c.em.view_parts(e)
+        it = iter(spans)
+        parts = [code if code is not None else "slice({}, {})".format(*next(it)) for code in fixed]
+        code, G = c.source("(" + ", ".join(parts) + ",)"), c.G
+        return lambda V: eval(code, G, V)
 
-    def _shape_checks(self, c: _Code, name: str, ndim: int, value: ir.Expr, loc: ir.Loc):
-        """The whole-array statement's shape checks: every array it reads has its shape."""
-        if not c.check:
-            return ()
-        others = sorted({n.name for n in ir.walk_elementwise(value)
-                         if isinstance(n, ir.Var) and c.env[n.name].is_array})
-        return tuple((c.add_check("shape", name, loc, o), o) for o in others)
+    def statement(self, c: _Code, s: ir.Stmt, kind: str | None, frag: codegen.Fragment | None = None,
+                  code: tuple[str, ...] | None = None, **bound: Any) -> Callable[[_Run], None]:
+        """``run_statement(run)``: the generated code of ``s`` (``frag``, else
+        ``Emitter.statement_fragment``) on the run's variables, which it updates; with a
+        ``kind``, a failed check is that step, with the compiled code's error.  ``bound``:
+        globals of the code's own (a call's callee)."""
+        frag = frag or c.em.statement_fragment(s)
+        fn, params, returns = c.load(frag, **bound), frag.params, frag.returns
+        atol, rtol, line, action = self.atol, self.rtol, s.loc.line, stmt_text(s)
 
-    def _check_shapes(self, run: _Run, line: int, kind: str, action: str, name: str, checks) -> None:
-        V = run.V
-        target = V[name].shape
-        for k, other in checks:
-            for ax, n in enumerate(target):
-                if V[other].shape[ax] != n:
-                    self.check_failed(run, line, kind, action, k, V[other].shape[ax], n, ax)
-
-    def _whole_update(self, c: _Code, s: ir.Update, t: VarType, fn, k_zero, k_inexact):
-        """``y op= e`` on a whole array: computed elementwise, recorded as one delta."""
-        name, line, action = s.target.name, s.loc.line, stmt_text(s)
-        shapes = self._shape_checks(c, name, t.ndim, s.value, s.loc)
-        guard = self._update_guard(c, s, t)
-        vec, G = c.expr(s.value), c.G
-        ew = tuple(f"_rb_trace_i{ax}" for ax in range(t.ndim))
-        scalar = c.expr(s.value, ew)
-
-        def values(V: dict, shape: tuple) -> Any:
-            try:  # NumPy evaluates most expressions on whole arrays at once
-                with np.errstate(all="ignore"):
-                    return np.broadcast_to(eval(vec, G, V), shape)
-            except (TypeError, ValueError):  # math.* functions, min/max: element by element
-                pass
-            out = np.empty(shape, dtype=object)
-            try:
-                for idx in np.ndindex(*shape):
-                    V.update(zip(ew, idx))
-                    out[idx] = eval(scalar, G, V)
-            finally:
-                for i in ew:
-                    V.pop(i, None)
-            return out
-
-        def update_whole(run: _Run) -> None:
+        def run_statement(run: _Run) -> None:
             V = run.V
-            self._check_shapes(run, line, "update", action, name, shapes)
-            arr = V[name]
-            val = values(V, arr.shape)
-            if k_zero is not None:
-                zero = np.argwhere(val == 0)
-                if len(zero):
-                    self.check_failed(run, line, "update", action, k_zero, 0, val[tuple(zero[0])])
-            if k_inexact is not None:
-                bad = np.argwhere(arr % np.where(val == 0, 1, val) != 0)
-                if len(bad):
-                    i = tuple(bad[0])
-                    self.check_failed(run, line, "update", action, k_inexact, arr[i], val[i])
-            if guard is not None:
-                for o, v in zip(arr.flat, np.broadcast_to(val, arr.shape).flat):
-                    guard(run, o, v)
-            old = arr.copy()
-            arr[...] = fn(old, val)
-            self.emit("update", run.frame, line, action,
-                      ((WHOLE, self.slot(arr), old, arr.copy(), run.frame, name),))
+            try:
+                V.update(zip(returns, fn(*[V[p] for p in params], atol, rtol)))
+            except CheckFailed as exc:
+                if kind is None:
+                    raise
+                self.check_failed(run, line, kind, action, exc, code=code)
 
-        return update_whole
+        return run_statement
 
-    def _update_guard(self, c: _Code, s: ir.Update, t: VarType):
-        """The checks of generated code that an update's result can be undone (see
-        ``codegen.Emitter.int_update_checked`` and ``float_scale_checked``), or ``None``."""
-        if not c.check or s.op == "^=":
-            return None
+    def leaf(self, c: _Code, s: ir.Stmt, kind: str, places: list[Place]) -> Callable[[_Run], None]:
+        """A statement as one step: its code run, what it wrote recorded."""
+        run_statement = self.statement(c, s, kind)
         line, action = s.loc.line, stmt_text(s)
-        target, text = expr_text(s.target), stmt_text(s)
-        if t.dtype == "int":
-            sym = {"+=": "+", "-=": "-", "*=": "*", "/=": "//"}[s.op]
-            exact_op, k = _OPS[sym], c.add_check("overflow", target, s.loc, f"{sym}\t{text}")
 
-            def int_guard(run: _Run, old: Any, val: Any) -> None:
-                if not INT64_MIN <= exact_op(int(old), int(val)) <= INT64_MAX:
-                    self.check_failed(run, line, "update", action, k, int(old), int(val))
+        def run_leaf(run: _Run) -> None:
+            taken = [p(run) for p in places]
+            run_statement(run)
+            self.emit(kind, run.frame, line, action, [d for t in taken if (d := t()) is not None])
 
-            return int_guard
-        if s.target.name.startswith("_rb_adj"):  # adjoints are never undone
-            return None
-        if s.op in ("+=", "-="):
-            return self._shift_guard(c, s)
-        fn = _OPS[UPDATES[s.op].python_op]
-        inv = _OPS[UPDATES[UPDATES[s.op].inverse].python_op]
-        k_op = c.add_check("nonfinite", expr_text(s.value), s.loc, s.op) \
-            if c.typed.expr_type(s.value).dtype in ("float", "complex") else None
-        k_res = c.add_check("result", target, s.loc, text)
+        if len(places) != 1:
+            return run_leaf
+        (place,) = places  # most statements: the same, without the lists
 
-        def float_guard(run: _Run, old: Any, val: Any) -> None:
-            if k_op is not None and not abs(val) < math.inf:
-                self.check_failed(run, line, "update", action, k_op, 0, val)
-            with np.errstate(all="ignore"):
-                r = fn(old, val)
-                if not (FLOAT_TINY <= abs(r) <= FLOAT_HUGE and abs(old) <= FLOAT_HUGE) \
-                        and abs(old) < math.inf \
-                        and not abs(inv(r, val) - old) <= SCALE_RTOL * abs(old):
-                    self.check_failed(run, line, "update", action, k_res, old, r)
+        def run_one(run: _Run) -> None:
+            taken = place(run)
+            run_statement(run)
+            d = taken()
+            self.emit(kind, run.frame, line, action, () if d is None else (d,))
 
-        return float_guard
+        return run_one
 
-    def _shift_guard(self, c: _Code, s: ir.Update):
-        """``codegen.Emitter.float_shift_checked``: a float ``+=`` / ``-=`` by an infinite
-        or nan operand, or one that overflows a finite target, cannot be undone."""
-        line, action = s.loc.line, stmt_text(s)
-        target, text = expr_text(s.target), stmt_text(s)
-        fn = _OPS[UPDATES[s.op].python_op]
-        k_op = c.add_check("nonfinite", expr_text(s.value), s.loc, s.op)
-        k_res = c.add_check("result", target, s.loc, text)
-
-        def finite(v: Any) -> bool:
-            v = complex(v)
-            return abs(v.real) < math.inf and abs(v.imag) < math.inf
-
-        def shift_guard(run: _Run, old: Any, val: Any) -> None:
-            with np.errstate(all="ignore"):
-                r = fn(old, val)
-            if not finite(r):
-                if not finite(val):
-                    self.check_failed(run, line, "update", action, k_op, 0, val)
-                if finite(old):
-                    self.check_failed(run, line, "update", action, k_res, old, r)
-
-        return shift_guard
+    # -- statements ------------------------------------------------------------------------
+    def s_Update(self, c: _Code, s: ir.Update) -> Callable[[_Run], None]:
+        return self.leaf(c, s, "update", [self.place(c, s.target)])
 
     def s_Swap(self, c: _Code, s: ir.Swap) -> Callable[[_Run], None]:
-        line, action = s.loc.line, stmt_text(s)
-        ta = c.env[s.a.name]
-        if isinstance(s.a, ir.Var) and ta.is_array:
-            shapes = self._shape_checks(c, s.a.name, ta.ndim, s.b, s.loc)
-            a, b = s.a.name, s.b.name
+        if not (isinstance(s.a, ir.Var) and c.env[s.a.name].is_array):
+            return self.leaf(c, s, "swap", [self.place(c, s.a), self.place(c, s.b)])
+        run_statement = self.statement(c, s, "swap")
+        line, action, a, b = s.loc.line, stmt_text(s), s.a.name, s.b.name
 
-            def swap_arrays(run: _Run) -> None:
-                self._check_shapes(run, line, "swap", action, a, shapes)
-                x, y = run.V[a], run.V[b]
-                tmp = x.copy()
-                x[...] = y
-                y[...] = tmp
-                self.emit("swap", run.frame, line, action,
-                          ((SWAPARR, self.slot(x), self.slot(y), run.frame, a, b),))
+        def swap_arrays(run: _Run) -> None:  # recorded as an exchange, not as two copies
+            run_statement(run)
+            self.emit("swap", run.frame, line, action, (SwapDelta(
+                self.slot(run.V[a]), self.slot(run.V[b]), run.frame, a, b),))
 
-            return swap_arrays
-        get_a, set_a = self._accessors(c, s.a)
-        get_b, set_b = self._accessors(c, s.b)
-
-        def swap(run: _Run) -> None:
-            V = run.V
-            ka, va = get_a(V)
-            kb, vb = get_b(V)
-            d1 = set_a(run, ka, vb)
-            d2 = set_b(run, kb, va)
-            self.emit("swap", run.frame, line, action, (d1, d2))
-
-        return swap
-
-    def _accessors(self, c: _Code, t: ir.Target):
-        """Read and write one scalar target; the writer returns the delta."""
-        name = t.name
-        if isinstance(t, ir.Var):
-            def get_var(V):
-                return None, V[name]
-
-            def set_var(run, _key, value):
-                old = run.V[name]
-                run.V[name] = value
-                return (VAR, run.frame, name, old, value)
-
-            return get_var, set_var
-        index = self._indexer(c, t)
-
-        def get_elem(V):
-            idx = index(V)
-            return idx, V[name][idx]
-
-        def set_elem(run, idx, value):
-            arr = run.V[name]
-            old = arr[idx]
-            arr[idx] = value
-            return (ELEM, self.slot(arr), idx, old, arr[idx], run.frame, name)
-
-        return get_elem, set_elem
+        return swap_arrays
 
     def s_Alloc(self, c: _Code, s: ir.Alloc) -> Callable[[_Run], None]:
         name, line, action = s.name, s.loc.line, stmt_text(s)
-        t = c.env[name]
-        hidden = name.startswith(GENERATED)
-        is_clean = None if hidden else self._clean_test(c, s, t)
-        G = c.G
-        if isinstance(s.init, ir.ArrayAlloc):
-            make = self._array_maker(c, s.init, t)
-        else:
-            icode = c.expr(s.init)
+        run_statement = self.statement(c, s, "alloc")
+        is_clean = None if name.startswith(GENERATED) else self._clean_test(c, s.name, s.init, s.loc)
+        zeros = isinstance(s.init, ir.ArrayAlloc) and s.init.kind != "copy"
 
         def alloc(run: _Run) -> None:
             V, frame = run.V, run.frame
-            if t.is_array:
-                arr, init = make(V)
-                slot = self.new_slot(arr)
-                V[name] = arr
-                deltas = [(NEWARR, slot, init), (VAR, frame, name, ABSENT, ArrayRef(slot))]
-            else:
-                V[name] = v = eval(icode, G, V)
-                deltas = [(VAR, frame, name, ABSENT, v)]
-            if not hidden:
+            run_statement(run)
+            v = V[name]
+            deltas: list = []
+            if isinstance(v, np.ndarray):
+                slot = self.new_slot(v)
+                deltas.append(NewArray(slot, (v.shape, v.dtype) if zeros else v.copy()))
+            deltas.append(VarDelta(frame, name, ABSENT, self.ref(v)))
+            if is_clean is not None:
                 status = ("live", is_clean)
-                deltas.append((ANC, frame, name, run.anc.get(name), status))
+                deltas.append(AncillaDelta(frame, name, run.anc.get(name), status))
                 run.anc[name] = status
             self.emit("alloc", frame, line, action, deltas)
 
         return alloc
 
-    def _array_maker(self, c: _Code, init: ir.ArrayAlloc, t: VarType):
-        dtype = NUMPY_DTYPES[t.dtype]
-        G = c.G
-        if init.kind == "zeros":
-            dims = tuple(c.expr(d) for d in init.shape)
+    def _clean_test(self, c: _Code, name: str, init: ir.Expr, loc: ir.Loc) -> Callable[[dict], bool]:
+        """``is_clean(variables)``: is the ancilla back at its allocation value (now)?  The
+        checks its ``del`` makes, generated with checks on, run on the variables."""
+        run = c.runner(c.probe.statement_fragment(ir.Dealloc(name, init, loc)), c.probe)
 
-            def zeros(V):
-                shape = tuple(int(eval(d, G, V)) for d in dims)
-                return np.zeros(shape, dtype=dtype), (shape, dtype)
+        def is_clean(V: dict) -> bool:
+            try:
+                with np.errstate(all="ignore"):  # (also asked later, by the replay)
+                    run(V)
+            except CheckFailed:
+                return False
+            return True
 
-            return zeros
-        src = init.source
-        if init.kind == "zeros_like":
-            def zeros_like(V):
-                shape = V[src].shape
-                return np.zeros(shape, dtype=dtype), (shape, dtype)
-
-            return zeros_like
-
-        def copy(V):
-            arr = V[src].copy()
-            return arr, arr.copy()
-
-        return copy
-
-    def _clean_test(self, c: _Code, s: ir.Alloc, t: VarType) -> Callable[[dict], bool]:
-        """``is_clean(variables)``: does the ancilla hold its allocation value (now)?"""
-        name, atol, rtol, G = s.name, c.atol, c.rtol, c.G
-        init = s.init
-        if not t.is_array:
-            code = c.expr(init)
-            return lambda V: _close(V[name], eval(code, G, V), t.dtype, atol, rtol)
-        if init.kind == "copy":
-            src = init.source
-            return lambda V: (V[name].shape == V[src].shape
-                              and bool(np.all(_close_array(V[name], V[src], t.dtype, atol, rtol))))
-        if init.kind == "zeros":
-            dims = tuple(c.expr(d) for d in init.shape)
-            return lambda V: (V[name].shape == tuple(eval(d, G, V) for d in dims)
-                              and not np.any(V[name]))
-        src = init.source
-        return lambda V: V[name].shape == V[src].shape and not np.any(V[name])
+        return is_clean
 
     def s_Dealloc(self, c: _Code, s: ir.Dealloc) -> Callable[[_Run], None]:
         name, line, action = s.name, s.loc.line, stmt_text(s)
-        ref = self.ref
-        if s.discard:  # an adjoint variable the reverse sweep no longer needs
-            def discard(run: _Run) -> None:
-                self.emit("del", run.frame, line, action,
-                          ((VAR, run.frame, name, ref(run.V.pop(name)), ABSENT),))
-
-            return discard
-        t = c.env[name]
-        hidden = name.startswith(GENERATED)
-        check = self._dealloc_check(c, s, t)
+        run_statement = self.statement(c, s, None)
+        hidden = name.startswith(GENERATED)  # adjoints and temporaries: no ancilla status
+        # unchecked code goes on past a dirty ancilla; the trace still shows it dirty
+        is_clean = None if hidden or c.check else self._clean_test(c, s.name, s.init, s.loc)
 
         def dealloc(run: _Run) -> None:
             V, frame = run.V, run.frame
-            value = V[name]
-            failure = None
-            if c.check:
-                failure = check(V)
-            elif not hidden:  # unchecked code goes on; the trace still shows a dirty ancilla
+            value, old = V[name], run.anc.get(name)
+            try:
+                run_statement(run)
+            except CheckFailed as exc:  # stops here, as the compiled code raises here
+                dirty = ("dirty", _copy(value))
+                run.anc[name] = dirty
+                self.check_failed(run, line, "del", action, exc,
+                                  () if hidden else (AncillaDelta(frame, name, old, dirty),))
+            clean = True
+            if is_clean is not None:
                 try:
-                    failure = check(V)
-                except Exception:
-                    failure = None
-            old = run.anc.get(name)
-            if failure is not None:
-                dirty = ("dirty", value.copy() if isinstance(value, np.ndarray) else value)
-                if c.check:  # stops here, as the compiled code raises here
-                    run.anc[name] = dirty
-                    self.check_failed(run, line, "del", action, *failure,
-                                      deltas=() if hidden else ((ANC, frame, name, old, dirty),))
-                status = dirty
-            else:
-                status = ("freed",)
+                    clean = is_clean(V)
+                except Exception:  # what the value reads is gone: nothing to tell
+                    pass
+            status = ("freed",) if clean else ("dirty", _copy(value))
             del V[name]
-            deltas = [(VAR, frame, name, ref(value), ABSENT)]
+            deltas: list = [VarDelta(frame, name, self.ref(value), ABSENT)]
             if not hidden:
-                deltas.append((ANC, frame, name, old, status))
+                deltas.append(AncillaDelta(frame, name, old, status))
                 run.anc[name] = status
             self.emit("del", frame, line, action, deltas)
 
         return dealloc
 
-    def _dealloc_check(self, c: _Code, s: ir.Dealloc, t: VarType):
-        """``check(variables)``: None when the ancilla is back at its value, else the
-        failed check's ``(k, expected, actual, *index)`` as the generated code raises it."""
-        name, atol, rtol, G = s.name, c.atol, c.rtol, c.G
-        init = s.init
-        k = c.add_check("ancilla", name, s.loc)
-        if not t.is_array:
-            code = c.expr(init)
-
-            def scalar(V):
-                expected = eval(code, G, V)
-                return None if _close(V[name], expected, t.dtype, atol, rtol) else (k, expected, V[name])
-
-            return scalar
-        ks = c.add_check("ancilla-shape", name, s.loc)
-        if init.kind == "zeros":
-            dims = tuple(c.expr(d) for d in init.shape)
-            shape_of = lambda V: tuple(eval(d, G, V) for d in dims)
-        else:
-            src = init.source
-            shape_of = lambda V: V[src].shape
-
-        def array(V):
-            arr = V[name]
-            for ax, n in enumerate(shape_of(V)):
-                if arr.shape[ax] != n:
-                    return (ks, n, arr.shape[ax], ax)
-            expected = V[init.source] if init.kind == "copy" else _ZERO[t.dtype]
-            bad = np.argwhere(~_close_array(arr, expected, t.dtype, atol, rtol))
-            if not len(bad):
-                return None
-            i = tuple(int(j) for j in bad[0])
-            want = expected[i] if isinstance(expected, np.ndarray) else expected
-            return (k, want, arr[i], *i)
-
-        return array
-
     def s_Call(self, c: _Code, s: ir.Call) -> Callable[[_Run], None]:
-        prog, cdir = c.prog.callee(s)
-        types = tuple(c.env[a.name] if isinstance(a, ir.Var) else c.env[a.name].scalar()
-                      for a in s.args)
-        off: frozenset[str] = frozenset()
-        if s.backward:
-            written = prog.written_params()
-            off = frozenset(p for p, o in zip(prog.ir.params, s.inactive) if o and p not in written)
-        args = list(s.args) + ([a for a in s.adj_args if a is not None] if s.backward else [])
-        written = prog.written_params()
-        changes = tuple(p in written for p in prog.ir.params) + (True,) * (len(args) - len(s.args))
-        specs = tuple((a.name, None if isinstance(a, ir.Var) else self._indexer(c, a), ch)
-                      for a, ch in zip(args, changes))
-        if prog.opaque or (cdir == "backward" and prog.custom_adjoint() is not None):
-            return self._opaque_call(c, s, prog, cdir, types, off, specs)
-        callee = self.code(prog, cdir, types, c.check and prog.check, off)
-        alias = tuple((c.add_check("call-alias", expr_text(a), s.loc, expr_text(b)),
-                       a.name, self._indexer(c, a), self._indexer(c, b))
-                      for a, b in s.alias_checks) if c.check else ()
-        params = callee.func.params
-        line, action = s.loc.line, stmt_text(s)
-        code = (action + (" (its reverse sweep)" if s.backward else ""),)
+        """A call: the statement's code (alias checks, element arguments copied in and
+        back, sub-arrays passed as views) with the callee stepped into, between an
+        ``enter`` and a ``return`` step."""
+        frag = c.em.statement_fragment(s)  # (compiles the callee: c.called)
+        prog, cdir, callee = c.called
+        if not isinstance(callee, _Code):
+            return self._opaque(c, s, prog, cdir, self.statement(c, s, None, frag, _rb_callee=callee.run),
+                                [self.place(c, a) for a, changed in c.em.call_arguments(s) if changed])
+        line, text = s.loc.line, stmt_text(s)
+        code = (text + (" (its reverse sweep)" if s.backward else ""),)
+        caller: list[_Run] = []  # the run the call is made from, while it is made
+        extra = len(c.em.EXTRA_PARAMS)  # (the tolerances, after the arguments)
+        run_statement = self.statement(c, s, "call", frag, code,
+                                       _rb_callee=lambda *args: enter(caller[-1], *args[:-extra]))
+        # what the return step shows: the scalars and elements written back (arrays and
+        # sub-arrays change in the callee's own steps)
+        places = [self.place(c, a) for a, changed in c.em.call_arguments(s) if changed
+                  and not (c.em.is_view(a) or (isinstance(a, ir.Var) and c.env[a.name].is_array))]
+        params, callee_name = callee.func.params, Frame(-1, prog.ir, cdir).name
+
+        def enter(run: _Run, *values: Any) -> tuple:
+            child = self.new_frame(prog.ir, cdir, run.frame, line)
+            deltas: list = []
+            for p, v in zip(params, values):
+                self.bind(child, p, v, deltas)
+            self.emit("enter", child, callee.def_line, f"enter {child.name} from line {line}",
+                      deltas, code=code)
+            inner = _Run(dict(zip(params, values)), child, callee)
+            callee.run(inner)
+            return tuple(inner.V[p] for p in params)
 
         def call(run: _Run) -> None:
-            V, frame = run.V, run.frame
-            for k, array, ia, ib in alias:
-                arr = V[array]
-                wa = [_wrap(i, n) for i, n in zip(ia(V), arr.shape)]
-                if all(a == _wrap(j, n) for a, j, n in zip(wa, ib(V), arr.shape)):
-                    first = wa[0] if len(wa) == 1 else tuple(wa)
-                    self.check_failed(run, line, "call", action, k, first, first, code=code)
-            values, elems = [], []
-            for j, (name, index, _) in enumerate(specs):
-                if index is None:
-                    values.append(V[name])
-                else:
-                    idx = index(V)
-                    values.append(V[name][idx])
-                    elems.append((j, idx))
-            child = self.new_frame(prog.ir, cdir, frame, line)
-            inner = _Run(dict(zip(params, values)), child, callee)
-            self.emit("enter", child, callee.def_line, f"enter {child.name} from line {line}",
-                      [(VAR, child, p, ABSENT, self.ref(v)) for p, v in zip(params, values)],
-                      code=code)
-            callee.run(inner)
-            out = inner.V
-            deltas = []
-            for j, (name, index, _) in enumerate(specs):
-                new = out[params[j]]
-                if index is None and not isinstance(new, np.ndarray) and new is not V[name]:
-                    deltas.append((VAR, frame, name, V[name], new))
-                    V[name] = new
-            for j, idx in elems:
-                name, _, changed = specs[j]
-                if changed:
-                    arr = V[name]
-                    old = arr[idx]
-                    arr[idx] = out[params[j]]
-                    deltas.append((ELEM, self.slot(arr), idx, old, arr[idx], frame, name))
-            self.emit("return", frame, line, f"return from {child.name} to line {line}", deltas,
-                      code=code)
+            taken = [p(run) for p in places]
+            caller.append(run)
+            try:
+                run_statement(run)  # (its alias checks fail before it enters)
+            finally:
+                caller.pop()
+            self.emit("return", run.frame, line, f"return from {callee_name} to line {line}",
+                      [d for d in (t() for t in taken) if d is not None], code=code)
 
         return call
 
-    def _opaque_top(self, prog, direction: str, signature: tuple[VarType, ...], check: bool,
+    def _opaque_top(self, prog, direction: Direction, signature: tuple[VarType, ...], check: bool,
                     inactive: frozenset[str]) -> _Code:
         """The traced function itself when its code is the user's (an external function,
-        a custom adjoint's reverse sweep): one step (:meth:`_opaque_call`) on its ``def``."""
+        a custom adjoint's reverse sweep): one step (:meth:`_opaque`) on its ``def``."""
         from revbench.transforms.adjoint import DIFFERENTIABLE, adj_name
 
-        typed = prog.typed("forward", signature)
-        c = _Code(self, prog, direction, typed, check, self.atol, self.rtol)
+        c = _Code(self, prog, direction, prog.typed(FORWARD, signature), check)
         params = prog.ir.params
-        backward = direction.startswith("backward")
-        adjs = tuple(ir.Var(adj_name(p)) if backward and t.dtype in DIFFERENTIABLE and
+        adjs = tuple(ir.Var(adj_name(p)) if direction.sweep and t.dtype in DIFFERENTIABLE and
                      p not in inactive else None for p, t in zip(params, signature))
-        call = ir.Call(prog.ir.name, tuple(ir.Var(p) for p in params),
-                       inverted=direction in ("inverse", "backward-inverse"), backward=backward,
-                       adj_args=adjs if backward else (), loc=ir.Loc(c.def_line))
-        specs = tuple((a.name, None, True) for a in (*call.args, *adjs) if a is not None)
-        c.run = self._opaque_call(c, call, prog, direction, signature, inactive, specs)
+        call = ir.Call(prog.ir.name, tuple(ir.Var(p) for p in params), inverted=direction.inverse,
+                       backward=direction.sweep, adj_args=adjs if direction.sweep else (),
+                       loc=ir.Loc(c.def_line))
+        names = (*params, *(a.name for a in adjs if a is not None))
+        compiled = prog.compile(direction, "python", check, signature, 1,
+                                inactive if direction.sweep else frozenset())
+        atol, rtol = self.atol, self.rtol
+
+        def run_compiled(run: _Run) -> None:
+            run.V.update(zip(names, compiled.run(*[run.V[n] for n in names], atol, rtol)))
+
+        c.run = self._opaque(c, call, prog, direction, run_compiled,
+                             [self.place(c, ir.Var(n)) for n in names])
         return c
 
-    def _opaque_call(self, c: _Code, s: ir.Call, prog, cdir: str, types: tuple[VarType, ...],
-                     off: frozenset[str], specs: tuple) -> Callable[[_Run], None]:
+    def _opaque(self, c: _Code, s: ir.Call, prog, cdir: Direction, run_call: Callable[[_Run], None],
+                places: list[Place]) -> Callable[[_Run], None]:
         """A call whose code is the user's, as one step: an external function (any
-        direction), or the reverse sweep of a callee with a custom adjoint.  There are no
-        revbench lines inside to step through, so the step runs the callee's compiled
-        code (Python backend) and records what it changed."""
-        check = c.check and prog.check
-        compiled = prog.compile(cdir, "python", check, types, 1,
-                                off if cdir.startswith("backward") else frozenset())
+        direction), or the reverse sweep of a callee with a custom adjoint, run compiled
+        (Python backend); the step records what it changed."""
         rule = prog.custom_adjoint()
         line = s.loc.line
         name, params = prog.ir.name, prog.ir.params
         if prog.opaque:
-            op = "+=" if cdir in ("forward", "backward-inverse") else "-="
+            op = "-=" if cdir.inverse != cdir.sweep else "+="  # (a sweep runs it backwards)
             what = f"external: {params[0]} {op} {name}({', '.join(params[1:])})"
-            if cdir.startswith("backward"):
+            if cdir.sweep:
                 what += f", with its custom adjoint {rule.label}"
         else:
             what = f"its custom adjoint {rule.label}, then ~{name}"
         action = f"{stmt_text(s)} ({what})"
-        code = (action,)
 
         def call(run: _Run) -> None:
-            V, frame = run.V, run.frame
-            values, before = [], []
-            for name, index, _ in specs:
-                v = V[name] if index is None else V[name][index(V)]
-                values.append(v)
-                before.append(v.copy() if isinstance(v, np.ndarray) else v)
+            taken = [p(run) for p in places]
             try:
-                out = compiled.run(*values, self.atol, self.rtol)
-            except CheckFailed as exc:
+                run_call(run)
+            except Exception as exc:  # a check of its code, or the user's code raised
                 self.fail_exception(run, line, exc)
-            except Exception as exc:  # the user's adjoint raised: told at the call
-                self.fail_exception(run, line, exc)
-            deltas = []
-            for (name, index, changed), old, v, new in zip(specs, before, values, out):
-                if isinstance(v, np.ndarray):
-                    if not np.array_equal(old, v, equal_nan=v.dtype.kind in "fc"):
-                        deltas.append((WHOLE, self.slot(v), old, v.copy(), frame, name))
-                elif index is None:
-                    if new is not V[name]:
-                        deltas.append((VAR, frame, name, V[name], new))
-                        V[name] = new
-                elif changed:
-                    arr = V[name]
-                    idx = index(V)
-                    old_el = arr[idx]
-                    arr[idx] = new
-                    deltas.append((ELEM, self.slot(arr), idx, old_el, arr[idx], frame, name))
-            self.emit("call", frame, line, action, deltas, code=code)
+            self.emit("call", run.frame, line, action,
+                      [d for d in (t() for t in taken) if d is not None], code=(action,))
 
         return call
 
@@ -1120,13 +718,30 @@ class Tracer:
     def s_Inverted(self, c: _Code, s: ir.Inverted) -> Callable[[_Run], None]:
         return self.body(c, invert_body(s.body))
 
+    def control_check(self, c: _Code, s: ir.If | ir.While | ir.For, emit: Callable[[], Any],
+                      exprs: tuple, failed: str, extra: tuple[str, ...] = ()):
+        """``run_check(run, *extra)``: a check of a control-flow statement that the emitter
+        writes with ``emit`` (or its bounds, which it returns); a failure is the statement's
+        step, ``failed`` (formatted with the failing value) saying what failed."""
+        run_fragment = c.checks(s, emit, exprs, extra)
+        if run_fragment is None:
+            return lambda run, *extra: None
+        kind, line, header = type(s).__name__.lower(), s.loc.line, stmt_text(s)
+
+        def run_check(run: _Run, *extra: Any) -> Any:
+            try:
+                return run_fragment(run.V, *extra)
+            except CheckFailed as exc:
+                self.check_failed(run, line, kind, f"{header}: {failed.format(exc.args[3])}", exc,
+                                  code=(header,))
+
+        return run_check
+
     def s_If(self, c: _Code, s: ir.If) -> Callable[[_Run], None]:
-        pre, post, G = c.expr(s.pre), c.expr(s.post), c.G
+        pre, G = c.expr(s.pre), c.G
         then, orelse = self.body(c, s.then), self.body(c, s.orelse)
-        needs_post = c.check and not (
-            s.pre == s.post and not (ir.names_read(s.pre) & ir.names_written(s.then + s.orelse)))
-        k = c.add_check("if-post", expr_text(s.post), s.loc,
-                        expr_text(s.pre)) if needs_post else None
+        post = self.control_check(c, s, lambda: c.em.if_post_check(s, "_rb_c"), (s.post,),
+                                  "postcondition {}", ("_rb_c",)) if c.em.needs_post(s) else None
         line, header = s.loc.line, stmt_text(s)
         skipped = "else branch" if s.orelse else "skipped"
 
@@ -1135,25 +750,22 @@ class Tracer:
             self.emit("if", run.frame, line, f"{header}: {cond} → {'then branch' if cond else skipped}",
                       (), code=(header,))
             (then if cond else orelse)(run)
-            if k is not None:
-                p = bool(eval(post, G, run.V))
-                if p != cond:
-                    self.check_failed(run, line, "if", f"{header}: postcondition {p}", k, cond, p,
-                                      code=(header,))
+            if post is not None:
+                post(run, cond)
 
         return if_
 
     def s_While(self, c: _Code, s: ir.While) -> Callable[[_Run], None]:
-        cond, post, G = c.expr(s.cond), c.expr(s.post), c.G
+        cond, G = c.expr(s.cond), c.G
         body = self.body(c, s.body)
-        k_entry = c.add_check("while-entry", expr_text(s.post), s.loc) if c.check else None
-        k_iter = c.add_check("while-iter", expr_text(s.post), s.loc) if c.check else None
+        entry = self.control_check(c, s, lambda: c.em.while_entry_check(s), (s.post,),
+                                   "postcondition {} on entry")
+        after = self.control_check(c, s, lambda: c.em.while_iter_check(s), (s.post,),
+                                   "postcondition {}")
         line, header = s.loc.line, stmt_text(s)
 
         def while_(run: _Run) -> None:
-            if k_entry is not None and eval(post, G, run.V):
-                self.check_failed(run, line, "while", f"{header}: postcondition True on entry",
-                                  k_entry, False, True, code=(header,))
+            entry(run)
             while True:
                 go = bool(eval(cond, G, run.V))
                 self.emit("while", run.frame, line, f"{header}: {go} → {'iterate' if go else 'leave'}",
@@ -1161,34 +773,22 @@ class Tracer:
                 if not go:
                     return
                 body(run)
-                if k_iter is not None and not eval(post, G, run.V):
-                    self.check_failed(run, line, "while", f"{header}: postcondition False",
-                                      k_iter, True, False, code=(header,))
+                after(run)
 
         return while_
 
     def s_For(self, c: _Code, s: ir.For) -> Callable[[_Run], None]:
-        start, stop, step, G = c.expr(s.start), c.expr(s.stop), c.expr(s.step), c.G
+        bound_exprs = (s.start, s.stop, s.step)
+        bounds = self.control_check(c, s, lambda: c.em.for_bounds(s), bound_exprs, "step {}")
+        after = self.control_check(c, s, lambda: c.em.for_bound_checks(s, _BOUNDS), bound_exprs,
+                                   "bound changed", _BOUNDS)
         body = self.body(c, s.body)
         var, line, header = s.var, s.loc.line, stmt_text(s)
         quiet = var.startswith(GENERATED)  # an elementwise loop of AD: part of one step
-        const_step = s.step.value if isinstance(s.step, ir.Const) else None
-        k_step = c.add_check("for-step", expr_text(s.step), s.loc) \
-            if c.check and const_step is None else None
-        bounds = []
-        if c.check:
-            written = ir.names_written(s.body)
-            for e, what, pos in ((s.start, "start", 0), (s.stop, "stop", 1), (s.step, "step", 2)):
-                if ir.names_read(e) & written:
-                    bounds.append((c.add_check("for-bound", expr_text(e), s.loc, what),
-                                   c.expr(e), pos))
 
         def for_(run: _Run) -> None:
             V, frame = run.V, run.frame
-            rng = (eval(start, G, V), eval(stop, G, V), eval(step, G, V))
-            if k_step is not None and rng[2] == 0:
-                self.check_failed(run, line, "for", f"{header}: step 0", k_step, 1, rng[2],
-                                  code=(header,))
+            rng = bounds(run)
             values = range(*rng)
             last = ABSENT
             for i in (reversed(values) if s.reverse else values):
@@ -1197,8 +797,8 @@ class Tracer:
                 else:
                     old = V.get(var, ABSENT)
                     V[var] = i
-                    self.emit("for", frame, line, f"{header}: {var} = {i}", ((VAR, frame, var, old, i),),
-                              code=(header,))
+                    self.emit("for", frame, line, f"{header}: {var} = {i}",
+                              (VarDelta(frame, var, old, i),), code=(header,))
                 last = i
                 body(run)
             if last is ABSENT:
@@ -1207,33 +807,32 @@ class Tracer:
             else:
                 del V[var]
                 if not quiet:  # the loop variable goes out of scope with the next step
-                    self._pending.append((VAR, frame, var, last, ABSENT))
-            for k, code, pos in bounds:
-                now = eval(code, G, V)
-                if now != rng[pos]:
-                    self.check_failed(run, line, "for", f"{header}: bound changed", k, rng[pos], now,
-                                      code=(header,))
+                    self._pending.append(VarDelta(frame, var, last, ABSENT))
+            after(run, *rng)
 
         return for_
 
     def s_Print(self, c: _Code, s: ir.Print) -> Callable[[_Run], None]:
-        parts = tuple(a if isinstance(a, str) else c.expr(a) for a in s.args)
-        line, G = s.loc.line, c.G
+        printed: list[str] = []
+        run_statement = self.statement(c, s, "print",
+                                       print=lambda *args: printed.append(" ".join(map(str, args))))
+        line = s.loc.line
 
         def print_(run: _Run) -> None:
-            text = " ".join(p if isinstance(p, str) else str(eval(p, G, run.V)) for p in parts)
-            self.emit("print", run.frame, line, f"print: {text}", ())
+            run_statement(run)
+            self.emit("print", run.frame, line, f"print: {printed.pop()}", ())
 
         return print_
 
     def s_Assert(self, c: _Code, s: ir.Assert) -> Callable[[_Run], None]:
-        cond, G, line, action = c.expr(s.cond), c.G, s.loc.line, stmt_text(s)
-        msg = (f"{s.message or 'assertion failed'}: `{expr_text(s.cond)}` "
-               f"(in {c.func.name}, line {line})")
+        run_statement, line, action = self.statement(c, s, "assert"), s.loc.line, stmt_text(s)
 
         def assert_(run: _Run) -> None:
-            if not eval(cond, G, run.V):
-                self.fail(run, line, "assert", f"{action}: False", AssertionError(msg), code=(action,))
+            try:
+                run_statement(run)
+            except AssertionError as exc:
+                self.fail(run, line, "assert", f"{action}: False", exc.with_traceback(None),
+                          code=(action,))
             self.emit("assert", run.frame, line, f"{action}: True", (), code=(action,))
 
         return assert_
@@ -1242,14 +841,10 @@ class Tracer:
     def start(self, frame: Frame, code: _Code, values: tuple) -> _Run:
         """The first step: the arguments bound (the run's only snapshot of them)."""
         run = _Run({}, frame, code)
-        deltas: list[tuple] = []
+        deltas: list = []
         for p, v in zip(frame.params, values):
             run.V[p] = v
-            if isinstance(v, np.ndarray):
-                slot = self.new_slot(v)
-                deltas += [(NEWARR, slot, v.copy()), (VAR, frame, p, ABSENT, ArrayRef(slot))]
-            else:
-                deltas.append((VAR, frame, p, ABSENT, v))
+            self.bind(frame, p, v, deltas, copy=True)
         self.emit("start", frame, code.def_line, f"call {frame.name}", deltas)
         return run
 
@@ -1258,14 +853,10 @@ class Tracer:
         (and, for AD, the adjoints of the arguments, seeded)."""
         self.direction = "backward"
         run.frame, run.code = frame, code
-        deltas: list[tuple] = []
+        deltas: list = []
         for name, v in seeds.items():
             run.V[name] = v
-            if isinstance(v, np.ndarray):
-                slot = self.new_slot(v)
-                deltas += [(NEWARR, slot, v.copy()), (VAR, frame, name, ABSENT, ArrayRef(slot))]
-            else:
-                deltas.append((VAR, frame, name, ABSENT, v))
+            self.bind(frame, name, v, deltas, copy=True)
         # the line and the words are settled by `settle_turn`, once the backward run has begun
         self.emit("turn", frame, code.def_line, f"turn: run {frame.name}", deltas)
 
@@ -1281,20 +872,19 @@ class Tracer:
         line = last_line
         if turn + 1 < len(self.steps):
             nxt = self.steps[turn + 1]
-            f, line = nxt[2], nxt[3]
+            f, line = nxt.frame, nxt.line
             while f.parent is not None and f.id != top.id:
                 line, f = f.call_line or line, f.parent
-        frame = step[2]
-        what = "the reverse sweep" if frame.direction.startswith("backward") else frame.name
+        what = "the reverse sweep" if step.frame.direction.sweep else step.frame.name
         action = (f"turning point: the forward run is over; {what} runs from line {line}"
                   + (f", with the loss's adjoint ∂{seed} seeded to 1" if seed else ""))
-        self.steps[turn] = (*step[:3], line, action, *step[5:])
+        self.steps[turn] = step._replace(line=line, action=action)
 
     def flush(self) -> None:
         """Attach deltas still pending (a loop variable going out of scope) to the last step."""
         if self._pending and self.steps:
             last = self.steps[-1]
-            self.steps[-1] = (*last[:5], last[5] + tuple(self._pending), *last[6:])
+            self.steps[-1] = last._replace(deltas=last.deltas + tuple(self._pending))
         self._pending = []
 
 
@@ -1343,25 +933,23 @@ def _group_code(stmts: tuple[ir.Stmt, ...]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def record(f, args: tuple, loss: Any = None, max_steps: int = DEFAULT_MAX_STEPS) -> Recording:
+def record(f, args: tuple, seed: Any = None, max_steps: int = DEFAULT_MAX_STEPS) -> Recording:
     """Run ``f`` forward then backward on copies of ``args``, recording every step.
 
-    Errors in the arguments, the loss, or the program's types raise here, before
-    anything runs; a failure while running is recorded (``Recording.error``).
+    ``seed`` is the loss, resolved by the caller (:func:`revbench.sweep.resolve_loss`: the
+    argument ``.param`` and the element ``.index``): the backward run is then the reverse
+    sweep of AD, seeded there; None runs the inverse.  Errors in the arguments or the
+    program's types raise here, before anything runs; a failure while running is recorded
+    (``Recording.error``).
     """
-    from revbench.ad import _resolve_loss
     from revbench.config import get_tolerance
-    from revbench.function import _python_scalar
+    from revbench.lang.types import python_scalar
     from revbench.transforms.adjoint import DIFFERENTIABLE, adj_name
 
     prog = f._program
     sig = f.signature_of(args)
     forward = f._direction
-    if loss is None:
-        backward = "inverse" if forward == "forward" else "forward"
-    else:
-        backward = "backward" if forward == "forward" else "backward-inverse"
-        seed = _resolve_loss(f, loss, sig, args)
+    backward = forward.flipped() if seed is None else forward.backward()
     atol, rtol = get_tolerance()
     tracer = Tracer(max_steps, atol, rtol)
     try:
@@ -1369,39 +957,40 @@ def record(f, args: tuple, loss: Any = None, max_steps: int = DEFAULT_MAX_STEPS)
         bcode = tracer.code(prog, backward, sig, prog.check)
         top = tracer.new_frame(prog.ir, forward)
         rec = Recording(tracer.steps, top, params=prog.ir.params,
-                        loss=None if loss is None else (seed.param, seed.index))
-        values = tuple(a.copy() if isinstance(a, np.ndarray) else _python_scalar(a) for a in args)
+                        loss=None if seed is None else (seed.param, seed.index))
+        values = tuple(a.copy() if isinstance(a, np.ndarray) else python_scalar(a) for a in args)
         try:
-            run = tracer.start(top, fcode, values)
-            fcode.run(run)
-            rec.outputs = tuple(run.V[p].copy() if isinstance(run.V[p], np.ndarray)
-                                else _python_scalar(run.V[p]) for p in prog.ir.params)
-            seeds: dict[str, Any] = {}
-            if loss is not None:
-                for k, (p, t) in enumerate(zip(prog.ir.params, sig)):
-                    if t.dtype in DIFFERENTIABLE:
-                        v = run.V[p]
-                        z = np.zeros_like(v) if t.is_array else _ZERO[t.dtype]
-                        if k == seed.param:
-                            if seed.index is None:
-                                z = 1.0
-                            else:
-                                z[seed.index] = 1.0
-                        seeds[adj_name(p)] = z
-            tracer.turn(run, Frame(top.id, prog.ir, backward), bcode, seeds)
-            rec.turn = len(tracer.steps) - 1
-            bcode.run(run)
+            # as the Python backend runs its code: the checks, not NumPy's warnings, tell
+            with np.errstate(all="ignore"):
+                run = tracer.start(top, fcode, values)
+                fcode.run(run)
+                rec.outputs = tuple(run.V[p].copy() if isinstance(run.V[p], np.ndarray)
+                                    else python_scalar(run.V[p]) for p in prog.ir.params)
+                seeds: dict[str, Any] = {}
+                if seed is not None:
+                    for k, (p, t) in enumerate(zip(prog.ir.params, sig)):
+                        if t.dtype in DIFFERENTIABLE:
+                            z = np.zeros_like(run.V[p]) if t.is_array else _ZERO[t.dtype]
+                            if k == seed.param:
+                                if seed.index is None:
+                                    z = 1.0
+                                else:
+                                    z[seed.index] = 1.0
+                            seeds[adj_name(p)] = z
+                tracer.turn(run, Frame(top.id, prog.ir, backward), bcode, seeds)
+                rec.turn = len(tracer.steps) - 1
+                bcode.run(run)
             tracer.flush()
-            rec.inputs = tuple(_python_scalar(run.V[p]) if not isinstance(run.V[p], np.ndarray)
+            rec.inputs = tuple(python_scalar(run.V[p]) if not isinstance(run.V[p], np.ndarray)
                                else run.V[p] for p in prog.ir.params)
-            if loss is not None:
+            if seed is not None:
                 rec.gradients = tuple(
-                    (run.V[adj_name(p)] if t.is_array else _python_scalar(run.V[adj_name(p)]))
+                    (run.V[adj_name(p)] if t.is_array else python_scalar(run.V[adj_name(p)]))
                     if t.dtype in DIFFERENTIABLE else None for p, t in zip(prog.ir.params, sig))
         except _Stop:
             tracer.flush()
             rec.error_step = len(tracer.steps) - 1
-            rec.error = tracer.steps[-1][6]
+            rec.error = tracer.steps[-1].error
         except _Limit:
             tracer.flush()
             rec.error_step = len(tracer.steps) - 1
@@ -1411,7 +1000,7 @@ def record(f, args: tuple, loss: Any = None, max_steps: int = DEFAULT_MAX_STEPS)
                 "to record more, or trace it on smaller inputs")
         if rec.turn is not None:
             loss_name = None
-            if loss is not None:
+            if seed is not None:
                 loss_name = prog.ir.params[seed.param] + (
                     "" if seed.index is None else f"[{', '.join(map(str, seed.index))}]")
             tracer.settle_turn(rec.turn, top, function_span(prog.ir)[1], loss_name)

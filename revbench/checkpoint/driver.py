@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from revbench.backends.loader import load_module
 from revbench.backends.runtime import Interrupted, interrupted
+from revbench.backends.source import SourceWriter, emit_given_back
 from revbench.checkpoint.plan import COPY, FWD, INV, LOSS, REV
 
 #: the kind of StateNotRecovered raised when an in-place reverse step misses the stored state
@@ -66,118 +67,100 @@ def driver_source(shape: DriverShape, symbols: dict[str, str]) -> str:
     scalar_g = [(f"g{j}", pos) for pos, (j, p) in
                 enumerate((j, p) for j, p in enumerate(shape.params) if p.has_adjoint)
                 if not p.is_array]
-    lines = [
-        f"# revbench checkpoint driver v{DRIVER_VERSION}: "
-        f"{'in-place' if shape.inplace else 'out-of-place'}, {S} state(s), {P} param(s), "
-        f"checks {'on' if shape.check else 'off'}",
-        "import numpy as np",
-        "",
-        f"def _rb_driver(ops, nops, value, {', '.join(st + ad + ps + gs)}, atol, rtol):",
-    ]
-    emit = lines.append
-    ind = "    "
-    emit(f"{ind}for r in range(nops):")
-    ind2 = ind * 2
-    emit(f"{ind2}if _rb_interrupted():  # Ctrl-C (revbench.backends.runtime.interrupted)")
-    emit(f"{ind2}    raise _RbInterrupted()")
-    emit(f"{ind2}op = ops[r, 0]")
-    emit(f"{ind2}t = np.int64(ops[r, 1])")
-    emit(f"{ind2}a = ops[r, 2]")
-    emit(f"{ind2}b = ops[r, 3]")
+    w = SourceWriter()
+    w.emit(f"# revbench checkpoint driver v{DRIVER_VERSION}: "
+           f"{'in-place' if shape.inplace else 'out-of-place'}, {S} state(s), {P} param(s), "
+           f"checks {'on' if shape.check else 'off'}",
+           "import numpy as np",
+           "")
     plist = ", ".join(ps)
     pcomma = f", {plist}" if P else ""
     gcomma = "".join(f", {g}" for g in gs)
-
-    def scale_and_resid(kind: int, call: list[str], ind3: str) -> None:
-        if shape.check:
-            emit(f"{ind3}scale = 0.0")
-            for k in range(S):
-                emit(f"{ind3}v = {st[k]}[b].reshape(-1)")
-                emit(f"{ind3}for i in range(v.size):")
-                emit(f"{ind3}    scale = max(scale, abs(v[i]))")
-        for c in call:
-            emit(ind3 + c)
-        for k in range(S):
-            if shape.check:  # the residual, read while the slot is cleared for its next use
-                emit(f"{ind3}resid = 0.0")
-                emit(f"{ind3}v = {st[k]}[b].reshape(-1)")
-                emit(f"{ind3}for i in range(v.size):")
-                emit(f"{ind3}    resid = max(resid, abs(v[i]))")
-                emit(f"{ind3}    v[i] = 0")
-                emit(f"{ind3}if resid > atol + rtol * scale:")
-                emit(f"{ind3}    raise _RbNotRecovered({kind}, t, {k}, resid, scale)")
-            else:
-                emit(f"{ind3}{st[k]}[b][...] = 0")
-
-    def take_scalars(offset: int, ind3: str) -> None:
-        for g, pos in scalar_g:
-            emit(f"{ind3}{g} = res[{offset + pos}]")
-
-    ind3 = ind * 3
-    gradient = "bwd" in symbols
-    if not gradient:  # run(): forward steps and copies only
-        emit(f"{ind2}if op == {FWD}:")
-        if shape.inplace:
-            emit(f"{ind3}{symbols['fwd']}({', '.join(f'{s}[a]' for s in st)}, t{pcomma}, atol, rtol)")
-        else:
-            for s in st:
-                emit(f"{ind3}{s}[b][...] = 0")
-            emit(f"{ind3}{symbols['fwd']}({', '.join(f'{s}[b]' for s in st)}, "
-                 f"{', '.join(f'{s}[a]' for s in st)}, t{pcomma}, atol, rtol)")
-        emit(f"{ind2}elif op == {COPY}:")
-        for s in st:
-            emit(f"{ind3}{s}[b][...] = {s}[a]")
-        emit(f"{ind}return (value{''.join(', ' + g for g, _ in scalar_g)},)")
-        return "\n".join(lines) + "\n"
-    if shape.inplace:
-        sa = ", ".join(f"{s}[a]" for s in st)
-        emit(f"{ind2}if op == {FWD}:")
-        emit(f"{ind3}{symbols['fwd']}({sa}, t{pcomma}, atol, rtol)")
-        emit(f"{ind2}elif op == {REV}:")
-        emit(f"{ind3}res = {symbols['bwd']}({sa}, t{pcomma}, {', '.join(ad)}{gcomma}, atol, rtol)")
-        take_scalars(S + 1 + P + S, ind3)
-        if shape.check:  # where s[t] is stored, the state the step's inverse recovered must match it
-            emit(f"{ind3}if b >= 0:")
-            for k in range(S):
-                emit(f"{ind3}    x = {st[k]}[a].reshape(-1)")
-                emit(f"{ind3}    y = {st[k]}[b].reshape(-1)")
-                emit(f"{ind3}    for i in range(x.size):")
-                emit(f"{ind3}        if abs(x[i] - y[i]) > atol + rtol * abs(y[i]):")
-                emit(f"{ind3}            raise _RbNotRecovered({RECOVER}, t, {k}, abs(x[i] - y[i]), "
-                     "abs(y[i]))")
-        adj_loss = ", ".join(ad)
-    else:
-        sb = ", ".join(f"{s}[b]" for s in st)
-        sa = ", ".join(f"{s}[a]" for s in st)
-        emit(f"{ind2}if op == {FWD}:")
-        for s in st:
-            emit(f"{ind3}{s}[b][...] = 0")
-        emit(f"{ind3}{symbols['fwd']}({sb}, {sa}, t{pcomma}, atol, rtol)")
-        emit(f"{ind2}elif op == {INV}:")
-        scale_and_resid(INV, [f"{symbols['inv']}({sb}, {sa}, t{pcomma}, atol, rtol)"], ind3)
-        emit(f"{ind2}elif op == {REV}:")
-        emit(f"{ind3}n1 = (t + 1) % 2")
-        emit(f"{ind3}n0 = t % 2")
-        adj_new = ", ".join(f"{x}[n1]" for x in ad)
-        adj_old = ", ".join(f"{x}[n0]" for x in ad)
-        scale_and_resid(REV, [f"res = {symbols['bwd']}({sb}, {sa}, t{pcomma}, {adj_new}, {adj_old}"
-                              f"{gcomma}, atol, rtol)"], ind3)
-        take_scalars(2 * S + 1 + P + 2 * S, ind3)
-        for x in ad:
-            emit(f"{ind3}{x}[n1][...] = 0")
-        adj_loss = ", ".join(f"{x}[t % 2]" for x in ad)
-    emit(f"{ind2}elif op == {COPY}:")
-    for s in st:
-        emit(f"{ind3}{s}[b][...] = {s}[a]")
-    emit(f"{ind2}elif op == {LOSS}:")
     sa = ", ".join(f"{s}[a]" for s in st)
-    emit(f"{ind3}res0 = {symbols['lossf']}(0.0, {sa}{pcomma}, atol, rtol)")
-    emit(f"{ind3}value = res0[0]")
-    emit(f"{ind3}res = {symbols['lossb']}(value, {sa}{pcomma}, 1.0, {adj_loss}{gcomma}, atol, rtol)")
-    take_scalars(1 + S + P + 1 + S, ind3)
-    ret = ", ".join(["value"] + [g for g, _ in scalar_g])
-    emit(f"{ind}return ({ret},)")
-    return "\n".join(lines) + "\n"
+    sb = ", ".join(f"{s}[b]" for s in st)
+
+    def uncompute(kind: int, call: str) -> None:
+        """``call`` brings the new state ``s[b]`` back to zero: with checks, the largest
+        value left must be within the tolerance of the largest before."""
+        if shape.check:
+            w.emit("scale = 0.0")
+            for k in range(S):
+                w.emit(f"v = {st[k]}[b].reshape(-1)")
+                with w.block("for i in range(v.size):"):
+                    w.emit("scale = max(scale, abs(v[i]))")
+        w.emit(call)
+        for k in range(S):
+            if not shape.check:
+                w.emit(f"{st[k]}[b][...] = 0")
+                continue
+            # the residual, read while the slot is cleared for its next use
+            w.emit("resid = 0.0", f"v = {st[k]}[b].reshape(-1)")
+            with w.block("for i in range(v.size):"):
+                w.emit("resid = max(resid, abs(v[i]))", "v[i] = 0")
+            with w.block("if resid > atol + rtol * scale:"):
+                w.emit(f"raise _RbNotRecovered({kind}, t, {k}, resid, scale)")
+
+    def take_scalars(offset: int) -> None:
+        for g, pos in scalar_g:
+            w.emit(f"{g} = res[{offset + pos}]")
+
+    def copy() -> None:
+        with w.block(f"elif op == {COPY}:"):
+            for s in st:
+                w.emit(f"{s}[b][...] = {s}[a]")
+
+    gradient = "bwd" in symbols
+    with w.block(f"def _rb_driver(ops, nops, value, {', '.join(st + ad + ps + gs)}, atol, rtol):"):
+        with w.block("for r in range(nops):"):
+            with w.block("if _rb_interrupted():  # Ctrl-C (revbench.backends.runtime.interrupted)"):
+                w.emit("raise _RbInterrupted()")
+            w.emit("op = ops[r, 0]", "t = np.int64(ops[r, 1])", "a = ops[r, 2]", "b = ops[r, 3]")
+            with w.block(f"if op == {FWD}:"):
+                if shape.inplace:
+                    w.emit(f"{symbols['fwd']}({sa}, t{pcomma}, atol, rtol)")
+                else:
+                    for s in st:
+                        w.emit(f"{s}[b][...] = 0")
+                    w.emit(f"{symbols['fwd']}({sb}, {sa}, t{pcomma}, atol, rtol)")
+            if not gradient:  # run(): forward steps and copies only
+                copy()
+            elif shape.inplace:
+                with w.block(f"elif op == {REV}:"):
+                    w.emit(f"res = {symbols['bwd']}({sa}, t{pcomma}, {', '.join(ad)}{gcomma}, "
+                           "atol, rtol)")
+                    take_scalars(S + 1 + P + S)
+                    if shape.check:
+                        # where s[t] is stored, the state the step's inverse recovered must match it
+                        with w.block("if b >= 0:"):
+                            for k in range(S):
+                                emit_given_back(
+                                    w, f"{st[k]}[a]", f"{st[k]}[b]", False,
+                                    [f"raise _RbNotRecovered({RECOVER}, t, {k}, "
+                                     "abs({got} - {want}), abs({want}))"], "atol", "rtol", None)
+                adj_loss = ", ".join(ad)
+            else:
+                with w.block(f"elif op == {INV}:"):
+                    uncompute(INV, f"{symbols['inv']}({sb}, {sa}, t{pcomma}, atol, rtol)")
+                with w.block(f"elif op == {REV}:"):
+                    w.emit("n1 = (t + 1) % 2", "n0 = t % 2")
+                    adj_new = ", ".join(f"{x}[n1]" for x in ad)
+                    adj_old = ", ".join(f"{x}[n0]" for x in ad)
+                    uncompute(REV, f"res = {symbols['bwd']}({sb}, {sa}, t{pcomma}, {adj_new}, "
+                                   f"{adj_old}{gcomma}, atol, rtol)")
+                    take_scalars(2 * S + 1 + P + 2 * S)
+                    for x in ad:
+                        w.emit(f"{x}[n1][...] = 0")
+                adj_loss = ", ".join(f"{x}[t % 2]" for x in ad)
+            if gradient:
+                copy()
+                with w.block(f"elif op == {LOSS}:"):
+                    w.emit(f"res0 = {symbols['lossf']}(0.0, {sa}{pcomma}, atol, rtol)",
+                           "value = res0[0]",
+                           f"res = {symbols['lossb']}(value, {sa}{pcomma}, 1.0, {adj_loss}{gcomma}, "
+                           "atol, rtol)")
+                    take_scalars(1 + S + P + 1 + S)
+        w.emit(f"return ({', '.join(['value'] + [g for g, _ in scalar_g])},)")
+    return w.text()
 
 
 def build_driver(shape: DriverShape, kernels: dict[str, tuple[object, str]], backend: str):

@@ -166,11 +166,8 @@ class TimeLoop:
                             f"(from revbench.checkpoint), got {strategy!r}")
         if not strategy.fits(self.inplace):
             kind = "an in-place" if self.inplace else "an out-of-place"
-            why = {"Reverse": "Reverse() runs the step backwards in place, so it needs an "
-                              "in-place step (inplace=True)",
-                   "Bennett": "Bennett's pebbling uncomputes states of an out-of-place step"}
             raise ValueError(f"{strategy.label} does not fit {kind} loop "
-                             f"({why.get(strategy.name, '')}); the strategies that fit are "
+                             f"({strategy.fit_reason}); the strategies that fit are "
                              f"{', '.join(fitting(self.inplace))}")
         return strategy
 

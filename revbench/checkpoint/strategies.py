@@ -15,16 +15,34 @@ strategy               how states come back                                   fo
 ``Reverse()``          each earlier state recovered by running the step       in-place
                        backwards: no stored state
 =====================  =====================================================  ==============
+
+Each class is registered in :data:`STRATEGIES` when it is defined, and carries what the
+rest of revbench needs to know about it: its command-line name, its knob, its plot marker,
+the loops it fits and the settings the experiments try by default.  The command line of
+``revbench.experiments``, its plots and default lists, :func:`fitting`, the exports of
+``revbench.checkpoint`` and the tests read the registry; adding a strategy is one class
+here (and its planner in ``plan.py`` if it needs a new schedule), nothing else.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
+from typing import ClassVar
 
 from revbench.checkpoint import plan
 
 INPLACE = "in-place"
 OUT_OF_PLACE = "out-of-place"
+
+#: every registered strategy class by its class name, in the order they were defined: the
+#: order of :func:`fitting`, of the default lists and of the command line's help
+STRATEGIES: dict[str, type[Strategy]] = {}
+
+#: Bennett(k) is offered by default only where its forward steps, about
+#: T ** log_k(2k - 1), stay within this many times T
+BENNETT_COST_LIMIT = 200
 
 
 def _positive_int(value: object, name: str, minimum: int) -> int:
@@ -33,11 +51,59 @@ def _positive_int(value: object, name: str, minimum: int) -> int:
     return value
 
 
-class Strategy:
-    """Base class: a way to recover a loop's states for its reverse sweep."""
+def _root(n_steps: int) -> int:
+    """About the square root of the loop's length: a knob setting in the middle of the range."""
+    return max(2, round(math.sqrt(n_steps)))
 
+
+class Strategy:
+    """Base class: a way to recover a loop's states for its reverse sweep.
+
+    A subclass that sets ``cli_name`` in its body is registered in :data:`STRATEGIES`
+    (a subclass without one, such as a variant of a registered strategy, is not).  Set the
+    class attributes below without annotations: on a dataclass an annotation would make
+    them fields.
+    """
+
+    #: the name on the command line (``revolve:10``): lower-case letters, unique
+    cli_name: ClassVar[str] = ""
+    #: the dataclass field that is the strategy's knob (``"snapshots"``), None if it has none
+    knob_name: ClassVar[str | None] = None
+    #: the knob's least value, checked when an object is made
+    knob_min: ClassVar[int] = 1
+    #: the letter the command line's help uses for the knob (``revolve:C``)
+    knob_letter: ClassVar[str] = ""
+    #: the matplotlib marker of its points and lines in the experiments' plots (unique)
+    marker: ClassVar[str] = ""
     #: the loop kinds this strategy fits
-    kinds: tuple[str, ...] = (INPLACE, OUT_OF_PLACE)
+    kinds: ClassVar[tuple[str, ...]] = (INPLACE, OUT_OF_PLACE)
+    #: why it fits only those kinds: said when it is given a loop of the other kind
+    fit_reason: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if "cli_name" in cls.__dict__:
+            _register(cls)
+
+    def __post_init__(self) -> None:
+        if self.knob_name is not None:
+            _positive_int(getattr(self, self.knob_name), f"{self.name}({self.knob_name}=...)",
+                          self.knob_min)
+
+    @classmethod
+    def fits(cls, inplace: bool) -> bool:
+        return (INPLACE if inplace else OUT_OF_PLACE) in cls.kinds
+
+    @classmethod
+    def defaults(cls, n_steps: int) -> list[Strategy]:
+        """The settings the experiments run by default on a loop of ``n_steps`` steps
+        (where the strategy fits it): a small range of the knob, scaled to the length."""
+        return [cls()]
+
+    @classmethod
+    def spelling(cls) -> str:
+        """How it is written in Python, knob elided: ``Revolve(snapshots=...)``."""
+        return f"{cls.__name__}({'' if cls.knob_name is None else cls.knob_name + '=...'})"
 
     @property
     def name(self) -> str:
@@ -46,14 +112,13 @@ class Strategy:
     @property
     def knob(self) -> str:
         """The knob's setting, as the experiments' tables and plots label it."""
-        return ""
+        if self.knob_name is None:
+            return ""
+        return f"{self.knob_name}={getattr(self, self.knob_name)}"
 
     @property
     def label(self) -> str:
         return f"{self.name}({self.knob})"
-
-    def fits(self, inplace: bool) -> bool:
-        return (INPLACE if inplace else OUT_OF_PLACE) in self.kinds
 
     def slots(self, n_steps: int, inplace: bool) -> int:
         """An upper bound on the states held at once (the storage to allocate)."""
@@ -70,9 +135,40 @@ class Strategy:
         return self.label
 
 
+def _register(cls: type[Strategy]) -> None:
+    """Put ``cls`` in :data:`STRATEGIES`, after checking that it says what the registry's
+    readers need.  Defining a class of the same module and name again (a reload) replaces it."""
+    def same(other: type[Strategy]) -> bool:
+        return (other.__module__, other.__qualname__) == (cls.__module__, cls.__qualname__)
+
+    problems = []
+    if not re.fullmatch("[a-z]+", cls.cli_name):  # what the command line's parser reads
+        problems.append(f"cli_name must be lower-case letters, got {cls.cli_name!r}")
+    if not cls.marker:
+        problems.append("it needs a plot marker")
+    if not cls.kinds or not set(cls.kinds) <= {INPLACE, OUT_OF_PLACE}:
+        problems.append(f"kinds must be some of {INPLACE!r}, {OUT_OF_PLACE!r}, got {cls.kinds!r}")
+    if cls.knob_name is not None and not cls.knob_letter:
+        problems.append(f"its knob {cls.knob_name!r} needs a knob_letter for the command line")
+    if not (cls.__doc__ or "").strip():
+        problems.append("it needs a docstring (what it does, in a line)")
+    for other in STRATEGIES.values():
+        if same(other):
+            continue
+        for attr in ("__name__", "cli_name", "marker"):
+            if getattr(other, attr) == getattr(cls, attr):
+                problems.append(f"its {attr.strip('_')} {getattr(cls, attr)!r} is {other.__name__}'s")
+    if problems:
+        raise TypeError(f"strategy {cls.__name__} cannot be registered: " + "; ".join(problems))
+    STRATEGIES[cls.__name__] = cls
+
+
 @dataclass(frozen=True, repr=False)
 class StoreAll(Strategy):
     """Keep every state of the forward sweep: T + 1 states, T forward steps."""
+
+    cli_name = "storeall"
+    marker = "s"
 
     def slots(self, n_steps: int, inplace: bool) -> int:
         return n_steps + 1
@@ -89,13 +185,14 @@ class Periodic(Strategy):
     """Keep every ``every``-th state; recompute each segment from its start."""
 
     every: int = 10
+    cli_name = "periodic"
+    knob_name = "every"
+    knob_letter = "K"
+    marker = "D"
 
-    def __post_init__(self) -> None:
-        _positive_int(self.every, "Periodic(every=...)", 1)
-
-    @property
-    def knob(self) -> str:
-        return f"every={self.every}"
+    @classmethod
+    def defaults(cls, n_steps: int) -> list[Strategy]:
+        return [cls(every=_root(n_steps))]
 
     def slots(self, n_steps: int, inplace: bool) -> int:
         return len(range(0, n_steps, self.every)) + min(self.every, n_steps) + 2
@@ -110,13 +207,16 @@ class Revolve(Strategy):
     forward steps any schedule with that many snapshots can make."""
 
     snapshots: int = 10
+    cli_name = "revolve"
+    knob_name = "snapshots"
+    knob_letter = "C"
+    marker = "o"
 
-    def __post_init__(self) -> None:
-        _positive_int(self.snapshots, "Revolve(snapshots=...)", 1)
-
-    @property
-    def knob(self) -> str:
-        return f"snapshots={self.snapshots}"
+    @classmethod
+    def defaults(cls, n_steps: int) -> list[Strategy]:
+        log = max(1, math.ceil(math.log2(n_steps + 1)))
+        return [cls(snapshots=c) for c in sorted({max(1, log // 2), log, _root(n_steps)})
+                if c < n_steps]
 
     def slots(self, n_steps: int, inplace: bool) -> int:
         return min(self.snapshots, max(n_steps - 1, 0)) + 2
@@ -131,14 +231,20 @@ class Bennett(Strategy):
     inverse step instead of being stored or thrown away (out-of-place steps)."""
 
     k: int = 2
+    cli_name = "bennett"
+    knob_name = "k"
+    knob_min = 2
+    knob_letter = "K"
+    marker = "^"
     kinds = (OUT_OF_PLACE,)
+    fit_reason = "Bennett's pebbling uncomputes states of an out-of-place step"
 
-    def __post_init__(self) -> None:
-        _positive_int(self.k, "Bennett(k=...)", 2)
-
-    @property
-    def knob(self) -> str:
-        return f"k={self.k}"
+    @classmethod
+    def defaults(cls, n_steps: int) -> list[Strategy]:
+        """k = 2, 4, 16, each where its forward steps stay within
+        :data:`BENNETT_COST_LIMIT` times T (or k >= T)."""
+        return [cls(k=k) for k in (2, 4, 16)
+                if n_steps ** (math.log(2 * k - 1, k) - 1) <= BENNETT_COST_LIMIT or k >= n_steps]
 
     def slots(self, n_steps: int, inplace: bool) -> int:
         return plan.bennett_slots(n_steps, self.k)
@@ -152,7 +258,10 @@ class Reverse(Strategy):
     """Run the in-place step backwards: no stored state at all (one saved copy of the
     initial state measures how well the inverse recovered it)."""
 
+    cli_name = "reverse"
+    marker = "*"
     kinds = (INPLACE,)
+    fit_reason = "Reverse() runs the step backwards in place, so it needs an in-place step (inplace=True)"
 
     def slots(self, n_steps: int, inplace: bool) -> int:
         return 2
@@ -164,9 +273,6 @@ class Reverse(Strategy):
         return plan.reverse_fast(n_steps)
 
 
-ALL_STRATEGIES: tuple[type[Strategy], ...] = (StoreAll, Periodic, Revolve, Bennett, Reverse)
-
-
 def fitting(inplace: bool) -> list[str]:
-    """The names of the strategies that fit a loop of this kind."""
-    return [s.__name__ for s in ALL_STRATEGIES if (INPLACE if inplace else OUT_OF_PLACE) in s.kinds]
+    """The names of the registered strategies that fit a loop of this kind."""
+    return [name for name, cls in STRATEGIES.items() if cls.fits(inplace)]

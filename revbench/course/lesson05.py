@@ -16,7 +16,7 @@ from typing import Any
 
 from revbench.checkpoint import plan as plans
 from revbench.checkpoint.plan import Counts
-from revbench.checkpoint.strategies import Bennett, Periodic, Reverse, Revolve, StoreAll, Strategy
+from revbench.checkpoint.strategies import STRATEGIES, Bennett, Periodic, Revolve, StoreAll, Strategy
 from revbench.course.feedback import Feedback, attempt, fail, show, success
 
 
@@ -150,10 +150,10 @@ def exercise_3(strategy: Any) -> Feedback:
             fail(ex, f"{strategy.__name__} is the class: give a strategy, e.g. "
                      f"{strategy.__name__}(...) with its knob")
         if not isinstance(strategy, Strategy):
-            fail(ex, f"the answer should be a strategy (StoreAll(), Periodic(every=...), "
-                     f"Revolve(snapshots=...), Bennett(k=...)), got {strategy!r}")
-        if isinstance(strategy, Reverse):
-            fail(ex, "Reverse() needs an in-place step; this loop's step is out-of-place",
+            fitting = ", ".join(cls.spelling() for cls in STRATEGIES.values() if cls.fits(False))
+            fail(ex, f"the answer should be a strategy ({fitting}), got {strategy!r}")
+        if not strategy.fits(False):
+            fail(ex, f"{strategy.label} needs an in-place step; this loop's step is out-of-place",
                  "An out-of-place step cannot be run backwards in place; its reverse-computing "
                  "option is Bennett(k).")
         c = plan_counts(strategy, T3)

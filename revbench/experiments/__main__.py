@@ -14,28 +14,31 @@ import re
 import sys
 from collections.abc import Sequence
 
-from revbench.checkpoint import Bennett, Periodic, Reverse, Revolve, StoreAll, Strategy
+from revbench.checkpoint import STRATEGIES, Strategy
 
-#: name -> (class, the knob's keyword, or None)
-STRATEGY_NAMES = {"storeall": (StoreAll, None), "periodic": (Periodic, "every"),
-                  "revolve": (Revolve, "snapshots"), "bennett": (Bennett, "k"),
-                  "reverse": (Reverse, None)}
 QUICK_STEPS = [10, 100]
 
 
+def strategy_usage() -> str:
+    """The registered strategies as the command line spells them: ``storeall, revolve:C, ...``"""
+    return ", ".join(cls.cli_name + (f":{cls.knob_letter}" if cls.knob_name else "")
+                     for cls in STRATEGIES.values())
+
+
 def parse_strategy(text: str) -> Strategy:
-    """``revolve:10``, ``Revolve(snapshots=10)``, ``Revolve(10)``, ``storeall`` ..."""
+    """``revolve:10``, ``Revolve(snapshots=10)``, ``Revolve(10)``, ``storeall`` ...: the
+    registered strategies by their ``cli_name`` (any case)."""
+    by_name = {cls.cli_name: cls for cls in STRATEGIES.values()}
     m = re.fullmatch(r"\s*([A-Za-z]+)\s*(?:[:=]\s*(\d+)|\(\s*(?:[a-z]+\s*=\s*)?(\d*)\s*\))?\s*", text)
-    if not m or m.group(1).lower() not in STRATEGY_NAMES:
-        raise ValueError(f"unknown strategy {text!r}; use one of storeall, periodic:K, revolve:C, "
-                         "bennett:K, reverse")
-    cls, knob = STRATEGY_NAMES[m.group(1).lower()]
+    if not m or m.group(1).lower() not in by_name:
+        raise ValueError(f"unknown strategy {text!r}; use one of {strategy_usage()}")
+    cls = by_name[m.group(1).lower()]
     value = m.group(2) or m.group(3)
-    if knob is None:
+    if cls.knob_name is None:
         if value:
             raise ValueError(f"{cls.__name__} takes no knob, got {text!r}")
         return cls()
-    return cls(**{knob: int(value)}) if value else cls()
+    return cls(**{cls.knob_name: int(value)}) if value else cls()
 
 
 def _steps(text: str) -> list[int]:
@@ -77,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="list the workloads and exit")
     p.add_argument("--steps", type=_steps, help="loop lengths T, comma-separated (default 100,1000)")
     p.add_argument("--strategies", type=_strategies,
-                   help="comma-separated: storeall, periodic:K, revolve:C, bennett:K, reverse "
+                   help=f"comma-separated: {strategy_usage()} "
                         "(default: each fitting strategy over a range of its knob)")
     p.add_argument("--repeats", type=_positive, help="timed runs per row (default 3)")
     p.add_argument("--quick", action="store_true",

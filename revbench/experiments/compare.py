@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from revbench.checkpoint import Bennett, Periodic, Reverse, Revolve, StoreAll, Strategy, TimeLoop
+from revbench.checkpoint import STRATEGIES, Revolve, StoreAll, Strategy, TimeLoop
 from revbench.checkpoint.loop import InsufficientMemoryError
 from revbench.experiments.memory import peak_during
 from revbench.lang.errors import ReversibilityError
@@ -30,27 +30,11 @@ COLUMNS = ["workload", "framework", "strategy", "knob", "n_steps", "seconds", "f
            "inverse_steps", "reverse_steps", "peak_states", "peak_bytes", "measured_peak_bytes",
            "grad_error", "roundtrip_error", "value", "error"]
 
-#: Bennett(k) is offered by default only where its forward steps, about
-#: T ** log_k(2k - 1), stay within this many times T
-BENNETT_COST_LIMIT = 200
-
 
 def default_strategies(inplace: bool, n_steps: int) -> list[Strategy]:
-    """Each fitting strategy over a small range of its knob, scaled to the loop's length."""
-    T = n_steps
-    root = max(2, round(math.sqrt(T)))
-    log = max(1, math.ceil(math.log2(T + 1)))
-    out: list[Strategy] = [StoreAll(), Periodic(every=root)]
-    for c in sorted({max(1, log // 2), log, root}):
-        if c < T:
-            out.append(Revolve(snapshots=c))
-    if inplace:
-        out.append(Reverse())
-    else:
-        for k in (2, 4, 16):
-            if T ** (math.log(2 * k - 1, k) - 1) <= BENNETT_COST_LIMIT or k >= T:
-                out.append(Bennett(k=k))
-    return out
+    """Each fitting strategy over a small range of its knob, scaled to the loop's length:
+    the registered strategies in their order, each with its ``defaults(n_steps)``."""
+    return [s for cls in STRATEGIES.values() if cls.fits(inplace) for s in cls.defaults(n_steps)]
 
 
 @dataclass

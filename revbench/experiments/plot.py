@@ -8,8 +8,17 @@ from __future__ import annotations
 import math
 from typing import Any
 
-MARKERS = {"StoreAll": "s", "Periodic": "D", "Revolve": "o", "Bennett": "^", "Reverse": "*"}
+from revbench.checkpoint.strategies import STRATEGIES
+
+#: the marker of the peers' rows (JAX, PyTorch); revbench's strategies carry their own
 PEER_MARKER = "x"
+
+
+def marker_of(strategy: str) -> str:
+    """The marker of a row whose ``strategy`` column is ``strategy``: the registered
+    strategy's (by class name), or :data:`PEER_MARKER`."""
+    cls = STRATEGIES.get(strategy)
+    return PEER_MARKER if cls is None else cls.marker
 
 
 def _label(row: Any) -> str:
@@ -55,7 +64,7 @@ def plot_result(result: Any):
     T = df["n_steps"].max()
     last = df[df["n_steps"] == T]
     for _, r in last.iterrows():
-        marker = MARKERS.get(r["strategy"], PEER_MARKER)
+        marker = marker_of(r["strategy"])
         y = r["measured_mb"] if r["measured_mb"] == r["measured_mb"] else r["exact_mb"]
         ax.scatter(r["seconds"], y, marker=marker, s=60, color=colors[r["label"]])
         if r["exact_mb"] == r["exact_mb"]:  # the states held, exactly: a hollow twin
@@ -76,9 +85,9 @@ def plot_result(result: Any):
         for lab in labels:
             sub = df[df["label"] == lab].sort_values("n_steps")
             strategy = sub["strategy"].iloc[0]
-            ax.plot(sub["n_steps"], sub[column], marker=MARKERS.get(strategy, PEER_MARKER),
-                    color=colors[lab], label=lab, linestyle="-" if strategy in MARKERS else "--")
-            if column == "measured_mb" and strategy in MARKERS:
+            ax.plot(sub["n_steps"], sub[column], marker=marker_of(strategy),
+                    color=colors[lab], label=lab, linestyle="-" if strategy in STRATEGIES else "--")
+            if column == "measured_mb" and strategy in STRATEGIES:
                 ax.plot(sub["n_steps"], sub["exact_mb"], color=colors[lab], linestyle=":",
                         linewidth=1)
         ax.set_xscale("log")

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from revbench import compiler
-from revbench.ad import _Backward, _check_recovered, _names, _param_index, vjp
+from revbench.ad import vjp
+from revbench.ad.sweep import Backward, as_names, check_recovered, param_index
 from revbench.function import ReversibleFunction
 from revbench.rules import functions as fn_rules
 
@@ -40,10 +41,10 @@ class Export:
         self.f = f
         self.api = f"{api}({f.__name__})"
         self.single = isinstance(outputs, (str, int, np.integer))
-        names = _names(outputs)
+        names = as_names(outputs)
         if not names:
             raise ValueError(f"{self.api}: outputs names no argument")
-        self.outputs = tuple(_param_index(f, o, "outputs") for o in names)
+        self.outputs = tuple(param_index(f, o, "outputs") for o in names)
         if len(set(self.outputs)) != len(self.outputs):
             raise ValueError(f"{self.api}: outputs names an argument twice")
         self.written = f._program.written_params()
@@ -131,7 +132,7 @@ class Export:
                 adjs += lane_adjs
             out = f._execute(plan.backward, (*final, *adjs))
             n = len(args)
-            error = _check_recovered(f, plan.entry(arrays), out[:n], f"{self.api} (its gradient)")
+            error = check_recovered(f, plan.entry(arrays), out[:n], f"{self.api} (its gradient)")
             if error is not None:
                 raise error
             adj_out, per_lane = out[n:], plan.per_lane
@@ -149,7 +150,7 @@ class _JacobianPlan:
         f = ex.f
         self.wrt = tuple(k for k, t in enumerate(sig) if t.dtype == "float")
         fouts = tuple(k for k in ex.outputs if sig[k].dtype == "float")
-        self.b = b = _Backward(f, tuple(f.params[k] for k in self.wrt))
+        self.b = b = Backward(f, tuple(f.params[k] for k in self.wrt))
         self.forward = f.compiled(sig)
         sizes = {k: (np.size(args[k]) if sig[k].is_array else 1) for k in range(len(sig))}
         self.seeds = [(k, r) for k in fouts for r in range(sizes[k])]
@@ -165,7 +166,7 @@ class _JacobianPlan:
                            for k in sorted(self.slots, key=self.slots.get))
 
     def zero_adjoints(self) -> list:
-        """One lane's adjoints, zero (what ``_Backward.zero_adjoints`` gives, for real
+        """One lane's adjoints, zero (what ``Backward.zero_adjoints`` gives, for real
         floats, without looking at the arguments again)."""
         return [0.0 if shape is None else np.zeros(shape) for shape in self.zeros]
 

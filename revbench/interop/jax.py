@@ -25,7 +25,7 @@ the dtypes of the whole program, which is the caller's decision).
 
 ``jax.vmap``: the callbacks batch as ``vmap_method="expand_dims"`` does, so a vmapped
 call reaches revbench once with all items.  The pullback callback then uses revbench's batched
-Jacobian (one compiled loop over the items, :mod:`revbench.batch`), contracted with
+Jacobian (one compiled loop over the items, :mod:`revbench.ad.batch`), contracted with
 each item's cotangents, while the float outputs have at most :data:`JACOBIAN_LIMIT`
 elements (a Jacobian costs one reverse sweep per eight output elements); with larger
 outputs it runs one :func:`revbench.vjp` per item, in a Python loop.  Where only the

@@ -41,6 +41,7 @@ from revbench.lang.check import check_function
 from revbench.lang.errors import ReversibilityError, ReversibilitySyntaxError, ReversibilityTypeError
 from revbench.lang.parse import INVERTED, ROUTINE, SourceInfo, parse_definition
 from revbench.rules import functions as fn_rules
+from revbench.rules.instructions import ADD, DIV, MUL, SUB, XOR
 
 #: the name of the reversible function a cell program compiles to (it shows in messages)
 CELL_FUNCTION = "cell"
@@ -535,7 +536,7 @@ def compile_program(cell: Cell, namespace: MutableMapping[str, Any], *, check: b
     except ReversibilitySyntaxError as exc:
         raise cell_wording_syntax(exc) from None
     program = Program(checked, check=check, backend=backend, namespace=namespace)
-    return CellProgram(ReversibleFunction(program, "forward"), names, cell)
+    return CellProgram(ReversibleFunction(program), names, cell)
 
 
 def parse_loss(spec: str, names: tuple[str, ...],
@@ -770,7 +771,7 @@ def _cell_syntax_error(exc: SyntaxError, filename: str, source: str) -> Reversib
 
 # -- how to fix a failed check -----------------------------------------------------------
 
-_INVERSE_OPS = {ast.Add: "-=", ast.Sub: "+=", ast.Mult: "/=", ast.Div: "*=", ast.BitXor: "^="}
+_INVERSE_OPS = {ast.Add: SUB, ast.Sub: ADD, ast.Mult: DIV, ast.Div: MUL, ast.BitXor: XOR}
 
 
 def fix_hint(exc: BaseException, place: Place | None) -> str | None:

@@ -67,8 +67,10 @@ import ipywidgets as widgets
 
 from revbench.backends.tracer import DEFAULT_MAX_STEPS, StepLimitError
 from revbench.function import ReversibleFunction
-from revbench.jupyter.cell import cell_label
+from revbench.jupyter.cell import Place, cell_label
+from revbench.jupyter.messages import cell_headline
 from revbench.tracing import State, Step, Trace, source_lines, trace
+from revbench.transforms.pipeline import FORWARD
 
 #: at most this many source lines are shown; longer functions show a window around the line
 SOURCE_WINDOW = 40
@@ -205,7 +207,7 @@ def _executed_rows(step: Step, text: str) -> str:
     code = step.executed
     if not code or step.kind in ("start", "turn", "enter"):
         return ""
-    if step.frame.direction == "forward" and _same_code(code[0], text) and len(code) == 1:
+    if step.frame.direction == FORWARD and _same_code(code[0], text) and len(code) == 1:
         return ""
     indent = " " * (len(text) - len(text.lstrip()))
     label = "runs "
@@ -220,7 +222,7 @@ def _executed_rows(step: Step, text: str) -> str:
                     f'<span class="{cls}">{_e(stmt)}</span></div>')
     tip = ("what the tracer executed for this line: its inverse, from the program the compiler "
            "derives" + (", with the adjoint updates of the reverse sweep"
-                        if step.frame.direction.startswith("backward") else ""))
+                        if step.frame.direction.sweep else ""))
     return f'<div class="rb-executed" title="{_e(tip)}">{"".join(rows)}</div>'
 
 
@@ -256,7 +258,7 @@ def render_source(t: Trace, k: int) -> str:
         rows.append('<div class="rb-line rb-window">⋮</div>')
     where = f"{_e(step.frame.name)} <span class='rb-file'>({_e(file_label(step.filename))})</span>"
     phase = "forward" if step.direction == "forward" else "backward: " + (
-        "the reverse sweep (inverse + adjoints)" if step.frame.direction.startswith("backward")
+        "the reverse sweep (inverse + adjoints)" if step.frame.direction.sweep
         else "running the inverse")
     if turning:
         phase = "turning point: the backward run starts here"
@@ -360,13 +362,11 @@ def error_headline(exc: BaseException, step: Step | None) -> str:
     name = type(exc).__name__
     if isinstance(exc, StepLimitError) or step is None:
         return f"{name}: {exc}"
-    try:  # the magic's wording (cell terms, the fix); it needs IPython, which widgets bring
-        from revbench.jupyter.cell import Place
-        from revbench.jupyter.magic import _headline
-
+    try:  # the magic's wording (cell terms, the fix)
         frame = step.frame
-        place = Place(step.filename, step.lineno, None, frame.function.name, frame.direction)
-        return f"{name}: {_headline(exc, place)}"
+        place = Place(step.filename, step.lineno, None, frame.function.name,
+                      frame.direction.name)
+        return f"{name}: {cell_headline(exc, place)}"
     except Exception:  # pragma: no cover - the message itself is what matters
         notes = "".join("\n" + n for n in getattr(exc, "__notes__", ()))
         return f"{name}: {exc}{notes}"

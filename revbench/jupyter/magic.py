@@ -35,16 +35,15 @@ from revbench.jupyter.cell import (
     Place,
     call_places,
     cell_filename,
-    cell_wording,
     compile_program,
     define_cell,
-    fix_hint,
     parse_loss,
     places_of,
     program_key,
     read_cell,
     user_line_note,
 )
+from revbench.jupyter.messages import ASSERT_WHERE, NOTE, cell_headline
 from revbench.lang.errors import ReversibilityError, ReversibilitySyntaxError
 
 #: ``lines``: each source line beside its inverse and adjoint (:mod:`revbench.explain`)
@@ -53,11 +52,6 @@ SHOW_KINDS = ("forward", "inverse", "adjoint", "lines")
 PROGRAM_CACHE_SIZE = 64
 #: exceptions that a user's cell program raises while it runs (shown without traceback)
 _PROGRAM_ERRORS = (ReversibilityError, AssertionError, IndexError, ArithmeticError)
-_NOTE = re.compile(r"in reversible function (?P<function>~?\w+)(?: \(running its (?P<dir>[\w-]+)\))?, "
-                   r"(?P<file>.+), line (?P<line>\d+): ")
-_ASSERT_WHERE = re.compile(r" \(in (?P<function>\w+), line (?P<line>\d+)\)$")
-_TRAILING_WHERE = re.compile(r" \(in reversible function ~?\w+(?:,| \().*\)$")
-_NO_LINES = "compiled code does not know its lines"
 
 
 class Gradients(dict):
@@ -236,17 +230,13 @@ class ReversibleMagics(Magics):
             raise UsageError(str(exc)) from None
 
     def _debug(self, fn, program: CellProgram, loss, export: str | None = None) -> None:
-        import revbench
+        from revbench.jupyter import debugger  # (ipywidgets: only when asked for)
 
-        debug = getattr(revbench, "debug", None)
-        if debug is None:
-            raise UsageError("--debug needs revbench.debug, the stepping debugger, which this "
-                             "installation of revbench lacks")
         # the debugger steps through copies: the notebook variables are left as they are
         values = tuple(v.copy() if isinstance(v, np.ndarray) else v
                        for v in program.arguments(program.values(self.shell.user_ns)))
         extra = {} if export is None else {"export": export}  # the page, also as a file
-        display(debug(fn, *values, loss=loss, **extra))
+        display(debugger.debug(fn, *values, loss=loss, **extra))
 
     # -- where errors point ---------------------------------------------------------------
     def _label_cell(self, filename: str) -> None:
@@ -279,7 +269,7 @@ class _Renderer:
     def __call__(self) -> list[str]:
         exc = self.exc
         places = _places(exc, self.cell_file)
-        headline = _headline(exc, places[-1] if places else None)
+        headline = cell_headline(exc, places[-1] if places else None)
         name = type(exc).__name__
         if not places:
             return [f"{name}: {headline}"]
@@ -319,45 +309,14 @@ def _places(exc: BaseException, cell_file: str) -> tuple[Place, ...]:
     if note is not None:
         return (Place(note["file"], int(note["line"]), None, note["function"], note["dir"]),)
     if isinstance(exc, AssertionError):
-        m = _ASSERT_WHERE.search(str(exc).strip().splitlines()[0] if str(exc).strip() else "")
+        m = ASSERT_WHERE.search(str(exc).strip().splitlines()[0] if str(exc).strip() else "")
         if m is not None and m["function"] == CELL_FUNCTION:
             return (Place(cell_file, int(m["line"]), None, CELL_FUNCTION),)
     if isinstance(exc, ReversibilityError) and exc.filename and exc.lineno:
-        m = _NOTE.search(str(exc))
+        m = NOTE.search(str(exc))
         direction = m["dir"] if m else None
         return (*call_places(exc), Place(exc.filename, exc.lineno, None, exc.function, direction))
     return ()
-
-
-def _headline(exc: BaseException, place: Place | None) -> str:
-    """The one-line message of an error, in the cell's terms, with the fix when one is known."""
-    text = getattr(exc, "revbench_message", None) or str(exc).strip() or type(exc).__name__
-    first, *rest = text.splitlines()
-    first = _TRAILING_WHERE.sub("", first)
-    if isinstance(exc, AssertionError):  # "... (in f, line N)": the place shows it
-        first = _ASSERT_WHERE.sub("", first)
-    function, direction = (place.function, place.direction) if place else (None, None)
-    if place is None:
-        details = _NOTE.search(rest[0]) if rest else None
-        if details is not None:
-            function, direction = details["function"], details["dir"]
-    if isinstance(exc, ReversibilityError) and not exc.lineno:
-        first += "".join(f" {r.strip()}" for r in rest)  # no line to show: keep the whole story
-    about = [_plain_note(n) for n in getattr(exc, "__notes__", None) or ()
-             if not _NOTE.search(n) and not (place is not None and _NO_LINES in n)]
-    function = (function or "").lstrip("~")
-    if function and function != CELL_FUNCTION:
-        about.append(f"in reversible function {function}")
-    if direction and direction != "forward":
-        about.append(f"running its {direction}" if function != CELL_FUNCTION
-                     else f"running the cell's {direction}")
-    first = cell_wording(first)
-    hint = fix_hint(exc, place)
-    if hint:
-        first += f"; {hint}"
-    if about:
-        first += f" ({', '.join(about)})"
-    return first
 
 
 def _source_line(place: Place) -> str:
@@ -390,12 +349,6 @@ def _caret_column(text: str, exc: BaseException | None, callee: Place | None) ->
         if m is not None:
             return m.start()
     return start
-
-
-def _plain_note(note: str) -> str:
-    """A note of the compiler, said for a cell (``--no-jit`` is how a cell picks the backend)."""
-    note = re.sub(r"^in reversible function ~?" + CELL_FUNCTION + r" \((.*)\)$", r"\1", note.strip())
-    return note.replace("backend='python'", "--no-jit")
 
 
 # -- flags ---------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from typing import Any
 from revbench.lang import ir, suggest
 from revbench.lang.errors import ReversibilitySyntaxError
 from revbench.lang.text import expr_text
+from revbench.rules.instructions import MUL, UPDATES
 from revbench.rules.inverse import invert_body
 
 
@@ -98,7 +99,7 @@ class Checker:
                 scratch = name in called and any(isinstance(n, ir.Const) and type(n.value) is not int
                                                  for n in ir.walk_expr(init))
                 if name in changed or scratch or not _is_shape_name(init, fixed) or \
-                        not all(scope.defined(n) for n in _names_used(init)):
+                        not all(scope.defined(n) for n in ir.names_used(init)):
                     raise self.error(anc.alloc.loc, f"ancilla `{name}` is allocated here but not "
                                                     f"deallocated in the same block: add `del {name}` "
                                                     "before the block ends (on every path)")
@@ -205,7 +206,7 @@ class Checker:
                                         "allocate it outside the routine)")
         # Run backwards, this `del` allocates `name` again from its expression: everything
         # that expression reads must still be there (ancillas are freed last allocated first).
-        gone = sorted({n for n in _names_used(anc.alloc.init) if not scope.defined(n)})
+        gone = sorted({n for n in ir.names_used(anc.alloc.init) if not scope.defined(n)})
         if gone:
             what = " and ".join(f"`{g}`" for g in gone)
             text = _text(anc.alloc.init)
@@ -245,7 +246,7 @@ class Checker:
                                         f"line {blk.loc.line} deallocated it), but `{st.name}` "
                                         f"is allocated now (line {line}): deallocate it before "
                                         f"`{undo}`")
-            gone = sorted({n for n in _names_used(st.init) if not now.defined(n)})
+            gone = sorted({n for n in ir.names_used(st.init) if not now.defined(n)})
             if gone:
                 what = " and ".join(f"`{g}`" for g in gone)
                 did = (f"allocates `{st.name}` again, from" if isinstance(st, ir.Alloc)
@@ -277,11 +278,11 @@ class Checker:
         t = s.target
         self.writable(t, scope, "update")
         self.reads(s.value, scope)
-        if s.op in ("*=", "/=") and _literal_zero(s.value):  # visible here: no need to run it
+        if UPDATES[s.op].nonzero_operand and _literal_zero(s.value):  # visible here: no need to run it
             text = self.func.line_text(s.loc.line).strip()
             raise self.error(s.value.loc, (
                 f"multiplying by zero cannot be undone: `{text}` would lose the value of "
-                f"`{_text(t)}`" if s.op == "*=" else
+                f"`{_text(t)}`" if s.op == MUL else
                 f"dividing by zero cannot be undone: `{text}` has no finite result"))
         checks = []
         for e in ir.walk_expr(s.value):
@@ -381,17 +382,6 @@ def _changed_names(body) -> tuple[set[str], set[str]]:
         elif isinstance(st, ir.Call):
             called.update(a.name for a in st.args)
     return changed, called
-
-
-def _names_used(e: ir.Expr) -> set[str]:
-    """Every variable an expression needs: values read, ``len``/``shape``, arrays copied."""
-    out: set[str] = set()
-    for n in ir.walk_expr(e):
-        if isinstance(n, (ir.Var, ir.Elem, ir.Len, ir.Shape)):
-            out.add(n.name)
-        elif isinstance(n, ir.ArrayAlloc) and n.source:
-            out.add(n.source)
-    return out
 
 
 def _literal_zero(e: ir.Expr) -> bool:

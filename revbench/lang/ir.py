@@ -12,8 +12,9 @@ stage can report an error against the user's own line and column.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Union
+from typing import Any, Union
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,11 @@ class Reduce:
     kind: str  # "sum"; "sum1" and "dot": the same, of 1-D arrays only; "max", "min"
     arg: Expr
     loc: Loc = field(default=NO_LOC, compare=False)
+
+
+#: each kind of :class:`Reduce` as the user spells it, for messages and printed code
+#: (the kind ``dot`` of ``a * b`` is written ``np.dot(a, b)``)
+REDUCE_SPELLINGS = {"sum": "np.sum", "sum1": "sum", "dot": "np.dot", "max": "np.max", "min": "np.min"}
 
 
 @dataclass(frozen=True)
@@ -313,6 +319,84 @@ class Assert:
 Stmt = Union[Update, Swap, Alloc, Dealloc, Call, Block, Inverted, Uncompute, If, While, For, Print, Assert]
 
 
+# --------------------------------------------------------------------------- #
+# The statement table: what each statement kind holds, one entry per kind
+# --------------------------------------------------------------------------- #
+
+
+def _present(*parts) -> tuple:
+    return tuple(p for p in parts if p is not None and not isinstance(p, str))
+
+
+@dataclass(frozen=True)
+class StatementKind:
+    """The structure of one statement kind, which every pass reads instead of its own
+    ``isinstance`` ladder.
+
+    ``blocks``: the statement lists nested directly inside it.  ``expressions``: the
+    expressions it holds itself (targets and arguments included), in the order they are
+    evaluated.  ``checked``: those of them evaluated only by a runtime check (a ``del``'s
+    expected value), which code generated without checks never reads.  ``targets``: what
+    it writes through a target (``y``, ``x[i]``, a call's arguments and the adjoints and
+    tangents it carries).  ``binds``: the variable it allocates or releases.  ``effects``:
+    what it does beyond its variables: ``output`` (prints), ``fails`` (may stop the run
+    with an error of its own), ``calls`` (runs another function)."""
+
+    blocks: Callable[[Any], tuple[tuple[Any, ...], ...]] = lambda s: ()
+    expressions: Callable[[Any], tuple[Any, ...]] = lambda s: ()
+    checked: Callable[[Any], tuple[Any, ...]] = lambda s: ()
+    targets: Callable[[Any], tuple[Any, ...]] = lambda s: ()
+    binds: Callable[[Any], str | None] = lambda s: None
+    effects: frozenset[str] = frozenset()
+
+
+def _call_targets(s: Call) -> tuple:
+    return (*s.args, *(a for a in s.adj_args if a is not None),
+            *(a for a in s.tan_args if a is not None))
+
+
+#: every statement class -> its :class:`StatementKind` (``tests/test_rules_tables.py``
+#: fails when a statement class has no entry)
+STATEMENTS: dict[type, StatementKind] = {
+    Update: StatementKind(expressions=lambda s: (s.target, s.value),
+                          targets=lambda s: (s.target,)),
+    Swap: StatementKind(expressions=lambda s: (s.a, s.b), targets=lambda s: (s.a, s.b)),
+    Alloc: StatementKind(expressions=lambda s: (s.init,), binds=lambda s: s.name),
+    Dealloc: StatementKind(expressions=lambda s: _present(s.init),
+                           checked=lambda s: _present(s.init), binds=lambda s: s.name),
+    Call: StatementKind(expressions=_call_targets, targets=_call_targets,
+                        effects=frozenset({"calls"})),
+    Block: StatementKind(blocks=lambda s: (s.body,)),
+    Inverted: StatementKind(blocks=lambda s: (s.body,)),
+    Uncompute: StatementKind(),  # (a marker the checker resolves into an Inverted block)
+    If: StatementKind(blocks=lambda s: (s.then, s.orelse), expressions=lambda s: (s.pre, s.post)),
+    While: StatementKind(blocks=lambda s: (s.body,), expressions=lambda s: (s.cond, s.post)),
+    For: StatementKind(blocks=lambda s: (s.body,),
+                       expressions=lambda s: (s.start, s.stop, s.step)),
+    Print: StatementKind(expressions=lambda s: _present(*s.args), effects=frozenset({"output"})),
+    Assert: StatementKind(expressions=lambda s: (s.cond,), effects=frozenset({"fails"})),
+}
+
+
+def statement_kind(s: Stmt) -> StatementKind:
+    try:
+        return STATEMENTS[type(s)]
+    except KeyError:
+        raise TypeError(f"{type(s).__name__} is not a statement kind of the IR "
+                        "(add it to ir.STATEMENTS)") from None
+
+
+def statement_expressions(s: Stmt, checked: bool = True) -> tuple[Expr, ...]:
+    """The expressions ``s`` holds itself, in evaluation order; ``checked=False``: only
+    those code without runtime checks evaluates."""
+    kind = statement_kind(s)
+    out = kind.expressions(s)
+    if not checked:
+        skip = kind.checked(s)
+        out = tuple(e for e in out if not any(e is c for c in skip))
+    return out
+
+
 @dataclass(frozen=True)
 class Function:
     """A whole reversible function: parameters are in-out, nothing is returned."""
@@ -450,13 +534,21 @@ def names_read(e: Expr) -> set[str]:
     return out
 
 
+def names_used(e: Expr) -> set[str]:
+    """Every variable an expression needs: values read, ``len``/``shape``, the array an
+    allocation copies or mimics."""
+    out: set[str] = set()
+    for n in walk_expr(e):
+        if isinstance(n, (Var, Elem, Len, Shape)):
+            out.add(n.name)
+        elif isinstance(n, ArrayAlloc) and n.source:
+            out.add(n.source)
+    return out
+
+
 def child_blocks(s: Stmt) -> tuple[tuple[Stmt, ...], ...]:
     """The statement lists nested directly inside a statement."""
-    if isinstance(s, (Block, Inverted, While, For)):
-        return (s.body,)
-    if isinstance(s, If):
-        return (s.then, s.orelse)
-    return ()
+    return statement_kind(s).blocks(s)
 
 
 def walk_stmts(body: tuple[Stmt, ...]):
@@ -471,22 +563,26 @@ def names_written(body: tuple[Stmt, ...]) -> set[str]:
     """Every variable a body may change (targets, swaps, call arguments, ancillas)."""
     out: set[str] = set()
     for s in walk_stmts(body):
-        if isinstance(s, Update):
-            out.add(s.target.name)
-        elif isinstance(s, Swap):
-            out.update((s.a.name, s.b.name))
-        elif isinstance(s, Call):
-            out.update(a.name for a in s.args)
-            # a reverse sweep updates the adjoints it carries, a tangent call the tangents
-            out.update(a.name for a in s.adj_args if a is not None)
-            out.update(a.name for a in s.tan_args if a is not None)
-        elif isinstance(s, (Alloc, Dealloc)):
-            out.add(s.name)
+        out.update(written_names(s))
+    return out
+
+
+def written_names(s: Stmt) -> set[str]:
+    """The variables ``s`` itself writes: its targets (a reverse sweep's call updates the
+    adjoints it carries, a tangent call the tangents), the variable it allocates or
+    releases."""
+    kind = statement_kind(s)
+    out = {t.name for t in kind.targets(s)}
+    bound = kind.binds(s)
+    if bound is not None:
+        out.add(bound)
     return out
 
 
 __all__ = [
     "NO_LOC",
+    "REDUCE_SPELLINGS",
+    "STATEMENTS",
     "Alloc",
     "ArrayAlloc",
     "Assert",
@@ -510,6 +606,7 @@ __all__ = [
     "Print",
     "Shape",
     "Slice",
+    "StatementKind",
     "Stmt",
     "Swap",
     "Target",
@@ -522,11 +619,15 @@ __all__ = [
     "is_subarray",
     "map_children",
     "names_read",
+    "names_used",
     "names_written",
     "replace",
     "slice_bounds",
+    "statement_expressions",
+    "statement_kind",
     "sub_expressions",
     "subarray_axes",
     "walk_expr",
     "walk_stmts",
+    "written_names",
 ]

@@ -29,10 +29,10 @@ import numpy as np
 from revbench.lang import ir, suggest
 from revbench.lang.errors import ReversibilitySyntaxError
 from revbench.rules import functions as fn_rules
-from revbench.rules.instructions import REFUSED_UPDATES, UPDATES
+from revbench.rules.instructions import ADD, DIV, MUL, REFUSED_UPDATES, SUB, UPDATES, XOR
 
 _AUG_OPS = {
-    ast.Add: "+=", ast.Sub: "-=", ast.Mult: "*=", ast.Div: "/=", ast.BitXor: "^=",
+    ast.Add: ADD, ast.Sub: SUB, ast.Mult: MUL, ast.Div: DIV, ast.BitXor: XOR,
     ast.FloorDiv: "//=", ast.Mod: "%=", ast.Pow: "**=", ast.MatMult: "@=",
     ast.LShift: "<<=", ast.RShift: ">>=", ast.BitOr: "|=", ast.BitAnd: "&=",
 }

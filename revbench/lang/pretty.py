@@ -1,12 +1,13 @@
-"""IR as readable source text: the pretty-printer behind ``f.explain()``.
+"""IR as readable source text: the one printer of IR (:class:`Printer`).
 
-:mod:`revbench.lang.text` names an expression in an error message (every
-operand that is not an atom in parentheses, which is unambiguous in a one-line
-message).  This printer writes IR the way a person writes the language: with
-Python's operator precedence, so ``y -= 3.0 * t + x`` prints as written and
-parsing the printed text gives back the same IR.  It also writes the names the
-transforms invent readably (:func:`readable_name`): the adjoint ``_rb_adj_x``
-is ``x̄``, a generated loop index ``_rb_w0`` is ``k₀``.
+It writes IR the way a person writes the language: with Python's operator
+precedence, so ``y -= 3.0 * t + x`` prints as written and parsing the printed
+text gives back the same IR; ``f.explain()`` shows it so, and writes the names
+the transforms invent readably (:func:`readable_name`): the adjoint ``_rb_adj_x``
+is ``x̄``, a generated loop index ``_rb_w0`` is ``k₀``.  Error messages, the
+comments of generated code and the debugger's steps use the same printer in
+its message style (:mod:`revbench.lang.text`): every operand that is not an atom
+in parentheses, which is unambiguous in a one-line message.
 
 It knows nothing of the pipeline: :mod:`revbench.explain` decides which
 statements to print and where; this module only turns one node into text.
@@ -34,7 +35,6 @@ _PREC_IFEXP, _PREC_OR, _PREC_AND, _PREC_NOT, _PREC_CMP = 0, 1, 2, 3, 4
 _PREC_ADD, _PREC_MUL, _PREC_UNARY, _PREC_POW, _PREC_ATOM = 5, 6, 7, 8, 9
 _BIN_PREC = {"+": _PREC_ADD, "-": _PREC_ADD, "*": _PREC_MUL, "/": _PREC_MUL, "//": _PREC_MUL,
              "%": _PREC_MUL, "**": _PREC_POW}
-_REDUCE_NAMES = {"sum": "np.sum", "sum1": "sum", "max": "np.max", "min": "np.min"}
 
 
 def bar(text: str) -> str:
@@ -68,15 +68,20 @@ def display_width(text: str) -> int:
 
 
 class Printer:
-    """Turns IR into text.
+    """Turns IR into text: expressions, and statements one line each.
 
     ``name`` maps each variable name to its text (:func:`readable_name` by default);
-    ``times`` is the multiplication sign (``"*"`` for code, ``"·"`` for formulas).
+    ``times`` is the multiplication sign (``"*"`` for code, ``"·"`` for formulas);
+    ``brief`` is the message style (:mod:`revbench.lang.text`): every operand that is
+    not an atom (a number, a name, an element, a call) in parentheses, whatever the
+    precedence (``(3.0 * t) + x``), and no more than names the statement (no ``dtype=``,
+    no assertion message).
     """
 
-    def __init__(self, name: Namer = readable_name, times: str = "*"):
+    def __init__(self, name: Namer = readable_name, times: str = "*", brief: bool = False):
         self.name = name
         self.times = times
+        self.brief = brief
 
     # -- expressions ---------------------------------------------------------------
     def expr(self, e: ir.Expr) -> str:
@@ -85,6 +90,8 @@ class Printer:
 
     def _expr(self, e: ir.Expr) -> tuple[str, int]:
         """(text, precedence of its outermost operator)."""
+        if isinstance(e, str):  # an argument of print()
+            return repr(e), _PREC_ATOM
         if isinstance(e, ir.Const):
             return self._const(e.value)
         if isinstance(e, ir.Var):
@@ -97,10 +104,9 @@ class Printer:
             return self._binop(e)
         if isinstance(e, ir.UnaryOp):
             if e.op == "not":
-                return f"not {self._operand(e.operand, _PREC_NOT)}", _PREC_NOT
-            inner, p = self._expr(e.operand)
-            if p < _PREC_UNARY or (p == _PREC_UNARY and inner.startswith(("-", "+"))):
-                inner = f"({inner})"
+                return f"not {self._sub(e.operand, _above(_PREC_NOT))}", _PREC_NOT
+            inner = self._sub(e.operand, lambda text, p: p > _PREC_UNARY or (
+                p == _PREC_UNARY and not text.startswith(("-", "+"))))
             return f"{e.op}{inner}", _PREC_UNARY
         if isinstance(e, ir.Func):
             return f"{e.name}({', '.join(self.expr(a) for a in e.args)})", _PREC_ATOM
@@ -108,61 +114,48 @@ class Printer:
             return f"len({self.name(e.name)})", _PREC_ATOM
         if isinstance(e, ir.Shape):
             return f"{self.name(e.name)}.shape[{e.axis}]", _PREC_ATOM
-        if isinstance(e, ir.IfExp):
-            return (f"{self._operand(e.then, _PREC_IFEXP)} if {self._operand(e.cond, _PREC_IFEXP)} "
-                    f"else {self._operand(e.orelse, _PREC_IFEXP)}"), _PREC_IFEXP
-        if isinstance(e, ir.Compare):
-            parts = [self._operand(e.operands[0], _PREC_CMP)]
-            for op, o in zip(e.ops, e.operands[1:]):
-                parts += [op, self._operand(o, _PREC_CMP)]
-            return " ".join(parts), _PREC_CMP
-        if isinstance(e, ir.BoolOp):
-            p = _PREC_OR if e.op == "or" else _PREC_AND
-            return f" {e.op} ".join(self._operand(v, p) for v in e.values), p
+        if isinstance(e, (ir.IfExp, ir.Compare, ir.BoolOp)):
+            p = (_PREC_IFEXP if isinstance(e, ir.IfExp) else _PREC_CMP if isinstance(e, ir.Compare)
+                 else _PREC_OR if e.op == "or" else _PREC_AND)
+            return conditional_syntax(e, lambda c: self._sub(c, _above(p))), p
         if isinstance(e, ir.Reduce):
             if e.kind == "dot" and isinstance(e.arg, ir.BinOp) and e.arg.op == "*":
                 return f"np.dot({self.expr(e.arg.left)}, {self.expr(e.arg.right)})", _PREC_ATOM
-            return f"{_REDUCE_NAMES.get(e.kind, 'np.sum')}({self.expr(e.arg)})", _PREC_ATOM
+            # (a dot of anything but a product is written as the sum it is)
+            name = "np.sum" if e.kind == "dot" else ir.REDUCE_SPELLINGS[e.kind]
+            return f"{name}({self.expr(e.arg)})", _PREC_ATOM
         if isinstance(e, ir.ArrayAlloc):
             return self._array_alloc(e), _PREC_ATOM
         return f"<{type(e).__name__}>", _PREC_ATOM
 
-    def _operand(self, e: ir.Expr, prec: int) -> str:
-        """``e`` as an operand of an operator of precedence ``prec`` that does not chain
-        with its own kind (a comparison, a conditional): parenthesised unless tighter."""
+    def _sub(self, e: ir.Expr, bare: Callable[[str, int], bool]) -> str:
+        """``e`` as an operand: bare where ``bare(its text, its precedence)`` says Python
+        reads it so, else in parentheses (``brief``: bare only if an atom)."""
         text, p = self._expr(e)
-        return text if p > prec else f"({text})"
+        keep = _is_atom(e) if self.brief else bare(text, p)
+        return text if keep else f"({text})"
 
     def _binop(self, e: ir.BinOp) -> tuple[str, int]:
         prec = _BIN_PREC[e.op]
-        left, lp = self._expr(e.left)
-        right, rp = self._expr(e.right)
         if e.op == "**":  # right-associative; -x ** 2 is -(x ** 2)
-            if lp <= prec:
-                left = f"({left})"
-            if rp < _PREC_UNARY:
-                right = f"({right})"
+            left = self._sub(e.left, _above(prec))
+            right = self._sub(e.right, lambda _, p: p >= _PREC_UNARY)
         else:  # left-associative: a - (b - c) keeps its parentheses, (a - b) - c needs none
-            if lp < prec:
-                left = f"({left})"
-            if rp <= prec:
-                right = f"({right})"
+            left = self._sub(e.left, lambda _, p: p >= prec)
+            right = self._sub(e.right, _above(prec))
         op = self.times if e.op == "*" else e.op
         sep = "" if op == "·" else " "
         return f"{left}{sep}{op}{sep}{right}", prec
 
     @staticmethod
     def _const(v) -> tuple[str, int]:
-        if isinstance(v, complex):
-            if v.real == 0:
-                text = repr(v.imag) + "j"
-                return (text, _PREC_UNARY) if text.startswith("-") else (text, _PREC_ATOM)
-            return repr(v), _PREC_ATOM  # "(1+2j)": parenthesised by repr itself
-        text = repr(v)
+        if isinstance(v, complex) and v.real == 0:  # 2j, -1j (not "(-0-1j)")
+            v = complex(0.0, v.imag)
+        text = repr(v)  # a complex number with a real part: "(1+2j)", in parentheses already
         return (text, _PREC_UNARY) if text.startswith("-") else (text, _PREC_ATOM)
 
     def _array_alloc(self, e: ir.ArrayAlloc) -> str:
-        dtype = f", dtype={e.dtype}" if e.dtype else ""
+        dtype = f", dtype={e.dtype}" if e.dtype and not self.brief else ""
         if e.kind == "zeros":
             dims = [self.expr(d) for d in e.shape]
             shape = dims[0] if len(dims) == 1 else f"({', '.join(dims)})"
@@ -173,6 +166,23 @@ class Printer:
     # -- statements -------------------------------------------------------------------
     def target(self, t: ir.Target) -> str:
         return self.expr(t)
+
+    def stmt(self, s: ir.Stmt) -> str:
+        """One line for a statement: a simple one whole, an ``if``, ``while`` or ``for``
+        by its header (the kind's name for a block)."""
+        if isinstance(s, (ir.If, ir.While, ir.For)):
+            return self.header(s)
+        if isinstance(s, (ir.Block, ir.Inverted, ir.Uncompute)):
+            return type(s).__name__
+        return self.simple(s)
+
+    def header(self, s: ir.If | ir.While | ir.For) -> str:
+        """The header of an ``if``, ``while`` or ``for``, without its colon."""
+        if isinstance(s, ir.If):
+            return f"if {self.condition(s.pre, s.post)}"
+        if isinstance(s, ir.While):
+            return f"while {self.condition(s.cond, s.post)}"
+        return f"for {self.name(s.var)} in {self.range(s)}"
 
     def simple(self, s: ir.Stmt) -> str:
         """The text of a statement that holds no other statement (an update, a swap,
@@ -189,11 +199,10 @@ class Printer:
         if isinstance(s, ir.Call):
             return f"{'~' if s.inverted else ''}{s.func}({', '.join(self.target(a) for a in s.args)})"
         if isinstance(s, ir.Print):
-            return "print(" + ", ".join(repr(a) if isinstance(a, str) else self.expr(a)
-                                        for a in s.args) + ")"
+            return f"print({', '.join(self.expr(a) for a in s.args)})"
         if isinstance(s, ir.Assert):
             return f"assert {self.expr(s.cond)}" + (
-                f", {s.message!r}" if s.message is not None else "")
+                f", {s.message!r}" if s.message is not None and not self.brief else "")
         raise TypeError(f"{type(s).__name__} holds statements: print its header instead")
 
     def condition(self, first: ir.Expr, second: ir.Expr) -> str:
@@ -217,10 +226,38 @@ class Printer:
         return f"reversed({text})" if s.reverse else text
 
 
+def _above(prec: int) -> Callable[[str, int], bool]:
+    """An operand may go bare where its operator binds tighter than ``prec``."""
+    return lambda _, p: p > prec
+
+
+def _is_atom(e: ir.Expr) -> bool:
+    """A number, a name, an element, a call, ``len`` or ``.shape``: never parenthesised
+    in the message style (a negative number is)."""
+    if isinstance(e, ir.Const):
+        return not (isinstance(e.value, (int, float)) and e.value < 0)
+    return isinstance(e, (ir.Var, ir.Elem, ir.Func, ir.Len, ir.Shape))
+
+
+def conditional_syntax(e: ir.IfExp | ir.Compare | ir.BoolOp, part: Callable[[ir.Expr], str]) -> str:
+    """The Python syntax of a conditional expression, comparison or ``and``/``or``, with
+    ``part(child)`` the text of each child: shared by the printer and generated code
+    (``backends/codegen.py``), which differ only in how they write the children."""
+    if isinstance(e, ir.IfExp):
+        return f"{part(e.then)} if {part(e.cond)} else {part(e.orelse)}"
+    if isinstance(e, ir.Compare):
+        parts = [part(e.operands[0])]
+        for op, o in zip(e.ops, e.operands[1:]):
+            parts += [op, part(o)]
+        return " ".join(parts)
+    return f" {e.op} ".join(part(v) for v in e.values)
+
+
 def routine_name(label: str) -> str:
     """The routine a block label names: ``routine`` or the ``r`` of ``with routine as r``."""
     label = label.lstrip("~")
     return label.split(":", 1)[1] if ":" in label else "routine"
 
 
-__all__ = ["ADJOINT_PREFIX", "Printer", "bar", "display_width", "readable_name", "routine_name"]
+__all__ = ["ADJOINT_PREFIX", "Printer", "bar", "conditional_syntax", "display_width", "readable_name",
+           "routine_name"]

@@ -26,7 +26,7 @@ from revbench.lang import ir
 from revbench.lang.errors import ReversibilityTypeError
 from revbench.lang.text import expr_text
 from revbench.rules import functions as fn_rules
-from revbench.rules.instructions import UPDATES
+from revbench.rules.instructions import DIV, UPDATES, XOR
 
 DTYPES = ("bool", "int", "float", "complex")
 _RANK = {d: i for i, d in enumerate(DTYPES)}
@@ -73,6 +73,12 @@ def type_of_value(value: Any) -> VarType | None:
     if isinstance(value, (complex, np.complexfloating)):
         return VarType("complex")
     return None
+
+
+def python_scalar(v: Any) -> Any:
+    """A NumPy scalar as the Python number it holds (what a revbench call returns); any
+    other value as it is."""
+    return v.item() if isinstance(v, np.generic) else v
 
 
 @dataclass
@@ -168,16 +174,16 @@ class TypeInference:
         vt = self.expr(s.value, elementwise=tt.is_array)
         name = _name(s.target)
         if tt.dtype not in rule.dtypes:
-            if s.op == "^=":
+            if s.op == XOR:
                 raise self.error(s.loc, f"`^=` needs an integer or bool target, but `{name}` is "
                                         f"{tt}; use += / -= for numbers")
             raise self.error(s.loc, f"`{s.op}` is not defined for `{name}` of type {tt}"
                                     + ("; use `^=` for bools" if tt.dtype == "bool" else ""))
-        if s.op == "^=" and vt.dtype not in ("int", "bool"):
+        if s.op == XOR and vt.dtype not in ("int", "bool"):
             raise self.error(s.loc, f"`^=` needs an integer or bool right-hand side, got {vt.scalar()}")
-        if s.op == "^=" and tt.dtype == "bool" and vt.dtype != "bool":
+        if s.op == XOR and tt.dtype == "bool" and vt.dtype != "bool":
             raise self.error(s.loc, f"`{name}` is a bool: xor it with a bool, got {vt.scalar()}")
-        if _RANK[vt.dtype] > _RANK[tt.dtype] or (s.op == "/=" and tt.dtype == "int"
+        if _RANK[vt.dtype] > _RANK[tt.dtype] or (s.op == DIV and tt.dtype == "int"
                                                  and vt.dtype not in ("int", "bool")):
             raise self.error(s.loc, f"`{name}` is {tt.dtype} but the right-hand side is "
                                     f"{vt.dtype}: the update would change its type and its inverse "
@@ -217,8 +223,7 @@ class TypeInference:
 
     def reduction(self, e: ir.Reduce) -> VarType:
         """``np.sum(a * b)``: a scalar of the elements' type (a sum of bools counts them)."""
-        spelling = {"sum": "np.sum", "sum1": "sum", "dot": "np.dot", "max": "np.max",
-                    "min": "np.min"}[e.kind]
+        spelling = ir.REDUCE_SPELLINGS[e.kind]
         t = self._expr(e.arg, True)
         if not t.is_array:
             raise self.error(e.loc, f"{spelling}() needs an array expression (`{spelling}(x)`, "
@@ -440,28 +445,12 @@ def guess_signature(func: ir.Function) -> tuple[VarType, ...]:
                     ints.update(x.name for x in ir.walk_expr(d) if isinstance(x, ir.Var))
 
     for s in ir.walk_stmts(func.body):
-        if isinstance(s, ir.Update):
-            see(s.target)
-            see(s.value)
-            if s.op == "^=" and isinstance(s.target, ir.Var):
-                ints.add(s.target.name)
-        elif isinstance(s, ir.Swap):
-            see(s.a)
-            see(s.b)
-        elif isinstance(s, (ir.Alloc, ir.Dealloc)) and s.init is not None:
-            see(s.init)
-        elif isinstance(s, ir.For):
+        for e in ir.statement_expressions(s):
+            see(e)
+        if isinstance(s, ir.Update) and s.op == XOR and isinstance(s.target, ir.Var):
+            ints.add(s.target.name)
+        elif isinstance(s, ir.For):  # range bounds are ints
             for e in (s.start, s.stop, s.step):
-                see(e)
                 ints.update(x.name for x in ir.walk_expr(e) if isinstance(x, ir.Var))
-        elif isinstance(s, ir.If):
-            see(s.pre)
-            see(s.post)
-        elif isinstance(s, ir.While):
-            see(s.cond)
-            see(s.post)
-        elif isinstance(s, ir.Call):
-            for a in s.args:
-                see(a)
     return tuple(VarType("float", ndim[p]) if p in ndim else
                  VarType("int" if p in ints else "float") for p in func.params)

@@ -11,7 +11,13 @@ undone.  The table states, once per instruction:
 * ``adjoint`` -- what the reverse sweep of automatic differentiation runs in
   its place: the inverse instruction (which restores the old value of the
   target, so no tape is needed) plus the adjoint updates of every variable
-  the instruction read.
+  the instruction read;
+* ``tangent`` -- what forward-mode AD runs before it: the update of the
+  target's tangent, from the tangent of the operand.
+
+The operators are named once, here (``ADD``, ``SUB``, ``MUL``, ``DIV``, ``XOR``);
+the partial derivatives of the operators *inside* expressions are in
+:mod:`revbench.rules.operators`.
 
 Swap, allocation and calls have fixed, simple inverses that live in
 :mod:`revbench.rules.inverse`; everything with choices lives here.
@@ -24,6 +30,10 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from revbench.lang.ir import BinOp, Expr, Stmt, Target, Update
+from revbench.rules.operators import mul
+
+#: the reversible update operators
+ADD, SUB, MUL, DIV, XOR = "+=", "-=", "*=", "/=", "^="
 
 
 class AdjointContext(Protocol):
@@ -51,14 +61,24 @@ class UpdateRule:
     exact_int_division: bool = False  # integer targets: the operand must divide exactly
     description: str = ""
     adjoint: Callable[[AdjointContext, Update], list[Stmt]] | None = None
+    #: ``tangent(s, ty, de)``: the statements that update the target's tangent ``ty``, given
+    #: the tangent ``de`` of the operand (None where it is zero); they run before ``s``,
+    #: so they read the target's old value
+    tangent: Callable[[Update, Target, Expr | None], list[Stmt]] | None = None
 
 
 # -- adjoints: ``ctx.adj(v)`` is the adjoint variable of v (None if v is not
 # differentiable); ``ctx.accumulate(e, seed, op)`` adds (op) seed * d e / d x into
 # the adjoint of every variable x that e reads; ``ctx.conj`` conjugates complex
 # expressions (gradients of complex numbers are dL/dRe + i dL/dIm).
+def _undo(s: Update) -> Update:
+    """The inverse instruction, which puts the target back at its old value (its alias
+    checks were made on the forward run)."""
+    return replace(s, op=inverse_op(s.op), alias_checks=())
+
+
 def _adjoint_add_sub(ctx: AdjointContext, s: Update) -> list[Stmt]:
-    out: list[Stmt] = [replace(s, op=UPDATES[s.op].inverse, alias_checks=())]
+    out: list[Stmt] = [_undo(s)]
     ybar = ctx.adj(s.target)
     if ybar is not None:
         out += ctx.accumulate(s.value, ybar, s.op)  # x_bar +=/-= y_bar * de/dx
@@ -66,41 +86,65 @@ def _adjoint_add_sub(ctx: AdjointContext, s: Update) -> list[Stmt]:
 
 
 def _adjoint_mul(ctx: AdjointContext, s: Update) -> list[Stmt]:
-    out: list[Stmt] = [replace(s, op="/=", alias_checks=())]  # y is back at its old value
+    out: list[Stmt] = [_undo(s)]  # y is back at its old value
     ybar = ctx.adj(s.target)
     if ybar is not None:
-        out += ctx.accumulate(s.value, ctx.mul(ctx.conj(s.target), ybar), "+=")
-        out.append(Update(ybar, "*=", ctx.conj(s.value), s.loc))
+        out += ctx.accumulate(s.value, ctx.mul(ctx.conj(s.target), ybar), ADD)
+        out.append(Update(ybar, MUL, ctx.conj(s.value), s.loc))
     return out
 
 
 def _adjoint_div(ctx: AdjointContext, s: Update) -> list[Stmt]:
-    out: list[Stmt] = [replace(s, op="*=", alias_checks=())]  # y is back at its old value
+    out: list[Stmt] = [_undo(s)]  # y is back at its old value
     ybar = ctx.adj(s.target)
     if ybar is not None:
         factor = ctx.conj(BinOp("/", s.target, BinOp("*", s.value, s.value)))
-        out += ctx.accumulate(s.value, ctx.mul(factor, ybar), "-=")
-        out.append(Update(ybar, "/=", ctx.conj(s.value), s.loc))
+        out += ctx.accumulate(s.value, ctx.mul(factor, ybar), SUB)
+        out.append(Update(ybar, DIV, ctx.conj(s.value), s.loc))
     return out
 
 
 def _adjoint_xor(ctx: AdjointContext, s: Update) -> list[Stmt]:
-    return [replace(s, alias_checks=())]  # integers and bools carry no gradient
+    return [_undo(s)]  # integers and bools carry no gradient
 
 
-UPDATES: dict[str, UpdateRule] = {
-    "+=": UpdateRule("+=", "-=", "+", "+", frozenset({"int", "float", "complex"}),
-                     description="add", adjoint=_adjoint_add_sub),
-    "-=": UpdateRule("-=", "+=", "-", "-", frozenset({"int", "float", "complex"}),
-                     description="subtract", adjoint=_adjoint_add_sub),
-    "*=": UpdateRule("*=", "/=", "*", "*", frozenset({"int", "float", "complex"}),
-                     nonzero_operand=True, description="multiply", adjoint=_adjoint_mul),
-    "/=": UpdateRule("/=", "*=", "/", "//", frozenset({"int", "float", "complex"}),
-                     nonzero_operand=True, exact_int_division=True, description="divide",
-                     adjoint=_adjoint_div),
-    "^=": UpdateRule("^=", "^=", "^", "^", frozenset({"int", "bool"}),
-                     description="exclusive or", adjoint=_adjoint_xor),
-}
+# -- tangents: ``ty`` is the target's tangent, ``de`` the operand's (None: zero); the
+# statements run before the update, so ``s.target`` is still the old value y.
+def _tangent_add_sub(s: Update, ty: Target, de: Expr | None) -> list[Stmt]:
+    return [] if de is None else [Update(ty, s.op, de, s.loc)]  # (y +- e)' = y' +- e'
+
+
+def _tangent_mul(s: Update, ty: Target, de: Expr | None) -> list[Stmt]:
+    out: list[Stmt] = [Update(ty, MUL, s.value, s.loc)]  # (y e)' = y' e + y e'
+    if de is not None:
+        out.append(Update(ty, ADD, mul(s.target, de), s.loc))
+    return out
+
+
+def _tangent_div(s: Update, ty: Target, de: Expr | None) -> list[Stmt]:
+    out: list[Stmt] = []  # (y / e)' = (y' - y e' / e) / e
+    if de is not None:
+        out.append(Update(ty, SUB, BinOp("/", mul(s.target, de), s.value), s.loc))
+    return [*out, Update(ty, DIV, s.value, s.loc)]
+
+
+def _tangent_xor(s: Update, ty: Target, de: Expr | None) -> list[Stmt]:
+    return []  # integers and bools carry no tangent
+
+
+_NUMBERS = frozenset({"int", "float", "complex"})
+UPDATES: dict[str, UpdateRule] = {r.op: r for r in (
+    UpdateRule(ADD, SUB, "+", "+", _NUMBERS, description="add",
+               adjoint=_adjoint_add_sub, tangent=_tangent_add_sub),
+    UpdateRule(SUB, ADD, "-", "-", _NUMBERS, description="subtract",
+               adjoint=_adjoint_add_sub, tangent=_tangent_add_sub),
+    UpdateRule(MUL, DIV, "*", "*", _NUMBERS, nonzero_operand=True, description="multiply",
+               adjoint=_adjoint_mul, tangent=_tangent_mul),
+    UpdateRule(DIV, MUL, "/", "//", _NUMBERS, nonzero_operand=True, exact_int_division=True,
+               description="divide", adjoint=_adjoint_div, tangent=_tangent_div),
+    UpdateRule(XOR, XOR, "^", "^", frozenset({"int", "bool"}), description="exclusive or",
+               adjoint=_adjoint_xor, tangent=_tangent_xor),
+)}
 
 #: Python's augmented-assignment operators that are *not* reversible, with advice.
 REFUSED_UPDATES: dict[str, str] = {

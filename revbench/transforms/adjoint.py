@@ -8,8 +8,9 @@ beside every inverted statement it updates *adjoint variables* ``_rb_adj_x``
 * an update ``y op= e`` runs its inverse, which restores the old ``y`` -- no
   tape -- and then adds ``y_bar * de/dx`` into the adjoint of every variable
   ``x`` that ``e`` reads (the rule is in the instruction table,
-  :mod:`revbench.rules.instructions`; the partial derivatives of each pure
-  function are in :mod:`revbench.rules.functions`);
+  :mod:`revbench.rules.instructions`; the partial derivatives of each operator
+  are in :mod:`revbench.rules.operators`, of each pure function in
+  :mod:`revbench.rules.functions`);
 * ``t = e`` (an ancilla from an expression) passes ``t_bar`` back to what
   ``e`` read, then frees ``t`` and its adjoint;
 * control flow is inverted as usual, calls run the callee's own reverse sweep.
@@ -28,7 +29,9 @@ from itertools import count
 from revbench.lang import ir
 from revbench.lang.types import TypedFunction, VarType
 from revbench.rules import functions as fn_rules
-from revbench.rules.instructions import UPDATES
+from revbench.rules import operators as op_rules
+from revbench.rules.instructions import ADD, UPDATES
+from revbench.transforms.elementwise import array_nodes, element_at, extent
 from revbench.transforms.invert import invert_body
 
 DIFFERENTIABLE = ("float", "complex")
@@ -81,17 +84,7 @@ class AdjointContext:
     def conj(self, e: ir.Expr) -> ir.Expr:
         return ir.Func("conj", (e,)) if self.is_complex(e) else e
 
-    @staticmethod
-    def mul(a: ir.Expr, b: ir.Expr) -> ir.Expr:
-        if _is_const(a, 1):
-            return b
-        if _is_const(b, 1):
-            return a
-        if _is_const(a, -1):
-            return neg(b)
-        if _is_const(b, -1):
-            return neg(a)
-        return ir.BinOp("*", a, b)
+    mul = staticmethod(op_rules.mul)
 
     # -- reverse-mode differentiation of one expression -----------------------------
     def contributions(self, e: ir.Expr, seed: ir.Expr) -> list[tuple[ir.Target, ir.Expr]]:
@@ -111,37 +104,11 @@ class AdjointContext:
             if self.differentiable(e.name):
                 out.append((e, seed))
             return
-        if isinstance(e, ir.BinOp):
-            a, b = e.left, e.right
-            if e.op == "+":
-                self._walk(a, seed, out)
-                self._walk(b, seed, out)
-            elif e.op == "-":
-                self._walk(a, seed, out)
-                self._walk(b, neg(seed), out)
-            elif e.op == "*":
-                self._walk(a, self.mul(seed, self.conj(b)), out)
-                self._walk(b, self.mul(seed, self.conj(a)), out)
-            elif e.op == "/":
-                self._walk(a, self._div(seed, self.conj(b)), out)
-                self._walk(b, neg(self.mul(seed, self.conj(ir.BinOp("/", a, ir.BinOp("*", b, b))))),
-                           out)
-            elif e.op == "**":
-                if not isinstance(a, ir.Const):
-                    self._walk(a, self.mul(seed, self.conj(_power_base_partial(a, b))), out)
-                if not isinstance(b, ir.Const):
-                    # d a**b / db = log(a) a**b; at a == 0 the power is 0 on both sides: 0
-                    d = ir.BinOp("*", ir.Func("log", (a,)), e)
-                    d = ir.IfExp(ir.Compare(("!=",), (a, ir.Const(0))), d, ir.Const(0.0))
-                    self._walk(b, self.mul(seed, self.conj(d)), out)
-            elif e.op == "%":
-                self._walk(a, seed, out)
-                self._walk(b, neg(self.mul(seed, ir.BinOp("//", a, b))), out)
-            # '//' is piecewise constant: no gradient
-            return
-        if isinstance(e, ir.UnaryOp):
-            if e.op == "-":
-                self._walk(e.operand, neg(seed), out)
+        if isinstance(e, (ir.BinOp, ir.UnaryOp)):
+            args = op_rules.operands(e)
+            for arg, partial in zip(args, op_rules.operator_rule(e).partials):
+                if partial is not None and not isinstance(arg, ir.Const):
+                    self._walk(arg, partial.chain(seed, args, self.conj), out)
             return
         if isinstance(e, ir.Func):
             rule = fn_rules.lookup(e.name)
@@ -175,9 +142,6 @@ class AdjointContext:
             out.append(_SumSeed(e, seed))
             return
         # constants, len, shape, comparisons, bool ops: no gradient
-
-    def _div(self, a: ir.Expr, b: ir.Expr) -> ir.Expr:
-        return a if _is_const(b, 1) else ir.BinOp("/", a, b)
 
     def accumulate(self, e: ir.Expr, seed: ir.Expr, op: str) -> list[ir.Stmt]:
         """Statements ``x_bar op seed * conj(de/dx)`` for every x read by ``e``."""
@@ -222,7 +186,7 @@ class AdjointContext:
 
         pre: list[ir.Stmt] = [ir.Alloc(m.name, r, loc), ir.Alloc(c.name, ir.Const(0.0), loc)]
         pre += self._element_loops(r.arg, lambda item: [ir.Update(
-            c, "+=", ir.IfExp(at_extreme(item), ir.Const(1.0), ir.Const(0.0)), loc)], loc)
+            c, ADD, ir.IfExp(at_extreme(item), ir.Const(1.0), ir.Const(0.0)), loc)], loc)
         post: list[ir.Stmt] = [ir.Dealloc(c.name, None, loc, discard=True),
                                ir.Dealloc(m.name, None, loc, discard=True)]
         share = self._seed_ancilla(ir.IfExp(ir.Compare((">",), (c, ir.Const(0.0))),
@@ -249,15 +213,15 @@ class AdjointContext:
         """Loops over the elements of the whole-array expression ``arg``, whose body is
         ``body_of(item)`` for the element ``item`` of ``arg`` at the loop indices."""
         env = self.typed.env
-        lead = _array_nodes(arg, env)[0]
+        lead = array_nodes(arg, env)[0]
         ndim = self.typed.expr_type(lead).ndim
         idx = tuple(self.fresh_loop_var() for _ in range(ndim))
         for i in idx:
             env[i] = VarType("int")
-        item = _at(arg, tuple(ir.Var(i, loc) for i in idx), env)
+        item = element_at(arg, tuple(ir.Var(i, loc) for i in idx), env)
         body: tuple[ir.Stmt, ...] = tuple(body_of(item))
         for ax in reversed(range(ndim)):
-            body = (ir.For(idx[ax], ir.Const(0), _extent(lead, ax, env), ir.Const(1), body,
+            body = (ir.For(idx[ax], ir.Const(0), extent(lead, ax, env), ir.Const(1), body,
                            loc=loc),)
         return list(body)
 
@@ -271,33 +235,6 @@ class _SumSeed:
 
     reduce: ir.Reduce
     seed: ir.Expr
-
-
-def _power_base_partial(a: ir.Expr, b: ir.Expr) -> ir.Expr:
-    """d a**b / da = b a**(b-1), except at a == 0, where a power with 0 < b < 1 has no
-    derivative (the one-sided limit is infinite): there it is 0, the same answer as
-    ``sqrt`` gives (docs/language.md §7), and 1 for b == 1.  A constant integer
-    exponent b >= 1 needs no guard: its formula is already right at 0."""
-    d = ir.BinOp("*", b, ir.BinOp("**", a, ir.BinOp("-", b, ir.Const(1))))
-    if isinstance(b, ir.Const) and not isinstance(b.value, (bool, complex)) \
-            and b.value >= 1 and float(b.value).is_integer():
-        return d
-    at_zero = ir.Const(1.0) if _is_const(b, 1) else ir.Const(0.0)
-    if not isinstance(b, ir.Const):
-        at_zero = ir.IfExp(ir.Compare(("==",), (b, ir.Const(1))), ir.Const(1.0), ir.Const(0.0))
-    return ir.IfExp(ir.Compare(("!=",), (a, ir.Const(0))), d, at_zero)
-
-
-def _is_const(e: ir.Expr, v) -> bool:
-    return isinstance(e, ir.Const) and not isinstance(e.value, bool) and e.value == v
-
-
-def neg(e: ir.Expr) -> ir.Expr:
-    if isinstance(e, ir.UnaryOp) and e.op == "-":
-        return e.operand
-    if isinstance(e, ir.Const) and not isinstance(e.value, bool):
-        return ir.Const(-e.value, e.loc)
-    return ir.UnaryOp("-", e)
 
 
 class Adjoint:
@@ -334,9 +271,9 @@ class Adjoint:
                 init = s.init
                 if isinstance(init, ir.ArrayAlloc):
                     if init.kind == "copy" and ctx.differentiable(init.source):
-                        out.append(ir.Update(ir.Var(adj_name(init.source)), "+=", tbar, s.loc))
+                        out.append(ir.Update(ir.Var(adj_name(init.source)), ADD, tbar, s.loc))
                 else:
-                    out += ctx.accumulate(init, tbar, "+=")
+                    out += ctx.accumulate(init, tbar, ADD)
             out.append(ir.Dealloc(s.name, s.init, s.loc))
             if tbar is not None:
                 out.append(ir.Dealloc(tbar.name, None, s.loc, discard=True))
@@ -377,54 +314,14 @@ class Adjoint:
         elements (so scalar operands can gather their adjoint over all elements)."""
         idx = tuple(self.ctx.fresh_loop_var() for _ in range(ndim))
         at = tuple(ir.Var(i) for i in idx)
-        scalar = ir.Update(_at(s.target, at, self.env), s.op, _at(s.value, at, self.env), s.loc)
+        scalar = ir.Update(element_at(s.target, at, self.env), s.op, element_at(s.value, at, self.env), s.loc)
         for i in idx:
             self.env[i] = VarType("int")
         inner: tuple[ir.Stmt, ...] = tuple(UPDATES[s.op].adjoint(self.ctx, scalar))
         for ax in reversed(range(ndim)):
-            inner = (ir.For(idx[ax], ir.Const(0), _extent(s.target, ax, self.env), ir.Const(1),
+            inner = (ir.For(idx[ax], ir.Const(0), extent(s.target, ax, self.env), ir.Const(1),
                             inner, False, s.loc),)
         return list(inner)
-
-
-def _array_nodes(e: ir.Expr, env) -> list:
-    """The arrays and sub-arrays an elementwise expression reads (not inside its sums)."""
-    return [n for n in ir.walk_elementwise(e)
-            if (isinstance(n, ir.Var) and env[n.name].is_array)
-            or ir.is_subarray(n, env[n.name].ndim if isinstance(n, ir.Elem) else 0)]
-
-
-def _extent(node, ax: int, env) -> ir.Expr:
-    """The length of axis ``ax`` of an array variable or a sub-array."""
-    if isinstance(node, ir.Var):
-        return ir.Shape(node.name, ax)
-    array_ax, part = ir.subarray_axes(node, env[node.name].ndim)[ax]
-    lo, hi = ir.slice_bounds(node.name, array_ax, part)
-    return hi if _is_const(lo, 0) else ir.BinOp("-", hi, lo)
-
-
-def _at(e: ir.Expr, at: tuple[ir.Expr, ...], env) -> ir.Expr:
-    """An elementwise expression at loop indices ``at``: each array becomes its element
-    ``x[at]``, each sub-array the element of its array (``A[i, lo + at0]``); sums stay."""
-    if isinstance(e, ir.Var):
-        return ir.Elem(e.name, at, e.loc) if env[e.name].is_array else e
-    if isinstance(e, ir.Elem):
-        nd = env[e.name].ndim
-        if not ir.is_subarray(e, nd):
-            return e
-        parts, j = [], 0
-        for ax in range(nd):
-            part = e.indices[ax] if ax < len(e.indices) else None
-            if part is not None and not isinstance(part, ir.Slice):
-                parts.append(part)
-                continue
-            lo, _ = ir.slice_bounds(e.name, ax, part)
-            parts.append(at[j] if _is_const(lo, 0) else ir.BinOp("+", lo, at[j]))
-            j += 1
-        return ir.Elem(e.name, tuple(parts), e.loc)
-    if isinstance(e, ir.Reduce):
-        return e  # summed whole, not per element
-    return ir.map_children(e, lambda c: _at(c, at, env))
 
 
 def adjoint_params(typed: TypedFunction, lanes: int = 1,

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from revbench.lang import ir
+from revbench.rules.instructions import ADD, SUB
 from revbench.transforms.invert import invert_body
 
 #: which parameters of a call's callee the callee changes (one flag per argument); None
@@ -73,32 +74,13 @@ def _all_names(body: tuple[ir.Stmt, ...]) -> set[str]:
 
 
 def _stmt_reads(s: ir.Stmt) -> set[str]:
-    if isinstance(s, ir.Update):
-        return target_uses(s.target) | uses(s.value)
-    if isinstance(s, ir.Swap):
-        return target_uses(s.a) | target_uses(s.b)
-    if isinstance(s, ir.Alloc):
-        return uses(s.init)
-    if isinstance(s, ir.Call):
-        out: set[str] = set()
-        for a in s.args + tuple(a for a in s.adj_args if a is not None):
-            out |= target_uses(a)
-        return out
-    if isinstance(s, ir.Print):
-        out = set()
-        for a in s.args:
-            if not isinstance(a, str):
-                out |= uses(a)
-        return out
-    if isinstance(s, ir.Assert):
-        return uses(s.cond)
-    if isinstance(s, ir.If):
-        return uses(s.pre) | uses(s.post)
-    if isinstance(s, ir.While):
-        return uses(s.cond) | uses(s.post)
-    if isinstance(s, ir.For):
-        return uses(s.start) | uses(s.stop) | uses(s.step)
-    return set()
+    """What ``s`` itself reads in code without runtime checks (the pass runs only there):
+    its expressions (``ir.STATEMENTS``), a target both read and written."""
+    targets = ir.statement_kind(s).targets(s)
+    out: set[str] = set()
+    for e in ir.statement_expressions(s, checked=False):
+        out |= target_uses(e) if any(e is t for t in targets) else uses(e)
+    return out
 
 
 def _may_raise(init: ir.Expr, sizes: frozenset[str] = frozenset()) -> bool:
@@ -338,7 +320,7 @@ def _drop_zero_stmt(s: ir.Stmt, zeros: frozenset[str], writes: Writes | None
                     ) -> tuple[ir.Stmt | None, frozenset[str]]:
     if isinstance(s, ir.Update):
         name = s.target.name
-        if _is_adjoint(name) and s.op in ("+=", "-=") and is_zero(s.value, zeros):
+        if _is_adjoint(name) and s.op in (ADD, SUB) and is_zero(s.value, zeros):
             return None, zeros
         return s, zeros - {name}
     if isinstance(s, ir.Alloc):

@@ -4,17 +4,20 @@ Forward-mode AD as an IR-to-IR transform.  Every float variable ``x`` gets a
 *tangent* ``_rb_tan_x`` (its derivative along one direction of the inputs),
 updated beside it, statement by statement:
 
-* ``y += e`` adds ``de`` (the tangent of ``e``, built from the partials of the
-  one rule table, :mod:`revbench.rules.functions`) into ``y``'s tangent;
-* ``y *= e`` and ``y /= e`` update the tangent by the product and quotient rules,
-  reading ``y`` before it changes;
+* an update ``y op= e`` runs its ``UpdateRule.tangent`` (the instruction table,
+  :mod:`revbench.rules.instructions`) before it: ``y += e`` adds ``de`` into ``y``'s
+  tangent, ``y *= e`` and ``y /= e`` apply the product and quotient rules, reading
+  ``y`` before it changes.  ``de``, the tangent of ``e``, is built from the same
+  partial derivatives the adjoint uses: the operator table
+  (:mod:`revbench.rules.operators`) and the function table
+  (:mod:`revbench.rules.functions`);
 * swaps swap the tangents too, ancillas get tangent ancillas, control flow keeps
   its shape (conditions read only values, which tangents never change), and a
   call runs the callee's own tangent program (``tangent-<direction>``).
 
 Nothing here needs the program to be the forward run: it applies as well to a
 *reverse sweep*, the IR the adjoint transform builds, whose adjoint variables are
-floats like any other.  That is how :mod:`revbench.second_order` gets
+floats like any other.  That is how :mod:`revbench.ad.second_order` gets
 Hessian-vector products: the tangent of (forward run + reverse sweep), seeded
 with ``v`` on the inputs, carries ``H v`` in the tangents of the adjoints, in one
 pass (forward-over-reverse).  The result is ordinary IR with the tangents as
@@ -35,7 +38,10 @@ from revbench.lang import ir
 from revbench.lang.errors import ReversibilityTypeError
 from revbench.lang.types import TypedFunction, VarType
 from revbench.rules import functions as fn_rules
-from revbench.transforms.adjoint import _array_nodes, _at, _extent, _is_const, _power_base_partial, neg
+from revbench.rules import operators as op_rules
+from revbench.rules.instructions import ADD, UPDATES
+from revbench.rules.operators import mul
+from revbench.transforms.elementwise import array_nodes, element_at, extent
 from revbench.transforms.invert import invert_body
 
 _TAN = "_rb_tan_"
@@ -55,14 +61,6 @@ def _add(a: ir.Expr | None, b: ir.Expr | None) -> ir.Expr | None:
     if b is None:
         return a
     return ir.BinOp("+", a, b)
-
-
-def _mul(a: ir.Expr, b: ir.Expr) -> ir.Expr:
-    if _is_const(a, 1):
-        return b
-    if _is_const(b, 1):
-        return a
-    return ir.BinOp("*", a, b)
 
 
 class Tangent:
@@ -100,44 +98,14 @@ class Tangent:
         (before the statement) and the ancillas' release to ``post``."""
         if isinstance(e, (ir.Var, ir.Elem)):
             return self.tan(e)
-        if isinstance(e, ir.BinOp):
-            a, b = e.left, e.right
-            if e.op in ("+", "-"):
-                da, db = self.d(a, pre, post), self.d(b, pre, post)
-                if db is not None and e.op == "-":
-                    db = neg(db)
-                return _add(da, db)
-            if e.op == "*":
-                da, db = self.d(a, pre, post), self.d(b, pre, post)
-                return _add(None if da is None else _mul(da, b),
-                            None if db is None else _mul(a, db))
-            if e.op == "/":
-                da, db = self.d(a, pre, post), self.d(b, pre, post)
-                out = None if da is None else ir.BinOp("/", da, b)
-                if db is not None:
-                    out = _add(out, neg(ir.BinOp("*", ir.BinOp("/", a, ir.BinOp("*", b, b)), db)))
-                return out
-            if e.op == "**":
-                da = None if isinstance(a, ir.Const) else self.d(a, pre, post)
-                db = None if isinstance(b, ir.Const) else self.d(b, pre, post)
-                out = None if da is None else _mul(_power_partial(a, b), da)
-                if db is not None:
-                    # d a**b / db = log(a) a**b; 0 at a == 0 (as the adjoint has it)
-                    part = ir.IfExp(ir.Compare(("!=",), (a, ir.Const(0))),
-                                    ir.BinOp("*", ir.Func("log", (a,)), e), ir.Const(0.0))
-                    out = _add(out, _mul(part, db))
-                return out
-            if e.op == "%":
-                da, db = self.d(a, pre, post), self.d(b, pre, post)
-                if db is not None:
-                    db = neg(ir.BinOp("*", db, ir.BinOp("//", a, b)))
-                return _add(da, db)
-            return None  # '//' is piecewise constant
-        if isinstance(e, ir.UnaryOp):
-            if e.op in ("-", "+"):
-                da = self.d(e.operand, pre, post)
-                return None if da is None else (neg(da) if e.op == "-" else da)
-            return None
+        if isinstance(e, (ir.BinOp, ir.UnaryOp)):
+            args = op_rules.operands(e)
+            out = None
+            for arg, partial in zip(args, op_rules.operator_rule(e).partials):
+                da = None if partial is None else self.d(arg, pre, post)
+                if da is not None:
+                    out = _add(out, partial.chain(da, args))
+            return out
         if isinstance(e, ir.Func):
             rule = fn_rules.lookup(e.name)
             out = None
@@ -147,7 +115,7 @@ class Tangent:
                     continue
                 if rule is None or k >= len(rule.partials):
                     raise SecondOrderUnsupported(_no_partial_message(e.name, k))
-                out = _add(out, _mul(rule.partials[k](*e.args), da))
+                out = _add(out, mul(rule.partials[k](*e.args), da))
             return out
         if isinstance(e, ir.IfExp):
             dt, do = self.d(e.then, pre, post), self.d(e.orelse, pre, post)
@@ -181,8 +149,8 @@ class Tangent:
                 inner_post: list = []
                 di = self.d(item, inner_pre, inner_post) or ir.Const(0.0)
                 return [*inner_pre,
-                        ir.Update(ir.Var(c, loc), "+=", ir.IfExp(at, ir.Const(1.0), ir.Const(0.0)), loc),
-                        ir.Update(ir.Var(acc, loc), "+=", ir.IfExp(at, di, ir.Const(0.0)), loc),
+                        ir.Update(ir.Var(c, loc), ADD, ir.IfExp(at, ir.Const(1.0), ir.Const(0.0)), loc),
+                        ir.Update(ir.Var(acc, loc), ADD, ir.IfExp(at, di, ir.Const(0.0)), loc),
                         *inner_post]
 
             pre += self._element_loops(r.arg, body, loc)
@@ -200,7 +168,7 @@ class Tangent:
             di = self.d(item, inner_pre, inner_post)
             if di is None:
                 return []
-            return [*inner_pre, ir.Update(ir.Var(acc, loc), "+=", di, loc), *inner_post]
+            return [*inner_pre, ir.Update(ir.Var(acc, loc), ADD, di, loc), *inner_post]
 
         pre += self._element_loops(r.arg, body_sum, loc)
         post.insert(0, ir.Dealloc(acc, ir.Const(0.0), loc, discard=True))
@@ -208,13 +176,13 @@ class Tangent:
 
     def _element_loops(self, arg: ir.Expr, body_of, loc: ir.Loc) -> list[ir.Stmt]:
         """Loops over the elements of the whole-array expression ``arg``."""
-        lead = _array_nodes(arg, self.env)[0]
+        lead = array_nodes(arg, self.env)[0]
         ndim = self.typed.expr_type(lead).ndim
         idx = tuple(self.fresh("w", VarType("int")) for _ in range(ndim))
-        item = _at(arg, tuple(ir.Var(i, loc) for i in idx), self.env)
+        item = element_at(arg, tuple(ir.Var(i, loc) for i in idx), self.env)
         body: tuple[ir.Stmt, ...] = tuple(body_of(item))
         for ax in reversed(range(ndim)):
-            body = (ir.For(idx[ax], ir.Const(0), _extent(lead, ax, self.env), ir.Const(1), body,
+            body = (ir.For(idx[ax], ir.Const(0), extent(lead, ax, self.env), ir.Const(1), body,
                            loc=loc),)
         return list(body)
 
@@ -279,23 +247,10 @@ class Tangent:
         pre: list[ir.Stmt] = []
         post: list[ir.Stmt] = []
         de = self.d(s.value, pre, post)
-        out: list[ir.Stmt] = []
-        if s.op in ("+=", "-="):
-            if de is not None:
-                out.append(ir.Update(ty, s.op, de, s.loc))
-        elif s.op == "*=":
-            # (y e)' = y' e + y e', y read before it changes
-            out.append(ir.Update(ty, "*=", s.value, s.loc))
-            if de is not None:
-                out.append(ir.Update(ty, "+=", _mul(s.target, de), s.loc))
-        elif s.op == "/=":
-            # (y / e)' = (y' - y e' / e) / e, y read before it changes
-            if de is not None:
-                out.append(ir.Update(ty, "-=", ir.BinOp("/", _mul(s.target, de), s.value), s.loc))
-            out.append(ir.Update(ty, "/=", s.value, s.loc))
-        else:
+        rule = UPDATES[s.op].tangent
+        if rule is None:
             raise SecondOrderUnsupported(f"no tangent rule for `{s.op}` on a float")
-        return [*pre, *out, *post, s]
+        return [*pre, *rule(s, ty, de), *post, s]
 
     def elementwise(self, s: ir.Update) -> list[ir.Stmt]:
         """A whole-array update as explicit loops over its elements (then the scalar
@@ -303,10 +258,10 @@ class Tangent:
         ndim = self.typed.expr_type(s.target).ndim
         idx = tuple(self.fresh("w", VarType("int")) for _ in range(ndim))
         at = tuple(ir.Var(i) for i in idx)
-        scalar = ir.Update(_at(s.target, at, self.env), s.op, _at(s.value, at, self.env), s.loc)
+        scalar = ir.Update(element_at(s.target, at, self.env), s.op, element_at(s.value, at, self.env), s.loc)
         inner: tuple[ir.Stmt, ...] = tuple(self.update(scalar))
         for ax in reversed(range(ndim)):
-            inner = (ir.For(idx[ax], ir.Const(0), _extent(s.target, ax, self.env), ir.Const(1),
+            inner = (ir.For(idx[ax], ir.Const(0), extent(s.target, ax, self.env), ir.Const(1),
                             inner, False, s.loc),)
         return list(inner)
 
@@ -337,34 +292,6 @@ class Tangent:
         if all(t is None for t in tans):
             return [s]  # nothing of it is differentiable
         return [replace(s, tangent=True, tan_args=tans)]
-
-
-def _fold(e: ir.Expr) -> ir.Expr:
-    """``e`` with arithmetic on numeric constants done (``2 - 1`` -> ``1``): the reverse
-    sweep writes ``a ** (2 - 1)`` for the partial of ``a ** 2``."""
-    if isinstance(e, ir.BinOp) and e.op in ("+", "-", "*"):
-        a, b = _fold(e.left), _fold(e.right)
-        if all(isinstance(c, ir.Const) and isinstance(c.value, (int, float))
-               and not isinstance(c.value, bool) for c in (a, b)):
-            x, y = a.value, b.value
-            return ir.Const(x + y if e.op == "+" else x - y if e.op == "-" else x * y, e.loc)
-    return e
-
-
-def _power_partial(a: ir.Expr, b: ir.Expr) -> ir.Expr:
-    """d a**b / da: for a constant integer exponent k >= 1, ``k a**(k-1)`` without a
-    power call where it is 1 or ``a`` (the same values as the adjoint's formula); else
-    the adjoint's guarded formula."""
-    k = _fold(b)
-    if isinstance(k, ir.Const) and isinstance(k.value, (int, float)) \
-            and not isinstance(k.value, bool) and k.value >= 1 and float(k.value).is_integer():
-        n = int(k.value)
-        if n == 1:
-            return ir.Const(1.0)
-        if n == 2:
-            return ir.BinOp("*", ir.Const(2.0), a)
-        return ir.BinOp("*", ir.Const(float(n)), ir.BinOp("**", a, ir.Const(n - 1)))
-    return _power_base_partial(a, b)
 
 
 def _no_partial_message(name: str, k: int) -> str:

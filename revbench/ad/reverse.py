@@ -20,265 +20,25 @@ recovered inputs, and so the gradient, would be wrong, and a
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from revbench.config import get_tolerance
-from revbench.function import ReversibleFunction, _python_scalar, copy_arg, positional_only
-from revbench.gpu import check_device
-from revbench.lang.errors import ReversibilityError, ReversibilityTypeError
-from revbench.lang.types import VarType
+from revbench.ad.batch import batched_jacobian, batched_value_and_grad
+from revbench.ad.gpu import check_device
+from revbench.ad.sweep import (
+    Backward,
+    Loss,
+    as_names,
+    check_loss,
+    param_index,
+    require_reversible,
+    resolve_loss,
+)
+from revbench.function import ReversibleFunction, copy_arg, positional_only
+from revbench.lang.errors import ReversibilityTypeError
+from revbench.lang.types import VarType, python_scalar
 from revbench.transforms.adjoint import DIFFERENTIABLE
-
-Loss = str | int | tuple
-
-#: what to do when a reverse sweep does not recover the inputs (the end of its message)
-_RECOVERY_ADVICE = (
-    "so the gradient cannot be trusted. Running the program backwards amplified round-off, as "
-    "it does in chaotic maps and long in-place loops. To fix it, write the loop as a "
-    "revbench.checkpoint.TimeLoop and differentiate it with a strategy such as "
-    "Revolve(snapshots=...) or StoreAll(), which keep states instead of recovering them by "
-    "running backwards, or loosen the tolerance with @reversible(atol=..., rtol=...)")
-#: the same for an integer or bool argument, which no round-off can excuse
-_EXACT_ADVICE = (
-    "so the gradient cannot be trusted: running the program backwards does not undo it, which "
-    "the runtime checks should have caught (please report it, with the function)")
-
-
-@dataclass(frozen=True)
-class _Seed:
-    param: int
-    index: tuple[int, ...] | None  # element of an array loss, or None for a scalar
-
-
-def _require_reversible(f: Any, api: str) -> None:
-    """Refuse anything but a reversible function, naming what was given."""
-    if not isinstance(f, ReversibleFunction):
-        what = f"the plain function {f.__name__}" if callable(f) and hasattr(f, "__name__") \
-            else repr(f)
-        raise TypeError(f"{api} needs a reversible function (decorated with @reversible, or made "
-                        f"by revbench.define), got {what}")
-
-
-def _param_index(f: ReversibleFunction, which: Any, what: str) -> int:
-    params = f.params
-    if isinstance(which, str):
-        if which not in params:
-            raise ValueError(f"{what} {which!r} is not an argument of {f.__name__}{params}")
-        return params.index(which)
-    if isinstance(which, (int, np.integer)) and not isinstance(which, bool):
-        if not -len(params) <= which < len(params):
-            raise ValueError(f"{what} position {which} is out of range for {f.__name__}{params}")
-        return int(which) % len(params)
-    raise TypeError(f"{what} must be an argument name or position, got {which!r}")
-
-
-def _check_loss(f: ReversibleFunction, loss: Loss) -> None:
-    """Refuse a ``loss`` that names no argument or whose index is not made of ints,
-    as soon as ``grad``/``value_and_grad`` is asked for (its types are checked per call)."""
-    which = loss
-    if isinstance(loss, tuple):
-        if len(loss) != 2:
-            raise ValueError("loss=(name, index) picks one element of an array argument")
-        which, index = loss
-        _loss_index(loss, index)
-    _param_index(f, which, "loss")
-
-
-def _resolve_loss(f: ReversibleFunction, loss: Loss, sig: tuple[VarType, ...], args) -> _Seed:
-    index = None
-    which = loss
-    if isinstance(loss, tuple):
-        if len(loss) != 2:
-            raise ValueError("loss=(name, index) picks one element of an array argument")
-        which, index = loss
-        index = _loss_index(loss, index)
-    k = _param_index(f, which, "loss")
-    t = sig[k]
-    name = f.params[k]
-    if t.dtype != "float":
-        raise ReversibilityTypeError(
-            f"the loss `{name}` of {f.__name__} must be a real float (got {t}); differentiate a "
-            "float scalar, or one element of a float array with loss=(name, index)",
-            variable=name, function=f.name, stage="ad")
-    if t.is_array and index is None:
-        raise ReversibilityTypeError(
-            f"the loss `{name}` of {f.__name__} is an array ({t}); pick one element with "
-            f"loss=({name!r}, index), or use jacobian()", variable=name, function=f.name, stage="ad")
-    if not t.is_array and index is not None:
-        raise ValueError(f"the loss `{name}` is a scalar; it takes no index")
-    if index is not None:
-        shape = args[k].shape
-        if len(index) != len(shape) or not all(-n <= i < n for i, n in zip(index, shape)):
-            raise IndexError(f"loss index {index} is out of bounds for `{name}` of shape {shape}")
-    return _Seed(k, index)
-
-
-def _loss_index(loss: tuple, index: Any) -> tuple[int, ...]:
-    """The element index of ``loss=(name, index)``: an int, or a tuple of ints (no bools,
-    no floats, which ``int()`` would silently round or turn into 0 and 1)."""
-    parts = tuple(np.ravel(index)) if isinstance(index, np.ndarray) else \
-        tuple(index) if isinstance(index, (tuple, list)) else (index,)
-    ok = len(parts) > 0 and all(isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_))
-                                for i in parts)
-    if not ok:
-        raise TypeError(f"loss={loss!r}: the index of an array loss must be an int (1-D) or a "
-                        f"tuple of ints (`loss=(\"A\", (i, j))`), got {index!r}")
-    return tuple(int(i) for i in parts)
-
-
-class _Backward:
-    """Runs f forward, then its reverse sweep, on copies of the arguments."""
-
-    def __init__(self, f: ReversibleFunction, wrt: Any = None):
-        _require_reversible(f, "AD")
-        self.f = f
-        self.direction = "backward" if not f.is_inverse else "backward-inverse"
-        self.inactive: frozenset[str] = frozenset()
-        if wrt is not None:
-            names = (wrt,) if isinstance(wrt, (str, int)) else tuple(wrt)
-            keep = {f.params[_param_index(f, w, "wrt")] for w in names}
-            # only read-only arguments can be left out: the gradient flows through the rest
-            written = f._program.written_params()
-            self.inactive = frozenset(p for p in f.params if p not in keep and p not in written)
-
-    def prepare(self, args: tuple, lanes: int = 1):
-        f = self.f
-        sig = f.signature_of(args)
-        backward = f._code_for_call(sig, self.direction, lanes, self.inactive)
-        return sig, backward
-
-    def has_adjoint(self, name: str, t: VarType) -> bool:
-        return t.dtype in DIFFERENTIABLE and name not in self.inactive
-
-    def forward(self, args: tuple) -> tuple:
-        """f(*args) on copies of the arrays f can change (the caller's stay untouched)."""
-        written = self.f._program.written_params()
-        work = tuple(copy_arg(a) if name in written else a for name, a in zip(self.f.params, args))
-        return self.f(*work)
-
-    def snapshot(self, state: tuple) -> tuple:
-        """Copies of the arrays in ``state`` that a reverse sweep will change."""
-        written = self.f._program.written_params()
-        return tuple(copy_arg(a) if name in written else a for name, a in zip(self.f.params, state))
-
-    def zero_adjoints(self, sig: tuple[VarType, ...], state: tuple) -> list:
-        adjs = []
-        for name, t, v in zip(self.f.params, sig, state):
-            if not self.has_adjoint(name, t):
-                continue
-            if t.is_array:
-                adjs.append(np.zeros_like(v))
-            else:
-                adjs.append(0j if t.dtype == "complex" else 0.0)
-        return adjs
-
-    def adjoint_slot(self, sig, k: int) -> int:
-        """Position of parameter k's adjoint among the adjoint arguments."""
-        return sum(1 for name, t in zip(self.f.params[:k], sig[:k]) if self.has_adjoint(name, t))
-
-    def run(self, backward, state: tuple, adjs: list) -> tuple:
-        out = self.f._execute(backward, (*state, *adjs))
-        n = len(state)
-        return out[:n], out[n:]
-
-    def sweep(self, backward, state: tuple, adjs: list, entry: tuple, api: str) -> tuple:
-        """The reverse sweep (:meth:`run`), then, with checks on, the check that it
-        recovered the arguments' values at ``entry``.  Returns the adjoints, or the
-        :class:`ReversibilityError` to raise (raised by the caller, in the user's frame)."""
-        recovered, adj_out = self.run(backward, state, adjs)
-        return adj_out, _check_recovered(self.f, entry, recovered, api)
-
-    def gradients(self, sig, adj_out) -> tuple:
-        grads, j = [], 0
-        for name, t in zip(self.f.params, sig):
-            if self.has_adjoint(name, t):
-                g = adj_out[j]
-                grads.append(g if t.is_array else _python_scalar(g))
-                j += 1
-            else:
-                grads.append(None)
-        return tuple(grads)
-
-
-def _tolerance(f: ReversibleFunction) -> tuple[float, float]:
-    """The function's own ``atol, rtol`` where it sets them, else the global ones."""
-    p = f._program
-    atol, rtol = get_tolerance()
-    return (atol if p.atol is None else p.atol), (rtol if p.rtol is None else p.rtol)
-
-
-def _check_recovered(f: ReversibleFunction, entry: tuple, recovered: tuple,
-                     api: str) -> ReversibilityError | None:
-    """The error to raise if a reverse sweep did not give back every argument ``f``
-    writes at its value at ``entry`` (None if it did, or if ``f``'s checks are off).
-
-    Floats and complex numbers must be within ``|a - b| <= atol + rtol |b|``
-    (``b`` the value at entry; equal infinities, and NaN where NaN was, count as
-    recovered), integers and bools exactly.  One vectorised comparison per
-    array; the error's details are worked out only when it fails.
-    """
-    p = f._program
-    if not p.check:
-        return None
-    written = p.written_params()
-    atol, rtol = _tolerance(f)
-    for name, b, a in zip(f.params, entry, recovered):
-        if name not in written:
-            continue
-        if isinstance(b, np.ndarray):
-            exact = b.dtype.kind in "biu"
-            if exact:
-                if np.array_equal(a, b):
-                    continue
-            else:
-                with np.errstate(invalid="ignore", over="ignore"):
-                    if (np.abs(a - b) <= atol + rtol * np.abs(b)).all():
-                        continue
-        else:  # a scalar: no NumPy call on the way that passes
-            exact = not isinstance(b, (float, complex, np.inexact))
-            if a == b or (not exact and abs(a - b) <= atol + rtol * abs(b)):
-                continue
-        error = _not_recovered(name, np.asarray(b), np.asarray(a), exact, atol, rtol)
-        if error is not None:
-            msg, expected, actual = error
-            advice = _EXACT_ADVICE if exact else _RECOVERY_ADVICE
-            return ReversibilityError(
-                f"{api}: the reverse sweep did not recover the value of argument `{name}` at "
-                f"entry: {msg}, {advice}",
-                variable=name, expected=expected, actual=actual, function=f.name, stage="ad")
-    return None
-
-
-def _not_recovered(name: str, b: np.ndarray, a: np.ndarray, exact: bool, atol: float,
-                   rtol: float) -> tuple[str, Any, Any] | None:
-    """Where recovered ``a`` is furthest from ``b``, the value at entry: the message part
-    and both values there; None if the only differences are infinities or NaN that match."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        err = np.abs(a.astype(np.result_type(a, float)) - b)
-        ok = a == b
-        if not exact:
-            ok |= (err <= atol + rtol * np.abs(b)) | (np.isnan(a) & np.isnan(b))
-    if ok.all():
-        return None
-    err = np.where(ok, -1.0, err)  # a value that became NaN counts as the largest error
-    flat = int(np.argmax(err))
-    where = np.unravel_index(flat, b.shape)
-    expected, actual = _python_scalar(b[where]), _python_scalar(a[where])
-    largest = float(err.reshape(-1)[flat])
-    tol = ("integers and bools must match exactly" if exact
-           else f"tolerance atol={atol:g}, rtol={rtol:g}")
-    if b.ndim:
-        index = ", ".join(str(int(i)) for i in where)
-        bad = int((~ok).sum())
-        msg = (f"the largest difference is {largest:.3g}, at {name}[{index}] (recovered "
-               f"{actual!r}, value at entry {expected!r}; {bad} of {b.size} element(s) off; {tol})")
-    else:
-        msg = (f"recovered {actual!r}, value at entry {expected!r} (difference {largest:.3g}; "
-               f"{tol})")
-    return msg, expected, actual
 
 
 def value_and_grad(f: ReversibleFunction, loss: Loss, wrt: Any = None, batch: Any = None,
@@ -303,36 +63,30 @@ def value_and_grad(f: ReversibleFunction, loss: Loss, wrt: Any = None, batch: An
     argument the function does not change is returned as it is).  With
     ``reduce="sum"`` the gradient of a shared argument is summed over the items: the
     gradient of the total loss (model parameters over a data set).  See
-    :mod:`revbench.batch`.  ``device="cuda"`` runs the items on the GPU, one thread
-    each (:mod:`revbench.gpu`); there the sum is in a fixed order only with
+    :mod:`revbench.ad.batch`.  ``device="cuda"`` runs the items on the GPU, one thread
+    each (:mod:`revbench.ad.gpu`); there the sum is in a fixed order only with
     ``deterministic=True`` (bit-identical from run to run; otherwise the fastest order).
     On the CPU, ``workers`` threads (default: every core) run chunks of the items.
     """
-    _require_reversible(f, _api)
-    _check_loss(f, loss)
+    require_reversible(f, _api)
+    check_loss(f, loss)
     check_device(device, batch, _api, workers)
     if batch is not None:
-        from revbench.batch import batched_value_and_grad
-
         return batched_value_and_grad(f, loss, wrt, batch, _keep_values, _api, device, reduce,
-                                      deterministic, workers)
+                                      deterministic, workers,
+                                      unbatched=lambda: value_and_grad(f, loss, wrt))
     if reduce is not None:
         raise ValueError(f"{_api}: reduce= sums gradients over the items of batch=: name them")
-    b = _Backward(f, wrt)
+    b = Backward(f, wrt)
 
     def run(*args, **kwargs):
         if kwargs:
             raise positional_only(run.__name__, f.params, kwargs)
         sig, backward = b.prepare(args)
-        seed = _resolve_loss(f, loss, sig, args)
+        seed = resolve_loss(f, loss, sig, args)
         outs = b.forward(args)
         values = b.snapshot(outs) if _keep_values else None
-        adjs = b.zero_adjoints(sig, outs)
-        slot = b.adjoint_slot(sig, seed.param)
-        if seed.index is None:
-            adjs[slot] = 1.0
-        else:
-            adjs[slot][seed.index] = 1.0
+        adjs = b.seeded_adjoints(sig, outs, seed)
         adj_out, error = b.sweep(backward, outs, adjs, args, f"{_api}({f.__name__})")
         if error is not None:
             raise error from None
@@ -382,11 +136,11 @@ def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any, batch: Any = None,
     arguments take one more leading axis (item ``i`` is ``x[i]``), the others are
     shared by all items, and each block gets a leading axis of items, shape
     ``(n, out.size, wrt.size)`` -- the local Jacobian of every item, as
-    ``jax.vmap(jax.jacrev(...))`` gives.  See :mod:`revbench.batch`; ``device="cuda"``
-    runs the items on the GPU, one thread each (:mod:`revbench.gpu`); on the CPU,
+    ``jax.vmap(jax.jacrev(...))`` gives.  See :mod:`revbench.ad.batch`; ``device="cuda"``
+    runs the items on the GPU, one thread each (:mod:`revbench.ad.gpu`); on the CPU,
     ``workers`` threads (default: every core) run chunks of the items.
     """
-    _require_reversible(f, "jacobian")
+    require_reversible(f, "jacobian")
     check_device(device, batch, "jacobian", workers)
     many_out, many_wrt = not isinstance(outputs, (str, int)), not isinstance(wrt, (str, int))
     out_names = tuple(outputs) if many_out else (outputs,)
@@ -395,7 +149,7 @@ def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any, batch: Any = None,
         if not names:
             raise ValueError(f"jacobian: {what} names no argument")
         for name in names:
-            _param_index(f, name, what)
+            param_index(f, name, what)
 
     def shape_result(blocks: tuple) -> Any:
         if many_out and many_wrt:
@@ -405,17 +159,16 @@ def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any, batch: Any = None,
         return blocks[0] if many_wrt else blocks[0][0]
 
     if batch is not None:
-        from revbench.batch import batched_jacobian
-
-        return batched_jacobian(f, out_names, wrt_names, batch, shape_result, device, workers)
-    b = _Backward(f, wrt_names + out_names)  # other read-only arguments need no adjoint
+        return batched_jacobian(f, out_names, wrt_names, batch, shape_result, device, workers,
+                                unbatched=lambda: jacobian(f, out_names, wrt_names))
+    b = Backward(f, wrt_names + out_names)  # other read-only arguments need no adjoint
 
     def run(*args, **kwargs):
         if kwargs:
             raise positional_only(run.__name__, f.params, kwargs)
         sig = f.signature_of(args)
-        ko = [_param_index(f, o, "outputs") for o in out_names]
-        kw = [_param_index(f, w, "wrt") for w in wrt_names]
+        ko = [param_index(f, o, "outputs") for o in out_names]
+        kw = [param_index(f, w, "wrt") for w in wrt_names]
         for what, ks in (("outputs", ko), ("wrt", kw)):
             for k in ks:
                 if sig[k].dtype != "float":
@@ -465,11 +218,6 @@ def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any, batch: Any = None,
     return run
 
 
-def _names(which: Any) -> tuple:
-    """``outputs=`` / ``wrt=`` as a tuple: one name or position, or a tuple or list of them."""
-    return (which,) if isinstance(which, (str, int, np.integer)) else tuple(which)
-
-
 def vjp(f: ReversibleFunction, *args: Any, outputs: Any,
         wrt: Any = None) -> tuple[tuple, Callable[..., tuple]]:
     """``outs, pullback = vjp(f, *args, outputs=("r",), wrt=("x", "w"))``: a
@@ -499,19 +247,19 @@ def vjp(f: ReversibleFunction, *args: Any, outputs: Any,
     gradient computed along a trajectory the inverse did not recover.  Neither
     ``args`` nor the cotangents are changed.
     """
-    _require_reversible(f, "vjp")
+    require_reversible(f, "vjp")
     api = f"vjp({f.__name__})"
-    out_names = _names(outputs)
-    wrt_names = f.params if wrt is None else _names(wrt)
+    out_names = as_names(outputs)
+    wrt_names = f.params if wrt is None else as_names(wrt)
     for what, names in (("outputs", out_names), ("wrt", wrt_names)):
         if not names:
             raise ValueError(f"{api}: {what} names no argument")
-    ko = [_param_index(f, o, "outputs") for o in out_names]
-    kw = [_param_index(f, w, "wrt") for w in wrt_names]
+    ko = [param_index(f, o, "outputs") for o in out_names]
+    kw = [param_index(f, w, "wrt") for w in wrt_names]
     for what, ks in (("outputs", ko), ("wrt", kw)):
         if len(set(ks)) != len(ks):
             raise ValueError(f"{api}: {what} names an argument twice")
-    b = _Backward(f, tuple(f.params[k] for k in kw + ko))
+    b = Backward(f, tuple(f.params[k] for k in kw + ko))
     sig, backward = b.prepare(args)
     for k in ko:
         if sig[k].dtype not in DIFFERENTIABLE:
@@ -521,7 +269,7 @@ def vjp(f: ReversibleFunction, *args: Any, outputs: Any,
                 variable=f.params[k], function=f.name, stage="ad")
     final = b.forward(args)
     state = b.snapshot(final)  # the sweeps' private copy: the caller may change `outs`
-    outs = tuple(final[k] if sig[k].is_array else _python_scalar(final[k]) for k in ko)
+    outs = tuple(final[k] if sig[k].is_array else python_scalar(final[k]) for k in ko)
     slots = [b.adjoint_slot(sig, k) for k in ko]
 
     def pullback(*cotangents: Any) -> tuple:
@@ -578,12 +326,12 @@ def check_grad(f: ReversibleFunction, *args: Any, loss: Loss, eps: float = 1e-6,
                 or not np.isfinite(v) or v < 0 or (positive and v == 0):
             need = "a finite number > 0" if positive else "a finite number >= 0"
             raise ValueError(f"check_grad: {name} must be {need}, got {v!r}")
-    _require_reversible(f, "check_grad")
+    require_reversible(f, "check_grad")
     g = grad(f, loss, wrt=wrt)(*args)
     sig = f.signature_of(args)
-    seed = _resolve_loss(f, loss, sig, args)
+    seed = resolve_loss(f, loss, sig, args)
     checked = set(range(len(sig))) if wrt is None else {
-        _param_index(f, w, "wrt") for w in ((wrt,) if isinstance(wrt, (str, int)) else wrt)}
+        param_index(f, w, "wrt") for w in ((wrt,) if isinstance(wrt, (str, int)) else wrt)}
 
     def loss_of(a) -> float:
         out = f(*(copy_arg(x) for x in a))[seed.param]

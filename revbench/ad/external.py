@@ -21,13 +21,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from revbench.backends import external_code
-from revbench.compiler import SECOND_ORDER_DIRECTIONS, Program
-from revbench.function import ReversibleFunction, _validate_options
+from revbench.compiler import Program
+from revbench.function import ReversibleFunction, validate_options
 from revbench.lang import ir
 from revbench.lang.errors import ReversibilityTypeError
 from revbench.lang.types import VarType, infer
 from revbench.rules import adjoints as adjoint_rules
 from revbench.rules import functions as fn_rules
+from revbench.transforms.pipeline import BACKWARD_INVERSE, Direction
 
 #: the name of the output parameter a wrapped function gets in front of its own
 OUT = "out"
@@ -47,7 +48,7 @@ class ExternalProgram(Program):
     def has_effects(self) -> bool:
         return False
 
-    def generate(self, direction: str, backend: str, check: bool,
+    def generate(self, direction: Direction, backend: str, check: bool,
                  signature: tuple[VarType, ...], compile_callees: bool = True, lanes: int = 1,
                  inactive: frozenset[str] = frozenset(), deps: list | None = None,
                  shapes: tuple | None = None):
@@ -61,13 +62,13 @@ class ExternalProgram(Program):
                 f"complex) scalar or array, into which {name}'s value is added; got {t}",
                 variable=OUT, function=name, filename=self.ir.filename,
                 lineno=self.ir.firstlineno, stage="types")
-        if direction in SECOND_ORDER_DIRECTIONS:
+        if direction.second_order:
             raise ReversibilityTypeError(
                 f"{name} is an external function, whose adjoint gives first derivatives only: "
                 "second derivatives (hvp, hessian) cannot differentiate it again",
                 function=name, filename=self.ir.filename, lineno=self.ir.firstlineno,
                 stage="types")
-        if direction in ("forward", "inverse"):
+        if direction.is_run:
             typed = infer(self.ir, signature)
             gen = external_code.generate(typed, direction, check, self.fingerprint)
             if backend == "numba":
@@ -87,7 +88,7 @@ class ExternalProgram(Program):
                 stage="types")
         return self._generate_custom(rule, backend, check, signature, lanes, inactive,
                                      compile_callees, deps, direction,
-                                     through=OUT if direction == "backward-inverse" else None)
+                                     through=OUT if direction == BACKWARD_INVERSE else None)
 
 
 def external(fn: Callable | None = None, *, adjoint: Callable | None = None,
@@ -105,7 +106,7 @@ def external(fn: Callable | None = None, *, adjoint: Callable | None = None,
     ``fn``'s value must have ``out``'s shape and be finite.  Usable as a decorator,
     ``@external(adjoint=...)``.
     """
-    _validate_options(check, backend, None, None)
+    validate_options(check, backend, None, None)
     if fn is None:
         return lambda f: external(f, adjoint=adjoint, check=check, backend=backend)
     if isinstance(fn, ReversibleFunction):
@@ -131,10 +132,10 @@ def external(fn: Callable | None = None, *, adjoint: Callable | None = None,
     func = ir.Function(name, (OUT, *params), (), py.__code__.co_filename, first, tuple(lines))
     prog = ExternalProgram(func, check=check, backend=backend, namespace=py.__globals__,
                            fn=fn, fingerprint=fn_rules.fingerprint(fn))
-    view = ReversibleFunction(prog, "forward")
+    view = ReversibleFunction(prog)
     view.__doc__ = fn.__doc__
     view.__module__ = fn.__module__
     view.__wrapped__ = fn
     if adjoint is not None:
-        adjoint_rules.custom_adjoint(view, adjoint)
+        adjoint_rules.register(prog.module, view.name, adjoint)
     return view

@@ -1,0 +1,489 @@
+"""``device="cuda"``: the batched derivatives as CUDA kernels, one GPU thread per item.
+
+``jacobian(f, ..., batch=..., device="cuda")`` (and ``grad`` / ``value_and_grad``) run the
+same generated code the CPU's ``batch=`` runs, compiled for the GPU from the same IR
+(:mod:`revbench.backends.cuda_codegen`): the forward run of an item, then its reverse
+sweeps, in one thread, items spread over the grid by a grid-stride loop.  No tape: each
+thread holds its item's state in registers and local memory.
+
+What a user gets that the CPU gives:
+
+* the same results (to rounding: CUDA's ``exp``/``log`` may differ from the C library's
+  in the last digit);
+* the same errors.  With checks on, a thread cannot raise: a failing check records
+  itself, the kernel marks the first failing item, and the host re-runs that item on the
+  CPU, which raises the usual error with a note naming the item;
+* the caller's arrays unchanged: every array the function writes is the thread's own
+  copy in local memory.
+
+Arrays may be NumPy arrays (copied to the GPU and the results back), Numba device arrays
+or any object with ``__cuda_array_interface__`` (CuPy arrays, PyTorch CUDA tensors): no
+copy, and the results come back as device arrays of the same kind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Any
+
+import numpy as np
+
+from revbench.ad.sweep import block_rows
+from revbench.backends import cuda_backend
+from revbench.backends.batch_steps import each_block, seed_lanes
+from revbench.backends.runtime import MESSAGES, TABLES
+from revbench.backends.source import SourceWriter, emit_given_back
+from revbench.config import get_tolerance
+from revbench.lang.errors import ReversibilityError
+from revbench.lang.types import NUMPY_DTYPES, NUMPY_NAMES
+
+DEVICES = ("cpu", "cuda")
+#: threads per block: enough warps to hide latency; local memory per thread is small
+THREADS_PER_BLOCK = 128
+
+
+def check_device(device: str, batch: Any, api: str, workers: int | None = None) -> None:
+    """Refuse a device, or a ``workers=``, that cannot apply."""
+    if device not in DEVICES:
+        raise ValueError(f"{api}: device must be one of {DEVICES}, got {device!r}")
+    if device == "cuda" and batch is None:
+        raise ValueError(f"{api}: device='cuda' runs batched derivatives, one GPU thread per "
+                         "item: name the arguments that carry the items with batch=")
+    if workers is not None:
+        if batch is None or device != "cpu":
+            raise ValueError(f"{api}: workers= is the number of CPU threads of a batched call "
+                             "(batch=, device='cpu')")
+        if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+            raise ValueError(f"{api}: workers must be a positive int, got {workers!r}")
+
+
+# --------------------------------------------------------------------------- #
+# Arrays: where they live, and back as the kind that came in
+# --------------------------------------------------------------------------- #
+class Arguments:
+    """The call's arguments on the device, with what is needed to give results back."""
+
+    def __init__(self, args: tuple, batch: tuple[int, ...], params: tuple[str, ...], api: str):
+        cuda = cuda_backend.cuda_module()
+        self.host = list(args)  # NumPy arrays and scalars as given (for a CPU re-run)
+        self.device: list[Any] = []
+        self.kind = "numpy"
+        for k, a in enumerate(args):
+            name = params[k]
+            if isinstance(a, np.ndarray):
+                self.device.append(cuda.to_device(np.ascontiguousarray(a)))
+            elif _on_device(cuda, a):
+                is_numba = cuda.devicearray.is_cuda_ndarray(a)
+                d = a if is_numba else cuda.as_cuda_array(a)  # zero-copy
+                self.device.append(d)
+                self.kind = _kind_of(a)
+                self.host[k] = None  # copied back only for a failing item
+            elif isinstance(a, (list, tuple)) or (hasattr(a, "__array__") and np.ndim(a) > 0):
+                raise TypeError(f"{api}: argument `{name}` is a {type(a).__name__}: pass a "
+                                "NumPy array, a Numba device array or an array with "
+                                "__cuda_array_interface__ (CuPy, PyTorch on the GPU)")
+            else:
+                self.device.append(a)
+            d = self.device[-1]
+            if k in batch and (not hasattr(d, "shape") or len(d.shape) == 0):
+                raise TypeError(f"{api}: batch argument `{name}` must be an array whose first "
+                                f"axis runs over the items, got {type(a).__name__}")
+        self.batch, self.params, self.api = batch, params, api
+        ns = {d.shape[0] for k, d in enumerate(self.device) if k in batch}
+        if len(ns) > 1:
+            sizes = ", ".join(f"`{params[k]}` has {self.device[k].shape[0]}" for k in batch)
+            raise ValueError(f"{api}: batch arguments disagree on the number of items: {sizes}")
+        self.n = ns.pop()
+        if self.n == 0:
+            raise ValueError(f"{api}: the batch is empty (0 items)")
+        _refuse_shared_memory(args, params, api)
+        for k, d in enumerate(self.device):
+            if hasattr(d, "dtype") and np.dtype(d.dtype) not in _DTYPES:
+                raise TypeError(f"{api}: argument `{params[k]}` has dtype {np.dtype(d.dtype)}; "
+                                "revbench computes in float64, int64 and bool (convert it "
+                                "first: no type changes behind your back)")
+
+    def item_standins(self) -> tuple:
+        """Item 0's types and shapes, as NumPy values (typing needs no data)."""
+        out = []
+        for k, d in enumerate(self.device):
+            if not hasattr(d, "shape"):
+                out.append(d)
+                continue
+            shape = tuple(d.shape[1:]) if k in self.batch else tuple(d.shape)
+            if shape == ():
+                out.append(np.dtype(d.dtype).type(0).item())
+            else:
+                out.append(np.zeros(shape, dtype=d.dtype))
+        return tuple(out)
+
+    def host_item(self, i: int) -> tuple:
+        """Item ``i``'s arguments on the host (a CPU re-run of a failing item)."""
+        out = []
+        for k, (h, d) in enumerate(zip(self.host, self.device)):
+            if h is None:  # a device array
+                h = d[i:i + 1].copy_to_host()[0] if k in self.batch else d.copy_to_host()
+                out.append(h.item() if np.ndim(h) == 0 else h)
+            elif k in self.batch:
+                v = h[i]
+                out.append(v.item() if np.ndim(v) == 0 else v.copy())
+            else:
+                out.append(h)
+        return tuple(out)
+
+    def give_back(self, d: Any) -> Any:
+        """A result on the device, as the kind of array that came in."""
+        if self.kind == "numpy":
+            return d.copy_to_host()
+        if self.kind == "torch":
+            import torch
+
+            return torch.as_tensor(d, device="cuda")
+        if self.kind == "cupy":
+            import cupy
+
+            return cupy.asarray(d)
+        return d
+
+
+#: what revbench computes in (complex is refused later, with the variable that holds it)
+_DTYPES = {np.dtype(t) for t in (np.float64, np.int64, np.bool_, np.complex128)}
+
+
+def _byte_bounds(a: np.ndarray) -> tuple[int, int]:
+    bounds = getattr(np, "byte_bounds", None)  # NumPy 1.x; 2.x moved it
+    return (bounds or np.lib.array_utils.byte_bounds)(a)
+
+
+def _refuse_shared_memory(args: tuple, params: tuple[str, ...], api: str) -> None:
+    """Two arguments in the same memory are refused, as on the CPU (an update of one would
+    change the other): NumPy arrays by their buffers, GPU arrays by their address ranges."""
+    spans = []
+    for p, a in zip(params, args):
+        if isinstance(a, np.ndarray) and a.size:
+            lo, hi = _byte_bounds(a)
+            spans.append((p, "host", lo, hi))
+        elif hasattr(a, "__cuda_array_interface__"):
+            cai = a.__cuda_array_interface__
+            lo = cai["data"][0]
+            size = np.dtype(cai["typestr"]).itemsize * math.prod(cai["shape"])
+            if size:
+                spans.append((p, "device", lo, lo + size))
+    for i, (p1, w1, lo1, hi1) in enumerate(spans):
+        for p2, w2, lo2, hi2 in spans[i + 1:]:
+            if w1 == w2 and lo1 < hi2 and lo2 < hi1:
+                raise ReversibilityError(
+                    f"{api}: arguments `{p1}` and `{p2}` share memory: updating one would change "
+                    "the other, which is not reversible (pass a copy)", variable=p2, stage="call")
+
+
+def _on_device(cuda: Any, a: Any) -> bool:
+    """Is ``a`` GPU memory: a Numba device array, or anything with the CUDA array interface
+    (the simulator's device arrays have only the first)?"""
+    return cuda.devicearray.is_cuda_ndarray(a) or hasattr(a, "__cuda_array_interface__")
+
+
+def _kind_of(a: Any) -> str:
+    mod = type(a).__module__.split(".")[0]
+    return mod if mod in ("torch", "cupy") else "device"
+
+
+# --------------------------------------------------------------------------- #
+# The kernel: a driver over items, generated per layout and item shapes
+# --------------------------------------------------------------------------- #
+def _flat(idx: list[str], shape: tuple[int, ...]) -> str:
+    """The C-order flat index of ``idx`` in an array of ``shape``."""
+    if not idx:
+        return "0"
+    terms = []
+    for ax, i in enumerate(idx):
+        stride = math.prod(shape[ax + 1:])
+        terms.append(i if stride == 1 else f"{i} * {stride}")
+    return " + ".join(terms)
+
+
+def _unravel(flat: str, shape: tuple[int, ...]) -> str:
+    parts = []
+    for ax in range(len(shape)):
+        stride = math.prod(shape[ax + 1:])
+        part = f"{flat} // {stride}" if stride != 1 else flat
+        parts.append(f"({part}) % {shape[ax]}" if ax else part)
+    return ", ".join(parts)
+
+
+def kernel_source(lay, params: tuple[str, ...], shapes: tuple[tuple[int, ...], ...]) -> str:
+    """The driver kernel of :func:`revbench.ad.batch._driver_source`, for a GPU thread: the
+    same steps per item, with the item's arrays in local memory and checks reported."""
+    npar = len(params)
+    P = [f"P{k}" for k in range(npar)]
+    J = [f"J{o}_{w}" for o in lay.outputs for w in lay.wrt]
+    V = [f"V{k}" for k in range(npar) if lay.keep[k]]
+    summed = [w for w in lay.wrt if lay.summed and lay.summed[w]]
+    R = [f"R{w}" for w in summed]  # per thread partial sums (deterministic=True)
+    out = SourceWriter()
+    with out.block(f"def kernel({', '.join([*P, 'seed_param', 'seed_flat', 'block_row', *J, *V, *R])}, "
+                   "FIRST, ST, lo, hi, atol, rtol, catol, crtol):"):
+        out.emit("m = seed_param.shape[0]", "st = _rb_cuda.local.array(2, _rb_np.int64)")
+        for w in summed:  # this thread's share of a summed gradient, over its items
+            size = max(1, math.prod(shapes[w]))
+            out.emit(f"acc{w} = _rb_cuda.local.array({size}, _rb_np.float64)")
+            with out.block(f"for q in range({size}):"):
+                out.emit(f"acc{w}[q] = 0.0")
+
+        def local(name: str, k: int) -> None:
+            dims = ", ".join(str(max(d, 1)) for d in shapes[k])
+            dt = NUMPY_NAMES[lay.sig[k].dtype]
+            out.emit(f"{name} = _rb_cuda.local.array(({dims},), _rb_np.{dt})")
+
+        written_arrays = [k for k, t in enumerate(lay.sig) if t.is_array and lay.written[k]]
+        for k in written_arrays:
+            local(f"a{k}", k)
+            if not lay.one_sweep:
+                local(f"t{k}", k)
+        for lane in range(lay.lanes):
+            for k, t in enumerate(lay.sig):
+                if lay.adjoint[k] and t.is_array:
+                    local(f"g{lane}_{k}", k)
+        with out.block("for i in range(lo + _rb_cuda.grid(1), hi, _rb_cuda.gridsize(1)):"):
+            _kernel_item(out, lay, npar, shapes, written_arrays, summed)
+            with out.block("if hi - lo == 1:  # one item, run again to learn which check failed"):
+                out.emit("ST[0] = st[0]", "ST[1] = st[1]")
+        if summed:
+            with out.block("if hi - lo == 1:"):
+                out.emit("return")
+        _kernel_sums(out, lay, shapes, summed)
+    return out.text()
+
+
+def _kernel_item(out: SourceWriter, lay, npar: int, shapes: tuple[tuple[int, ...], ...],
+                 written_arrays: list[int], summed: list[int]) -> None:
+    """The kernel's steps for item ``i``: those of the CPU's driver."""
+    out.emit("st[0] = 0", "st[1] = 0")
+
+    def src_of(k: int) -> str:
+        return f"P{k}[i]" if lay.batched[k] else f"P{k}"
+
+    def copy(dst: str, src: str, k: int) -> None:
+        with out.loops(shapes[k], "q") as idx:
+            ix = ", ".join(idx)
+            out.emit(f"{dst}[{ix}] = {src}[{ix}]")
+
+    def give_up(leave: str) -> None:
+        """After a kernel call: a failed item marks itself and leaves (``leave``)."""
+        with out.block("if st[1] != 0:"):
+            out.emit("_rb_cuda.atomic.min(FIRST, 0, i)", leave)
+
+    for k in range(npar):
+        if k in written_arrays:
+            copy(f"a{k}", src_of(k), k)
+        else:
+            out.emit(f"a{k} = {src_of(k)}")
+    call = ", ".join(f"a{k}" for k in range(npar))
+    out.emit(f"r = _rb_fwd({call}, atol, rtol, st)")
+    give_up("continue")
+    for k, t in enumerate(lay.sig):
+        out.emit(f"s{k} = r[{k}]")
+        if lay.keep[k]:
+            if t.is_array:
+                with out.loops(shapes[k], "q") as idx:
+                    out.emit(f"V{k}[i, {', '.join(idx)}] = s{k}[{', '.join(idx)}]")
+            else:
+                out.emit(f"V{k}[i] = s{k}")
+    with out.block(f"for start in range(0, m, {lay.lanes}):"):
+        for k, t in enumerate(lay.sig):
+            if t.is_array and lay.written[k] and not lay.one_sweep:
+                copy(f"t{k}", f"s{k}", k)
+            elif t.is_array and not lay.written[k]:
+                out.emit(f"t{k} = a{k}")
+            else:
+                out.emit(f"t{k} = s{k}")
+
+        def zero(g: str, k: int) -> None:
+            with out.loops(shapes[k], "z") as idx:
+                out.emit(f"{g}[{', '.join(idx)}] = 0.0")
+
+        adj_names = seed_lanes(out, lay, zero, lambda g, k: out.emit(
+            f"{g}[{_unravel('seed_flat[row]', shapes[k])}] = 1.0"))
+        tcall = ", ".join(f"t{k}" for k in range(npar))
+        out.emit(f"res = _rb_bwd({tcall}, {', '.join(adj_names)}, atol, rtol, st)")
+        give_up("break")
+        if lay.check:  # the sweep gave back the item's arguments (as grad checks)
+            out.emit("ok = True")
+            for k, t in enumerate(lay.sig):
+                if lay.written[k]:
+                    emit_given_back(out, f"res[{k}]", src_of(k), t.dtype in ("int", "bool"),
+                                    ["ok = False"], "catol", "crtol",
+                                    shapes[k] if t.is_array else ())
+            with out.block("if not ok:"):
+                out.emit("st[1] = -1", "_rb_cuda.atomic.min(FIRST, 0, i)", "break")
+
+        def put(o: int, w: int, src: str) -> None:
+            with out.loops(shapes[w], "u") as idx:
+                value = f"{src}[{', '.join(idx)}]" if idx else src
+                if w in summed:
+                    out.emit(f"acc{w}[{_flat(idx, shapes[w])}] += {value}")
+                else:
+                    out.emit(f"J{o}_{w}[i, block_row[row], {_flat(idx, shapes[w])}] = {value}")
+
+        each_block(out, lay, npar, put)
+
+
+def _kernel_sums(out: SourceWriter, lay, shapes: tuple[tuple[int, ...], ...],
+                 summed: list[int]) -> None:
+    """Each thread's share of the summed gradients, after its items: into its row of
+    partial sums, or added into the result."""
+    tree = summed and not lay.deterministic and not cuda_backend.simulated()
+    if tree:
+        out.emit(f"sh = _rb_cuda.shared.array({THREADS_PER_BLOCK}, _rb_np.float64)",
+                 "tid = _rb_cuda.threadIdx.x")
+    for w in summed:
+        o = lay.outputs[0]
+        size = max(1, math.prod(shapes[w]))
+        with out.block(f"for q in range({size}):"):
+            if lay.deterministic:  # each thread's partial sum; a fixed-order sum follows
+                out.emit(f"R{w}[_rb_cuda.grid(1), q] = acc{w}[q]")
+            elif not tree:
+                # Numba's simulator runs a block's threads as Python threads, and its
+                # barriers (syncthreads) can hang when they are many: there, each thread
+                # adds its sum atomically (the tree below is compiled to PTX by the tests,
+                # not simulated)
+                out.emit(f"_rb_cuda.atomic.add(J{o}_{w}, (0, 0, q), acc{w}[q])")
+            else:
+                # the fastest: the block adds its threads' partial sums as a tree in shared
+                # memory, then one atomic add per block and entry
+                out.emit(f"sh[tid] = acc{w}[q]", "_rb_cuda.syncthreads()",
+                         "half = _rb_cuda.blockDim.x // 2")
+                with out.block("while half > 0:"):
+                    with out.block("if tid < half:"):
+                        out.emit("sh[tid] += sh[tid + half]")
+                    out.emit("_rb_cuda.syncthreads()", "half //= 2")
+                with out.block("if tid == 0:"):
+                    out.emit(f"_rb_cuda.atomic.add(J{o}_{w}, (0, 0, q), sh[0])")
+                out.emit("_rb_cuda.syncthreads()")
+
+
+def _cuda() -> Any:
+    return cuda_backend.cuda_module()
+
+
+def column_sums(part, out) -> None:
+    """The fixed-order sum of the threads' partial sums (``deterministic=True``)."""
+    _cuda()
+    from revbench.backends.cuda_helpers import column_sums as kernel
+
+    size = part.shape[1]
+    kernel[math.ceil(size / 64), 64](part, out)
+
+
+class Driver:
+    """A compiled kernel for one layout and item shapes, and how to launch it."""
+
+    def __init__(self, bat, lay, shapes: tuple[tuple[int, ...], ...]):
+        f, b = bat.f, bat.b
+        cuda_backend.require_gpu()
+        adj_shapes = tuple(shapes[k] for _ in range(lay.lanes)
+                           for k in range(len(shapes)) if lay.adjoint[k])
+        fwd = f.compiled_kernel("forward", lay.sig, backend="cuda", shapes=shapes)
+        bwd = f.compiled_kernel("backward", lay.sig, lay.lanes, b.inactive, backend="cuda",
+                                shapes=shapes + adj_shapes)
+        source = kernel_source(lay, f.params, shapes)
+        header = (f"# revbench CUDA batched driver for {f.__name__}\n"
+                  f"# device functions: {fwd.generated.key} {bwd.generated.key}\n"
+                  "import numpy as _rb_np\nfrom numba import cuda as _rb_cuda\n\n")
+        source = header + source
+        key = hashlib.sha256(source.encode()).hexdigest()[:32]
+        self.kernel = cuda_backend.compile_kernel(key, source, "kernel",
+                                                  {"_rb_fwd": fwd.run, "_rb_bwd": bwd.run})
+        self.tables = (fwd.table, bwd.table)
+
+    @staticmethod
+    def shape_of_launch(items: int) -> tuple[int, int]:
+        """(blocks, threads per block): a power of two (the tree that adds a summed
+        gradient's partial sums halves the block), enough blocks to fill the GPU, each
+        thread then striding over items."""
+        if items == 1:
+            return 1, 1
+        if cuda_backend.simulated():  # Python threads: few of them
+            return min(math.ceil(items / 32), 4), 32
+        cuda = _cuda()
+        sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
+        return min(math.ceil(items / THREADS_PER_BLOCK), 16 * sms), THREADS_PER_BLOCK
+
+    def launch(self, n: int, args: list, seeds: tuple, blocks: list, values: list,
+               partials: list, lo: int = 0, hi: int | None = None) -> tuple[int, tuple[int, int]]:
+        """Run items ``lo:hi``; returns (the first failing item or n, its status)."""
+        cuda = _cuda()
+        hi = n if hi is None else hi
+        first = cuda.to_device(np.array([n], dtype=np.int64))
+        st = cuda.to_device(np.zeros(2, dtype=np.int64))
+        atol, rtol = get_tolerance()
+        catol, crtol = self.tolerance
+        grid, tpb = self.shape_of_launch(hi - lo)
+        self.kernel[grid, tpb](*args, *seeds, *blocks, *values, *partials, first, st, lo, hi,
+                               atol, rtol, catol, crtol)
+        return int(first.copy_to_host()[0]), tuple(int(v) for v in st.copy_to_host())
+
+
+def run(bat, lay, args: Arguments, item: tuple, rows: list[tuple[int, int]],
+        block_shapes: list[tuple], value_shapes: list[tuple], tolerance) -> tuple[list, list]:
+    """Run the batched derivative on the GPU: (blocks, values), as the input kind."""
+    cuda = cuda_backend.cuda_module()
+    shapes = tuple(tuple(np.shape(a)) for a in item)
+    key = ("cuda", lay, shapes)
+    driver = bat._drivers.get(key)
+    if driver is None:
+        driver = bat._drivers[key] = Driver(bat, lay, shapes)
+    driver.tolerance = tolerance
+    seeds = tuple(cuda.to_device(np.array(v, dtype=np.int64)) for v in (
+        [k for k, _ in rows], [r for _, r in rows], block_rows(rows)))
+    summed = [w for w in lay.wrt if lay.summed and lay.summed[w]]
+    # summed gradients are added into: they start at zero
+    blocks = [cuda.to_device(np.zeros(s)) if lay.summed and lay.summed[w] else
+              cuda.device_array(s, dtype=np.float64) for s, w in zip(block_shapes, lay.wrt)]
+    values = [cuda.device_array(s, dtype=dt) for s, dt in value_shapes]
+    n = args.n
+    grid, tpb = driver.shape_of_launch(n)
+    rows_of_partials = grid * tpb if lay.deterministic else 1
+    partials = [cuda.device_array((rows_of_partials, max(1, math.prod(shapes[w]))))
+                for w in summed]
+    bad, _ = driver.launch(n, args.device, seeds, blocks, values, partials)
+    if bad < n:
+        _, status = driver.launch(n, args.device, seeds, blocks, values, partials, bad, bad + 1)
+        raise_for_item(bat, args, bad, status, driver)
+    if lay.deterministic:
+        for w, part in zip(summed, partials):
+            column_sums(part, blocks[lay.wrt.index(w)])
+    return [args.give_back(b) for b in blocks], [args.give_back(v) for v in values]
+
+
+def raise_for_item(bat, args: Arguments, i: int, status: tuple[int, int], driver: Driver):
+    """Item ``i`` failed on the GPU: run it on the CPU, which raises the full error (with a
+    note naming the item); if the CPU does not fail, say what the GPU's check found."""
+    check = bat.unbatched()
+    try:
+        check(*args.host_item(i))
+    except Exception as err:
+        if hasattr(err, "add_note"):
+            err.add_note(f"(in batch item {i} of {bat.api}, which failed on the GPU)")
+        raise err.with_traceback(None) from None
+    module, code = status
+    if code == -1:
+        raise ReversibilityError(f"{bat.api}: the reverse sweep of item {i} did not recover "
+                                 "its arguments on the GPU")
+    table = TABLES.get(module)
+    info = table.checks[code - 1] if table is not None and 0 < code <= len(table.checks) else None
+    if info is None:
+        raise ReversibilityError(f"{bat.api}: item {i} failed a runtime check on the GPU")
+    what = MESSAGES.get(info.kind, "check `{var}` failed").format(
+        var=info.variable, detail=info.detail, axis="?", why="is not exact")
+    raise ReversibilityError(
+        f"{bat.api}: item {i} failed on the GPU (the CPU ran it without error: the GPU's "
+        f"arithmetic differs in the last digits here): {what}\n  in reversible function "
+        f"{table.function}, line {info.line}: {table.source_lines.get(info.line, '').strip()}",
+        variable=info.variable, function=table.function, stage="call")
+
+
+def empty_values(item: tuple, sig, keep: tuple[bool, ...], n: int) -> list[tuple]:
+    """(shape, dtype) of each kept output's array of items."""
+    return [((n, *np.shape(a)), NUMPY_DTYPES[t.dtype]) for a, t, k in zip(item, sig, keep) if k]
