@@ -19,13 +19,13 @@ from revbench.ad import (
     vjp,
 )
 from revbench.config import set_tolerance
+from revbench.debugging.tracing import trace
 from revbench.function import ReversibleFunction, define, reversible
 from revbench.lang.errors import ReversibilityError, ReversibilitySyntaxError, ReversibilityTypeError
 from revbench.lang.markers import inverted, routine
 from revbench.rules.functions import register
 from revbench.testing import check_inverse
 from revbench.tiering import set_tiered
-from revbench.tracing import trace
 
 if TYPE_CHECKING:  # the widget module imports ipywidgets: only on demand
     import os

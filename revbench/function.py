@@ -26,7 +26,7 @@ from revbench import tiering
 from revbench.backends.runtime import TABLES, CheckFailed, to_user_error
 from revbench.compiler import BACKENDS, Program, ProgramView, lookup_name
 from revbench.config import get_tolerance
-from revbench.explain import Explanation, explain_program
+from revbench.debugging.explain import Explanation, explain_program
 from revbench.lang.check import check_calls, check_function
 from revbench.lang.errors import ReversibilityError, ReversibilitySyntaxError, ReversibilityTypeError
 from revbench.lang.ir import Print, walk_stmts
@@ -314,7 +314,7 @@ class ReversibleFunction(ProgramView):
 
         A table (text, or HTML in a notebook) printed from the compiler's own inverse and
         adjoint IR, without the generated code's checks and plumbing: see
-        :mod:`revbench.explain`.  The adjoint depends on the argument types (integers
+        :mod:`revbench.debugging.explain`.  The adjoint depends on the argument types (integers
         carry no adjoint): pass example arguments, or the last call's types (else a guess
         from the body) are used.  ``loss`` names the adjoints in the headings (``∂y/∂·``).
         ``(~f).explain()`` explains the same program as ``f.explain()``: its source, its

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
 import revbench
-from revbench.explain import CSS, Explanation
+from revbench.debugging.explain import CSS, Explanation
 from revbench.lang import ir
 from revbench.lang.pretty import Printer, readable_name
 

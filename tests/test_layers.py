@@ -27,21 +27,22 @@ ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 #: (the public API of ``__init__.py``) stands for that module alone, not its submodules.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("core", ("revbench._version", "revbench.config", "revbench.lang.errors", "revbench.lang.ir",
-              "revbench.lang.text", "revbench.lang.pretty", "revbench.lang.markers")),
+              "revbench.lang.text", "revbench.lang.pretty", "revbench.lang.markers",
+              "revbench.debugging")),  # (the package's __init__ imports nothing)
     ("rules", ("revbench.rules",)),
     ("lang", ("revbench.lang",)),  # the front end: parse, check, types, suggest
     ("transforms", ("revbench.transforms",)),
     ("backends", ("revbench.backends", "revbench.tiering", "revbench.cache")),
-    ("compiler", ("revbench.compiler", "revbench.explain")),
+    ("compiler", ("revbench.compiler", "revbench.debugging.explain")),
     ("function", ("revbench.function",)),
     ("sweeps", ("revbench.ad.sweep", "revbench.ad.gpu", "revbench.ad.batch")),
-    ("api", ("revbench.ad", "revbench.testing", "revbench.tracing", "revbench.checkpoint",
+    ("api", ("revbench.ad", "revbench.testing", "revbench.debugging.tracing", "revbench.checkpoint",
              "revbench.lib")),
     ("apps", ("revbench.jupyter", "revbench.interop", "revbench.experiments",
               "revbench.workloads", "revbench.course")),
     # (the moved modules' old names: one-line shims, kept for one release)
     ("facade", ("revbench", "revbench.demo", "revbench.batch", "revbench.gpu",
-                "revbench.second_order")),
+                "revbench.second_order", "revbench.tracing", "revbench.explain")),
 )
 
 #: private names still imported across modules, with why: (importer, imported module)
@@ -394,5 +395,9 @@ def test_moved_modules_keep_their_old_names_for_one_release():
     for name in ("batch", "gpu", "second_order"):
         old = importlib.import_module(f"revbench.{name}")
         assert old is importlib.import_module(f"revbench.ad.{name}")
+    for name in ("tracing", "explain"):
+        old = importlib.import_module(f"revbench.{name}")
+        assert old is importlib.import_module(f"revbench.debugging.{name}")
     assert callable(revbench.external) and revbench.external.__module__ == "revbench.ad.external"
+    assert callable(revbench.debug) and callable(revbench.trace)  # (not the packages' names)
     assert revbench.hvp.__module__ == "revbench.ad.second_order"

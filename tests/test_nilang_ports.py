@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import revbench
-from revbench.tracing import trace
+from revbench.debugging.tracing import trace
 
 VARIANTS = [("numba", True), ("python", True), ("numba", False)]
 VARIANT_IDS = ["numba", "python", "numba-unchecked"]

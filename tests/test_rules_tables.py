@@ -231,3 +231,18 @@ def test_what_a_statement_writes_and_what_code_without_checks_reads():
     dealloc = ir.Dealloc("t", ir.BinOp("*", ir.Var("x"), ir.Var("x")))
     assert ir.statement_expressions(dealloc) == (dealloc.init,)
     assert ir.statement_expressions(dealloc, checked=False) == ()  # only a check reads it
+
+
+def test_every_statement_kind_has_its_inverse_and_inverting_twice_gives_it_back():
+    from revbench.rules.inverse import INVERSES, invert_stmt
+
+    assert set(INVERSES) == _statement_classes() - {ir.Uncompute}
+    x, y = ir.Var("x"), ir.Var("y")
+    body = (ir.Update(y, "+=", x), ir.Alloc("t", ir.Const(0.0)))
+    for s in (ir.Update(y, "*=", x), ir.Swap(x, y), ir.Print(("x", x)), ir.Assert(x),
+              ir.Alloc("t", x), ir.Dealloc("t", x), ir.Call("g", (x,)), ir.Block(body),
+              ir.Inverted(body), ir.If(x, y, body, ()), ir.While(x, y, body),
+              ir.For("i", ir.Const(0), x, ir.Const(1), body)):
+        assert invert_stmt(invert_stmt(s)) == s, s
+    with pytest.raises(TypeError, match="cannot invert Uncompute"):
+        invert_stmt(ir.Uncompute(None))

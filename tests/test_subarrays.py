@@ -206,7 +206,7 @@ def test_the_debugger_steps_through_sub_arrays(ns, name, args, loss):
     args = args(np.random.default_rng(7))
     want = ns[name](*[a.copy() if isinstance(a, np.ndarray) else a for a in args])
     grads = revbench.grad(ns[name], loss=loss)(*args)
-    tr = revbench.tracing.trace(ns[name], *args, loss=loss)
+    tr = revbench.debugging.tracing.trace(ns[name], *args, loss=loss)
     assert tr.error is None and tr.turn is not None
     for got, w, back, a, g, gw in zip(tr.outputs, want, tr.inputs, args, tr.gradients, grads):
         np.testing.assert_allclose(got, w, rtol=1e-13)

@@ -21,7 +21,7 @@ import pytest
 import revbench
 from revbench import ReversibilityError, ReversibilityTypeError
 from revbench.backends.trace_data import ELEM, NEWARR, VAR, WHOLE
-from revbench.tracing import StepLimitError, Trace, show_value
+from revbench.debugging.tracing import StepLimitError, Trace, show_value
 
 
 def define(source: str, backend: str = "python", **options) -> revbench.ReversibleFunction:

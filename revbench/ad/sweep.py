@@ -9,7 +9,7 @@ resolved here too (:func:`param_index`, :func:`resolve_loss`).
 Every derivative API is written over it: :mod:`revbench.ad` (``grad``, ``jacobian``,
 ``vjp``), the batched drivers (:mod:`revbench.ad.batch`, :mod:`revbench.ad.gpu`),
 :mod:`revbench.ad.second_order`, the JAX and PyTorch exports, and the tracer's reverse
-sweep (:mod:`revbench.tracing`).  It sits below all of them, so none imports another's
+sweep (:mod:`revbench.debugging.tracing`).  It sits below all of them, so none imports another's
 internals.
 """
 

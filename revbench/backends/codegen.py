@@ -25,7 +25,7 @@ from revbench.lang import ir
 from revbench.lang.text import conditional_syntax, expr_text
 from revbench.lang.types import NUMPY_NAMES, TypedFunction, VarType
 from revbench.rules import functions as fn_rules
-from revbench.rules.instructions import UPDATES
+from revbench.rules.instructions import ADD, DIV, MUL, SUB, UPDATES
 from revbench.transforms.invert import invert_body
 from revbench.transforms.pipeline import Direction
 
@@ -101,31 +101,6 @@ def _subarray_places(s: ir.Stmt) -> tuple[ir.Expr, ...]:
     if isinstance(s, ir.Call):
         return (*s.args, *(a for a in s.adj_args if a is not None),
                 *(a for a in s.tan_args if a is not None))
-    return ()
-
-
-def _statement_expressions(s: ir.Stmt) -> tuple:
-    """The expressions a statement holds itself (not those of the statements inside it),
-    its targets and arguments included."""
-    if isinstance(s, ir.Update):
-        return (s.target, s.value)
-    if isinstance(s, ir.Swap):
-        return (s.a, s.b)
-    if isinstance(s, ir.Call):
-        return tuple(a for a in (*s.args, *s.adj_args, *s.tan_args) if a is not None)
-    if isinstance(s, ir.Alloc):
-        return (s.init,)
-    if isinstance(s, ir.Dealloc):
-        return (s.init,) if s.init is not None else ()
-    if isinstance(s, ir.If):
-        return (s.pre, s.post)
-    if isinstance(s, ir.While):
-        return (s.cond, s.post)
-    if isinstance(s, ir.For):
-        return (s.start, s.stop, s.step)
-    if isinstance(s, (ir.Print, ir.Assert)):
-        return tuple(a for a in getattr(s, "args", (getattr(s, "cond", None),))
-                     if a is not None and not isinstance(a, str))
     return ()
 
 
@@ -481,7 +456,7 @@ class Emitter:
         ``del``, a call, ``print``, ``assert``) as a :class:`Fragment` taking the variables
         it names and returning the scalar variables it writes (an allocation: the new
         variable)."""
-        names: set[str] = set().union(*map(ir.names_used, _statement_expressions(s)))
+        names: set[str] = set().union(*map(ir.names_used, ir.statement_expressions(s)))
         if isinstance(s, ir.Alloc):
             written: tuple[str, ...] = (s.name,)
         elif isinstance(s, ir.Dealloc):
@@ -593,7 +568,7 @@ class Emitter:
             if rule.nonzero_operand:
                 self.float_scale_checked(s, target, op, value)
                 return
-            if s.op in ("+=", "-="):
+            if s.op in (ADD, SUB):
                 self.float_shift_checked(s, target, op, value)
                 return
         self.emit(f"{target} {op}= {value}", s.loc)
@@ -602,13 +577,13 @@ class Emitter:
         """An integer update that raises where its exact result does not fit in int64
         (integers never wrap around, so every update stays exactly invertible)."""
         text = f"{expr_text(s.target)} {s.op} {expr_text(s.value)}"
-        if s.op in ("+=", "-=", "*="):
+        if s.op in (ADD, SUB, MUL):
             helper = INT_HELPERS[s.op[0]]
             self.user_functions[helper.impl] = helper
             k = self.check("overflow", expr_text(s.target), s.loc, f"{s.op[0]}\t{text}")
             self.emit(f"{target} = {self.helper_call(helper.impl, f'{target}, {value}', k)}", s.loc)
             return
-        if s.op == "/=" and not (isinstance(s.value, ir.Const) and s.value.value != -1):
+        if s.op == DIV and not (isinstance(s.value, ir.Const) and s.value.value != -1):
             k = self.check("overflow", expr_text(s.target), s.loc, f"//\t{text}")
             self.emit(f"if {value} == -1 and {target} == {_INT64_MIN_CODE}:", s.loc)
             self.emit("    " + self.fail(k, target, value), s.loc)
@@ -954,12 +929,16 @@ class Emitter:
         for w in writeback:
             self.emit(w, s.loc)
 
+    @staticmethod
+    def passed(s: ir.Call) -> tuple[ir.Target, ...]:
+        """What a call passes, in order: its arguments, then a reverse sweep's adjoints and
+        a tangent call's (second order) tangents."""
+        return (*s.args, *(a for a in s.adj_args if a is not None and s.backward),
+                *(a for a in s.tan_args if a is not None))
+
     def call_arguments(self, s: ir.Call) -> tuple[tuple[ir.Target, bool], ...]:
-        """What a call passes, in order -- its arguments, then a reverse sweep's adjoints
-        and a tangent call's (second order) tangents -- each with whether the callee may
-        change it."""
-        args = list(s.args) + ([a for a in s.adj_args if a is not None] if s.backward else [])
-        args += [a for a in s.tan_args if a is not None]
+        """:meth:`passed`, each with whether the callee may change it."""
+        args = self.passed(s)
         return tuple(zip(args, self.callee_writes(s) + (True,) * (len(args) - len(s.args))))
 
     def after_call(self, loc: ir.Loc) -> None:
@@ -1156,11 +1135,11 @@ class Emitter:
                 refused.update((st.a.name, st.b.name))
                 continue
             if isinstance(st, ir.Update) and isinstance(st.target, ir.Elem):
-                if st.op in ("+=", "-="):
+                if st.op in (ADD, SUB):
                     found.setdefault(st.target, True)
                 else:
                     refused.add(st.target.name)
-            for e in _statement_expressions(st):
+            for e in ir.statement_expressions(st):
                 for n in ir.walk_expr(e):
                     if isinstance(n, ir.Var):
                         refused.add(n.name)

@@ -171,10 +171,7 @@ class CudaEmitter(Emitter):
     def arg_shapes(self, call: ir.Call) -> tuple[Shape, ...]:
         """The shapes of a call's arguments, as far as they are known here."""
         out: list[Shape] = []
-        args = list(call.args) + ([a for a in call.adj_args if a is not None]
-                                  if call.backward else [])
-        args += [a for a in call.tan_args if a is not None]
-        for a in args:
+        for a in self.passed(call):
             if isinstance(a, ir.Var):
                 out.append(self.shapes.get(a.name))
             elif self.is_view(a):

@@ -1,7 +1,7 @@
 """What a trace records: steps, the deltas they carry, and the frames they run in.
 
 :mod:`revbench.backends.tracer` writes these while it runs a function;
-:mod:`revbench.tracing` reads them back (it rebuilds the state at any step by applying
+:mod:`revbench.debugging.tracing` reads them back (it rebuilds the state at any step by applying
 deltas forwards or backwards).  A step (:class:`StepRecord`) stores only what its
 statement wrote, as named tuples (:class:`VarDelta`, :class:`ElemDelta`, ...) whose
 ``kind`` is one of :data:`VAR`, :data:`ELEM`, :data:`WHOLE`, :data:`NEWARR`,
@@ -33,7 +33,7 @@ ABSENT = _Absent()
 
 
 class StepRecord(NamedTuple):
-    """One recorded step (:class:`revbench.tracing.Step` is its public view)."""
+    """One recorded step (:class:`revbench.debugging.tracing.Step` is its public view)."""
 
     direction: str  # "forward" or "backward"
     kind: str  # start, turn, enter, return, update, swap, alloc, del, if, while, for, ...
@@ -223,7 +223,7 @@ def function_span(func: ir.Function) -> tuple[int, int]:
 
 @dataclass
 class Recording:
-    """What one traced run produced (see :class:`revbench.tracing.Trace`)."""
+    """What one traced run produced (see :class:`revbench.debugging.tracing.Trace`)."""
 
     steps: list[StepRecord]
     top: Frame

@@ -70,6 +70,7 @@ from revbench.lang import ir
 from revbench.lang.errors import ReversibilityTypeError
 from revbench.lang.text import MESSAGES
 from revbench.lang.types import VarType
+from revbench.rules.instructions import ADD, SUB
 from revbench.transforms.invert import invert_body
 from revbench.transforms.pipeline import BACKWARD, FORWARD, Direction
 
@@ -693,7 +694,7 @@ class Tracer:
         line = s.loc.line
         name, params = prog.ir.name, prog.ir.params
         if prog.opaque:
-            op = "-=" if cdir.inverse != cdir.sweep else "+="  # (a sweep runs it backwards)
+            op = SUB if cdir.inverse != cdir.sweep else ADD  # (a sweep runs it backwards)
             what = f"external: {params[0]} {op} {name}({', '.join(params[1:])})"
             if cdir.sweep:
                 what += f", with its custom adjoint {rule.label}"

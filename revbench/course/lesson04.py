@@ -17,8 +17,8 @@ import numpy as np
 from revbench.backends.tracer import ADJOINT
 from revbench.course import Feedback
 from revbench.course.feedback import attempt, call, close, fail, need_function, run_answer, show, success
+from revbench.debugging.tracing import Trace, trace
 from revbench.function import ReversibleFunction, define
-from revbench.tracing import Trace, trace
 
 #: The program of exercises 4.1 and 4.3 (the notebook defines the same text).  It adds the
 #: kinetic energy ``0.5 * v[i]**2`` of every particle to ``e``, then moves ``v`` one step,

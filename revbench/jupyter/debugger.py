@@ -1,4 +1,4 @@
-"""The stepping debugger: a :class:`~revbench.tracing.Trace` as a Jupyter widget or an HTML page.
+"""The stepping debugger: a :class:`~revbench.debugging.tracing.Trace` as a Jupyter widget or an HTML page.
 
 ``revbench.debug(f, *args, loss=None, export=None)`` records a trace and
 returns a :class:`Debugger` widget: the source with the current line marked
@@ -66,10 +66,10 @@ from typing import Any
 import ipywidgets as widgets
 
 from revbench.backends.tracer import DEFAULT_MAX_STEPS, StepLimitError
+from revbench.debugging.tracing import State, Step, Trace, source_lines, trace
 from revbench.function import ReversibleFunction
 from revbench.jupyter.cell import Place, cell_label
 from revbench.jupyter.messages import cell_headline
-from revbench.tracing import State, Step, Trace, source_lines, trace
 from revbench.transforms.pipeline import FORWARD
 
 #: at most this many source lines are shown; longer functions show a window around the line
@@ -401,7 +401,7 @@ def static_debugger_wanted() -> bool:
 
 
 class Debugger(widgets.VBox):
-    """The stepping debugger over one :class:`~revbench.tracing.Trace` (see the module docstring).
+    """The stepping debugger over one :class:`~revbench.debugging.tracing.Trace` (see the module docstring).
 
     ``index`` is the current step (0-based; the status line counts from 1);
     :meth:`go` moves to a step; the buttons and the slider call it.

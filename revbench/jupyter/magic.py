@@ -46,7 +46,7 @@ from revbench.jupyter.cell import (
 from revbench.jupyter.messages import ASSERT_WHERE, NOTE, cell_headline
 from revbench.lang.errors import ReversibilityError, ReversibilitySyntaxError
 
-#: ``lines``: each source line beside its inverse and adjoint (:mod:`revbench.explain`)
+#: ``lines``: each source line beside its inverse and adjoint (:mod:`revbench.debugging.explain`)
 SHOW_KINDS = ("forward", "inverse", "adjoint", "lines")
 #: compiled cell programs kept per magic (re-running a cell reuses its compiled code)
 PROGRAM_CACHE_SIZE = 64

@@ -9,7 +9,7 @@ comments of generated code and the debugger's steps use the same printer in
 its message style (:mod:`revbench.lang.text`): every operand that is not an atom
 in parentheses, which is unambiguous in a one-line message.
 
-It knows nothing of the pipeline: :mod:`revbench.explain` decides which
+It knows nothing of the pipeline: :mod:`revbench.debugging.explain` decides which
 statements to print and where; this module only turns one node into text.
 """
 

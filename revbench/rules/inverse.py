@@ -31,28 +31,37 @@ def invert_body(body: tuple[ir.Stmt, ...]) -> tuple[ir.Stmt, ...]:
     return tuple(invert_stmt(s) for s in reversed(body))
 
 
+def _dealloc_inverse(s: ir.Dealloc) -> ir.Alloc:
+    if s.init is None:
+        raise ValueError("invert needs checked IR (a del without its allocation)")
+    return ir.Alloc(s.name, s.init, s.loc)
+
+
+def _same(s: ir.Stmt) -> ir.Stmt:
+    return s
+
+
+#: statement class -> its inverse (every kind but ``Uncompute``, which the checker
+#: resolves first; ``tests/test_rules_tables.py`` checks that no other kind is missing)
+INVERSES: dict[type, object] = {
+    ir.Update: lambda s: replace(s, op=inverse_op(s.op)),
+    ir.Swap: _same,  # its own inverse
+    ir.Print: _same,  # (prints on the way back too)
+    ir.Assert: _same,
+    ir.Alloc: lambda s: ir.Dealloc(s.name, s.init, s.loc),
+    ir.Dealloc: _dealloc_inverse,
+    ir.Call: lambda s: replace(s, inverted=not s.inverted),
+    ir.Block: lambda s: ir.Inverted(s.body, s.label, s.loc),
+    ir.Inverted: lambda s: ir.Block(s.body, s.label, s.loc),
+    ir.If: lambda s: ir.If(s.post, s.pre, invert_body(s.then), invert_body(s.orelse), s.loc),
+    ir.While: lambda s: ir.While(s.post, s.cond, invert_body(s.body), s.loc),
+    ir.For: lambda s: replace(s, body=invert_body(s.body), reverse=not s.reverse),
+}
+
+
 def invert_stmt(s: ir.Stmt) -> ir.Stmt:
-    """The inverse of one statement."""
-    if isinstance(s, ir.Update):
-        return replace(s, op=inverse_op(s.op))
-    if isinstance(s, (ir.Swap, ir.Print, ir.Assert)):
-        return s
-    if isinstance(s, ir.Alloc):
-        return ir.Dealloc(s.name, s.init, s.loc)
-    if isinstance(s, ir.Dealloc):
-        if s.init is None:
-            raise ValueError("invert needs checked IR (a del without its allocation)")
-        return ir.Alloc(s.name, s.init, s.loc)
-    if isinstance(s, ir.Call):
-        return replace(s, inverted=not s.inverted)
-    if isinstance(s, ir.Block):
-        return ir.Inverted(s.body, s.label, s.loc)
-    if isinstance(s, ir.Inverted):
-        return ir.Block(s.body, s.label, s.loc)
-    if isinstance(s, ir.If):
-        return ir.If(s.post, s.pre, invert_body(s.then), invert_body(s.orelse), s.loc)
-    if isinstance(s, ir.While):
-        return ir.While(s.post, s.cond, invert_body(s.body), s.loc)
-    if isinstance(s, ir.For):
-        return replace(s, body=invert_body(s.body), reverse=not s.reverse)
-    raise TypeError(f"cannot invert {type(s).__name__}")
+    """The inverse of one statement (its entry in :data:`INVERSES`)."""
+    rule = INVERSES.get(type(s))
+    if rule is None:
+        raise TypeError(f"cannot invert {type(s).__name__}")
+    return rule(s)
