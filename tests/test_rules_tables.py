@@ -246,3 +246,74 @@ def test_every_statement_kind_has_its_inverse_and_inverting_twice_gives_it_back(
         assert invert_stmt(invert_stmt(s)) == s, s
     with pytest.raises(TypeError, match="cannot invert Uncompute"):
         invert_stmt(ir.Uncompute(None))
+
+
+# -- the runtime-check table (rules/checks.py) ------------------------------------------------
+
+
+def test_every_check_the_code_generators_make_has_an_entry_and_every_entry_is_made():
+    """A check kind written in a generator (``check("kind", ...)``, ``CheckInfo("kind", ...)``,
+    ``alias_check(..., "kind", ...)``) without its entry in ``CHECKS`` would fail with a
+    KeyError instead of its message; an entry no generator makes is dead."""
+    import re
+    from pathlib import Path
+
+    from revbench.rules.checks import CHECKS
+
+    backends = Path(__file__).resolve().parents[1] / "revbench" / "backends"
+    made: set[str] = set()
+    for path in backends.glob("*.py"):
+        text = path.read_text()
+        made |= set(re.findall(r'(?:check|CheckInfo)\(\s*"([a-z-]+)"', text))
+        made |= set(re.findall(r'alias_check\([^)]*"([a-z-]+)"', text))
+        # (a sub-array's alias check is named by the element check's kind)
+        made |= {k for k in ("overlap", "call-overlap") if f'"{k}"' in text}
+    assert made - set(CHECKS) == set(), "check kinds without an entry in rules/checks.CHECKS"
+    assert set(CHECKS) - made == set(), "entries of CHECKS that no code generator makes"
+    for kind, entry in CHECKS.items():
+        assert entry.condition and entry.message, kind
+
+
+def test_a_check_message_is_its_entry_worded_with_the_values():
+    from revbench.backends.runtime import CheckFailed, CheckInfo, CheckTable, to_user_error
+
+    table = CheckTable("f", "f.py", "forward",
+                       [CheckInfo("zero", "a", 3, "*="), CheckInfo("overflow", "n", 4, "*\tn *= m"),
+                        CheckInfo("ancilla", "t", 5)], {}, {3: "    y *= a", 4: "    n *= m"})
+    err = to_user_error(CheckFailed(-7, 0, 0.0, 0.0), {-7: table})
+    assert str(err).startswith("`*=` by `a`: the operand is zero, which cannot be undone: got 0.0")
+    err = to_user_error(CheckFailed(-7, 1, 2**62, 4), {-7: table})
+    assert "integer overflow in `n *= m`" in str(err)
+    assert "the exact result of 4611686018427387904 * 4 does not fit in int64" in str(err)
+    err = to_user_error(CheckFailed(-7, 2, 0.0, 1.5, 2), {-7: table})
+    assert str(err).startswith("ancilla `t[2]` is not back at its allocated value when "
+                               "deallocated: expected 0.0, got 1.5")
+
+
+# -- each stage's rule per statement kind ----------------------------------------------------
+
+
+@pytest.mark.parametrize("stage", ["check", "types", "adjoint", "tangent", "codegen", "cuda",
+                                   "tracer"])
+def test_every_stage_has_a_rule_for_every_statement_kind(stage):
+    """The stages that dispatch on a statement's kind (``s_<Kind>`` methods) have one for
+    every kind the checked IR holds: a new kind without its rule in a stage fails here, not
+    at the first program that uses it."""
+    if stage == "check":
+        from revbench.lang.check import Checker as visitor
+    elif stage == "codegen":
+        from revbench.backends.codegen import Emitter as visitor
+    elif stage == "cuda":
+        from revbench.backends.cuda_codegen import CudaEmitter as visitor
+    elif stage == "tracer":
+        from revbench.backends.tracer import Tracer as visitor
+    elif stage == "adjoint":
+        from revbench.transforms.adjoint import Adjoint as visitor
+    elif stage == "tangent":
+        from revbench.transforms.tangent import Tangent as visitor
+    else:
+        from revbench.lang.types import TypeInference as visitor
+    kinds = _statement_classes() - {ir.Uncompute}  # (the checker resolves it first)
+    missing = sorted(k.__name__ for k in kinds if not callable(getattr(visitor, f"s_{k.__name__}",
+                                                                       None)))
+    assert not missing, f"{visitor.__name__} has no rule for {missing}"

@@ -30,6 +30,7 @@ from revbench.lang import ir
 from revbench.lang.errors import ReversibilityTypeError
 from revbench.lang.text import expr_text
 from revbench.lang.types import NUMPY_NAMES, TypedFunction, VarType
+from revbench.rules import checks
 from revbench.rules import functions as fn_rules
 from revbench.transforms.pipeline import Direction
 
@@ -47,7 +48,7 @@ DIV_HELPERS = {("/", "float"): "_rb_fdiv", ("//", "int"): "_rb_ifloordiv0",
 
 #: failed checks after which the code must not go on: it would index past an array's end
 #: (shapes that disagree, a slice out of range), loop forever (a zero step) or divide by 0
-STOPPING_CHECKS = frozenset({"shape", "slice", "ancilla-shape", "empty", "for-step", "zero"})
+STOPPING_CHECKS = checks.STOPPING  # (CheckKind.stops_thread in the check table)
 
 
 class CudaEmitter(Emitter):

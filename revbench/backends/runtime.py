@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from revbench.lang.errors import ReversibilityError
+from revbench.rules import checks
+from revbench.rules.checks import CHECKS
 
 
 class CheckFailed(Exception):
@@ -77,45 +79,9 @@ class CheckTable:
 #: module key -> its table (filled when a generated module is loaded)
 TABLES: dict[int, CheckTable] = {}
 
-MESSAGES = {
-    "ancilla": "ancilla `{var}` is not back at its allocated value when deallocated",
-    "ancilla-shape": "ancilla `{var}` does not have the shape its allocation expression gives now "
-                     "(axis {axis})",
-    "if-post": "postcondition `{var}` of the if statement does not agree with its condition "
-               "`{detail}` (it must hold after the branch exactly when the condition held before)",
-    "while-entry": "postcondition `{var}` of the while loop must be false when the loop starts",
-    "while-iter": "postcondition `{var}` of the while loop must be true after every iteration",
-    "for-bound": "the {detail} `{var}` of the for loop changed inside the loop",
-    "for-step": "range() step `{var}` is zero",
-    "alias": "`{var}` and `{detail}` are the same element at run time: an update cannot read "
-             "its own target",
-    "call-alias": "`{var}` and `{detail}` are the same element at run time: arguments of one "
-                  "call must not alias",
-    "overlap": "`{var}` and `{detail}` overlap at run time: an update cannot read its own "
-               "target",
-    "call-overlap": "`{var}` and `{detail}` overlap at run time: arguments of one call must not "
-                    "alias",
-    "slice": "the sub-array `{var}` is out of range along axis {axis}",
-    "empty": "`{var}` of an empty array has no value",
-    "zero": "`{detail}` by `{var}`: the operand is zero, which cannot be undone",
-    "inexact": "integer `/=` by `{var}` must divide `{detail}` exactly",
-    "shape": "`{var}` and `{detail}` must have the same shape for a whole-array statement",
-    "overflow": "integer overflow in `{detail}`: revbench integers are 64-bit and never wrap "
-                "around",
-    "nonfinite": "`{detail}` by `{var}`: the operand is infinite or nan, which cannot be undone",
-    "result": "`{detail}` cannot be undone: the result {why}",
-    "adjoint-shape": "the custom adjoint {detail} returned an adjoint of `{var}` whose shape is "
-                     "not `{var}`'s",
-    "adjoint-count": "the custom adjoint {detail} returned the wrong number of adjoints",
-    "external-shape": "the external function {detail} returned a value whose shape is not "
-                      "`{var}`'s",
-    # (the GPU's checks: revbench.backends.cuda_codegen)
-    "index": "an index of `{detail}` is out of bounds for `{var}`",
-    "division": "division by zero in `{detail}` (`{var}` is 0)",
-    "assert": "assertion failed: `{var}`",
-    "external-nonfinite": "the external function {detail} returned an infinite or nan value, "
-                          "which cannot be subtracted from `{var}` again",
-}
+#: check kind -> the headline of its message (:data:`revbench.rules.checks.CHECKS`, where
+#: each kind also says what must hold and how its values are worded)
+MESSAGES = {kind: c.message for kind, c in CHECKS.items()}
 
 #: the range of revbench integers (int64): exact results outside it are refused
 INT64_MIN = -(2**63)
@@ -123,21 +89,13 @@ INT64_MAX = 2**63 - 1
 #: the smallest positive normal float64: a product or quotient below it may have lost
 #: digits, so ``*=`` / ``/=`` then checks that its inverse gives the target back, to
 #: within SCALE_RTOL (two roundings)
-FLOAT_TINY = 2.2250738585072014e-308
+FLOAT_TINY = checks.FLOAT_TINY
 SCALE_RTOL = 2.0**-51
 #: a product or quotient above this (half the largest float) is checked the same way:
 #: its inverse may round up to inf
 FLOAT_HUGE = 2.0**1023
 #: |a|, |b| <= this: a * b fits in int64 (3037000499 ** 2 < 2 ** 63)
 _MUL_SAFE = 3037000499
-
-
-def _fmt(v) -> str:
-    if isinstance(v, bool):
-        return str(v)
-    if hasattr(v, "item"):
-        v = v.item()
-    return repr(v)
 
 
 def to_user_error(exc: CheckFailed, tables: Mapping[int, CheckTable] | None = None
@@ -155,52 +113,9 @@ def to_user_error(exc: CheckFailed, tables: Mapping[int, CheckTable] | None = No
     var = info.variable
     if index and info.kind == "ancilla":
         var = f"{var}[{', '.join(str(int(i)) for i in index)}]"
-    what = MESSAGES[info.kind].format(var=var, detail=info.detail,
-                                      axis=int(index[0]) if index else 0, why="")
-    if info.kind in ("zero", "nonfinite"):
-        values = f"got {_fmt(actual)}"
-    elif info.kind == "overflow":
-        op, _, text = info.detail.partition("\t")
-        what = MESSAGES["overflow"].format(detail=text or var)
-        exact = (f"-({_fmt(expected)})" if op == "neg" else f"abs({_fmt(expected)})" if op == "abs"
-                 else f"{_fmt(expected)} {op} {_fmt(actual)}")
-        values = f"the exact result of {exact} does not fit in int64 (use floats for larger numbers)"
-    elif info.kind == "result":
-        r = complex(actual)
-        why = ("is nan" if r != r else "overflows to infinity" if abs(r) == float("inf")
-               else "underflows to zero" if r == 0 else "underflows (it is subnormal, so digits "
-               "are lost)" if abs(r) < FLOAT_TINY else "is so close to the largest float that "
-               "its inverse would overflow")
-        what = MESSAGES["result"].format(detail=info.detail, why=why)
-        values = f"`{var}` was {_fmt(expected)}, the result is {_fmt(actual)}"
-    elif info.kind in ("alias", "call-alias"):
-        values = f"both are index {_fmt(expected)}"
-    elif info.kind in ("overlap", "call-overlap"):
-        values = f"they share element(s) from index {_fmt(expected)} to {_fmt(actual)}"
-    elif info.kind == "empty":
-        values = "the array has no elements (NumPy raises here too)"
-    elif info.kind == "slice":
-        values = (f"the bounds are {_fmt(expected)}:{_fmt(actual)} (negative ones counted from "
-                  f"the end), but the axis has length {_fmt(index[1])}; a sub-array `x[a:b]` "
-                  "needs 0 <= a <= b <= len(x)")
-    elif info.kind == "inexact":
-        values = f"{_fmt(actual)} does not divide {_fmt(expected)}"
-    elif info.kind == "shape":
-        values = f"{_fmt(actual)} vs {_fmt(expected)} along axis {index[0] if index else 0}"
-    elif info.kind == "adjoint-shape":
-        values = (f"it must return the adjoint of every float argument with that argument's "
-                  f"shape (the adjoint of `{var}` at entry)")
-    elif info.kind == "external-shape":
-        values = f"its value is added into `{var}`, so it must have `{var}`'s shape"
-    elif info.kind == "external-nonfinite":
-        values = "revbench runs it backwards by subtracting its value"
-    elif info.kind == "adjoint-count":
-        label = info.detail.split("\t")[0]
-        what = MESSAGES["adjoint-count"].format(detail=label)
-        values = (f"it returned {_fmt(actual)}, but {var} has {_fmt(expected)} float or complex "
-                  "argument(s): return their adjoints at entry, in order (a tuple)")
-    else:
-        values = f"expected {_fmt(expected)}, got {_fmt(actual)}"
+    failure = checks.Failure(var, info.detail, expected, actual, tuple(index))
+    what = checks.headline(info.kind, failure)
+    values = CHECKS[info.kind].values(failure)
     text = table.source_lines.get(info.line, "").strip()
     op = info.detail if info.kind in ("zero", "nonfinite") else \
         (info.detail.split(" ")[1:2] or [""])[0] if info.kind == "result" else ""

@@ -119,54 +119,71 @@ class TypeInference:
             self.stmt(s)
 
     def stmt(self, s: ir.Stmt) -> None:
-        if isinstance(s, ir.Update):
-            self.update(s)
-        elif isinstance(s, ir.Swap):
-            ta, tb = self.target(s.a), self.target(s.b)
-            for t in (s.a, s.b):
-                if isinstance(t, ir.Elem) and ir.is_subarray(t, self.env[t.name].ndim):
-                    raise self.error(s.loc, f"swapping a sub-array (`{_name(t)}`) is not "
-                                            "supported; swap whole arrays or single elements")
-            if ta != tb:
-                raise self.error(s.loc, f"a swap needs two targets of one type, got "
-                                        f"{_name(s.a)}: {ta} and {_name(s.b)}: {tb}")
-        elif isinstance(s, ir.Alloc):
-            t = self.alloc_type(s)
-            old = self.env.get(s.name)
-            if old is not None and old != t:
-                raise self.error(s.loc, f"ancilla `{s.name}` is allocated as {t} here but as {old} "
-                                        "elsewhere; use another name")
-            self.env[s.name] = t
-        elif isinstance(s, ir.Dealloc):
-            if s.name not in self.env:  # inverse programs deallocate before they allocate
-                self.env[s.name] = self.alloc_type(ir.Alloc(s.name, s.init, s.loc))
-        elif isinstance(s, ir.Call):
-            for a in s.args:
-                self.target(a)
-        elif isinstance(s, (ir.Block, ir.Inverted)):
-            self.block(s.body)
-        elif isinstance(s, ir.If):
-            self.condition(s.pre)
-            self.condition(s.post)
-            self.block(s.then)
-            self.block(s.orelse)
-        elif isinstance(s, ir.While):
-            self.condition(s.cond)
-            self.condition(s.post)
-            self.block(s.body)
-        elif isinstance(s, ir.For):
-            for e, what in ((s.start, "start"), (s.stop, "stop"), (s.step, "step")):
-                t = self.expr(e)
-                if t.is_array or t.dtype not in ("int", "bool"):
-                    raise self.error(e.loc, f"range() {what} must be an integer, got {t}")
-            self.env[s.var] = VarType("int")
-            self.block(s.body)
-        elif isinstance(s, ir.Print):
-            for a in s.args:
-                if not isinstance(a, str):
-                    self.expr(a)
-        elif isinstance(s, ir.Assert):
-            self.condition(s.cond)
+        """Type one statement: its kind's ``s_<Kind>`` rule (every kind has one but
+        ``Uncompute``, which the checker resolves: ``tests/test_rules_tables.py``)."""
+        getattr(self, "s_" + type(s).__name__)(s)
+
+    def s_Update(self, s: ir.Update) -> None:
+        self.update(s)
+
+    def s_Swap(self, s: ir.Swap) -> None:
+        ta, tb = self.target(s.a), self.target(s.b)
+        for t in (s.a, s.b):
+            if isinstance(t, ir.Elem) and ir.is_subarray(t, self.env[t.name].ndim):
+                raise self.error(s.loc, f"swapping a sub-array (`{_name(t)}`) is not "
+                                        "supported; swap whole arrays or single elements")
+        if ta != tb:
+            raise self.error(s.loc, f"a swap needs two targets of one type, got "
+                                    f"{_name(s.a)}: {ta} and {_name(s.b)}: {tb}")
+
+    def s_Alloc(self, s: ir.Alloc) -> None:
+        t = self.alloc_type(s)
+        old = self.env.get(s.name)
+        if old is not None and old != t:
+            raise self.error(s.loc, f"ancilla `{s.name}` is allocated as {t} here but as {old} "
+                                    "elsewhere; use another name")
+        self.env[s.name] = t
+
+    def s_Dealloc(self, s: ir.Dealloc) -> None:
+        if s.name not in self.env:  # inverse programs deallocate before they allocate
+            self.env[s.name] = self.alloc_type(ir.Alloc(s.name, s.init, s.loc))
+
+    def s_Call(self, s: ir.Call) -> None:
+        for a in s.args:
+            self.target(a)
+
+    def s_Block(self, s: ir.Block) -> None:
+        self.block(s.body)
+
+    def s_Inverted(self, s: ir.Inverted) -> None:
+        self.block(s.body)
+
+    def s_If(self, s: ir.If) -> None:
+        self.condition(s.pre)
+        self.condition(s.post)
+        self.block(s.then)
+        self.block(s.orelse)
+
+    def s_While(self, s: ir.While) -> None:
+        self.condition(s.cond)
+        self.condition(s.post)
+        self.block(s.body)
+
+    def s_For(self, s: ir.For) -> None:
+        for e, what in ((s.start, "start"), (s.stop, "stop"), (s.step, "step")):
+            t = self.expr(e)
+            if t.is_array or t.dtype not in ("int", "bool"):
+                raise self.error(e.loc, f"range() {what} must be an integer, got {t}")
+        self.env[s.var] = VarType("int")
+        self.block(s.body)
+
+    def s_Print(self, s: ir.Print) -> None:
+        for a in s.args:
+            if not isinstance(a, str):
+                self.expr(a)
+
+    def s_Assert(self, s: ir.Assert) -> None:
+        self.condition(s.cond)
 
     def update(self, s: ir.Update) -> None:
         rule = UPDATES[s.op]

@@ -251,57 +251,76 @@ class Adjoint:
         return tuple(out)
 
     def stmt(self, s: ir.Stmt) -> list[ir.Stmt]:
+        """The reverse sweep of one statement: its kind's ``s_<Kind>`` rule (every kind of
+        checked IR has one: ``tests/test_rules_tables.py``)."""
+        rule = getattr(self, "s_" + type(s).__name__, None)
+        if rule is None:
+            raise TypeError(f"no adjoint for {type(s).__name__}")
+        return rule(s)
+
+    def s_Update(self, s: ir.Update) -> list[ir.Stmt]:
+        t = self.env[s.target.name]
+        if (isinstance(s.target, ir.Var) and t.is_array) or ir.is_subarray(s.target, t.ndim):
+            return self.elementwise(s, self.ctx.typed.expr_type(s.target).ndim)
+        return UPDATES[s.op].adjoint(self.ctx, s)
+
+    def s_Swap(self, s: ir.Swap) -> list[ir.Stmt]:
+        out: list[ir.Stmt] = [s]
+        a, b = self.ctx.adj(s.a), self.ctx.adj(s.b)
+        if a is not None and b is not None:
+            out.append(ir.Swap(a, b, s.loc))
+        return out
+
+    def s_Alloc(self, s: ir.Alloc) -> list[ir.Stmt]:
+        # reverse of allocating t = e: pass t_bar back to what e read, free both
         ctx = self.ctx
-        if isinstance(s, ir.Update):
-            t = self.env[s.target.name]
-            if (isinstance(s.target, ir.Var) and t.is_array) or ir.is_subarray(s.target, t.ndim):
-                return self.elementwise(s, self.ctx.typed.expr_type(s.target).ndim)
-            return UPDATES[s.op].adjoint(ctx, s)
-        if isinstance(s, ir.Swap):
-            out: list[ir.Stmt] = [s]
-            a, b = ctx.adj(s.a), ctx.adj(s.b)
-            if a is not None and b is not None:
-                out.append(ir.Swap(a, b, s.loc))
-            return out
-        if isinstance(s, ir.Alloc):
-            # reverse of allocating t = e: pass t_bar back to what e read, free both
-            out = []
-            tbar = ctx.adj(ir.Var(s.name))
-            if tbar is not None:
-                init = s.init
-                if isinstance(init, ir.ArrayAlloc):
-                    if init.kind == "copy" and ctx.differentiable(init.source):
-                        out.append(ir.Update(ir.Var(adj_name(init.source)), ADD, tbar, s.loc))
-                else:
-                    out += ctx.accumulate(init, tbar, ADD)
-            out.append(ir.Dealloc(s.name, s.init, s.loc))
-            if tbar is not None:
-                out.append(ir.Dealloc(tbar.name, None, s.loc, discard=True))
-            return out
-        if isinstance(s, ir.Dealloc):
-            # reverse of `del t`: t comes back from its allocation expression, with a
-            # zero adjoint (its value after `del` influenced nothing)
-            out = [ir.Alloc(s.name, s.init, s.loc)]
-            if ctx.differentiable(s.name):
-                out.append(ir.Alloc(adj_name(s.name), self.zero_like(s.name), s.loc))
-            return out
-        if isinstance(s, ir.Call):
-            adj_args = tuple(ctx.adj(a) for a in s.args)
-            return [replace(s, backward=True, adj_args=adj_args,
-                            inactive=tuple(a is None for a in adj_args))]
-        if isinstance(s, ir.Block):
-            return [ir.Block(self.body(s.body), s.label, s.loc)]
-        if isinstance(s, ir.Inverted):
-            return [ir.Block(self.body(invert_body(s.body)), s.label, s.loc)]
-        if isinstance(s, ir.If):
-            return [ir.If(s.post, s.pre, self.body(s.then), self.body(s.orelse), s.loc)]
-        if isinstance(s, ir.While):
-            return [ir.While(s.post, s.cond, self.body(s.body), s.loc)]
-        if isinstance(s, ir.For):
-            return [replace(s, body=self.body(s.body), reverse=not s.reverse)]
-        if isinstance(s, (ir.Print, ir.Assert)):
-            return [s]
-        raise TypeError(f"no adjoint for {type(s).__name__}")
+        out: list[ir.Stmt] = []
+        tbar = ctx.adj(ir.Var(s.name))
+        if tbar is not None:
+            init = s.init
+            if isinstance(init, ir.ArrayAlloc):
+                if init.kind == "copy" and ctx.differentiable(init.source):
+                    out.append(ir.Update(ir.Var(adj_name(init.source)), ADD, tbar, s.loc))
+            else:
+                out += ctx.accumulate(init, tbar, ADD)
+        out.append(ir.Dealloc(s.name, s.init, s.loc))
+        if tbar is not None:
+            out.append(ir.Dealloc(tbar.name, None, s.loc, discard=True))
+        return out
+
+    def s_Dealloc(self, s: ir.Dealloc) -> list[ir.Stmt]:
+        # reverse of `del t`: t comes back from its allocation expression, with a
+        # zero adjoint (its value after `del` influenced nothing)
+        out: list[ir.Stmt] = [ir.Alloc(s.name, s.init, s.loc)]
+        if self.ctx.differentiable(s.name):
+            out.append(ir.Alloc(adj_name(s.name), self.zero_like(s.name), s.loc))
+        return out
+
+    def s_Call(self, s: ir.Call) -> list[ir.Stmt]:
+        adj_args = tuple(self.ctx.adj(a) for a in s.args)
+        return [replace(s, backward=True, adj_args=adj_args,
+                        inactive=tuple(a is None for a in adj_args))]
+
+    def s_Block(self, s: ir.Block) -> list[ir.Stmt]:
+        return [ir.Block(self.body(s.body), s.label, s.loc)]
+
+    def s_Inverted(self, s: ir.Inverted) -> list[ir.Stmt]:
+        return [ir.Block(self.body(invert_body(s.body)), s.label, s.loc)]
+
+    def s_If(self, s: ir.If) -> list[ir.Stmt]:
+        return [ir.If(s.post, s.pre, self.body(s.then), self.body(s.orelse), s.loc)]
+
+    def s_While(self, s: ir.While) -> list[ir.Stmt]:
+        return [ir.While(s.post, s.cond, self.body(s.body), s.loc)]
+
+    def s_For(self, s: ir.For) -> list[ir.Stmt]:
+        return [replace(s, body=self.body(s.body), reverse=not s.reverse)]
+
+    def s_Print(self, s: ir.Print) -> list[ir.Stmt]:
+        return [s]
+
+    def s_Assert(self, s: ir.Assert) -> list[ir.Stmt]:
+        return [s]
 
     def zero_like(self, name: str) -> ir.Expr:
         t = self.env[name]

@@ -207,33 +207,53 @@ class Tangent:
                 lineno=line or None, stage="ad") from None
 
     def _stmt(self, s: ir.Stmt) -> list[ir.Stmt]:
-        if isinstance(s, ir.Update):
-            return self.update(s)
-        if isinstance(s, ir.Swap):
-            a, b = self.tan(s.a), self.tan(s.b)
-            return [ir.Swap(a, b, s.loc), s] if a is not None and b is not None else [s]
-        if isinstance(s, ir.Alloc):
-            return self.alloc(s)
-        if isinstance(s, ir.Dealloc):
-            if not self.has_tangent(s.name):
-                return [s]
-            t = self.env[s.name]
-            init = ir.ArrayAlloc("zeros_like", (), s.name, "float") if t.is_array else ir.Const(0.0)
-            # the tangent is discarded unchecked: its round-off is not the program's
-            return [ir.Dealloc(tan_name(s.name), init, s.loc, discard=True), s]
-        if isinstance(s, ir.Call):
-            return self.call(s)
-        if isinstance(s, ir.Block):
-            return [ir.Block(self.body(s.body), s.label, s.loc)]
-        if isinstance(s, ir.Inverted):
-            return [ir.Block(self.body(invert_body(s.body)), s.label, s.loc)]
-        if isinstance(s, ir.If):
-            return [replace(s, then=self.body(s.then), orelse=self.body(s.orelse))]
-        if isinstance(s, (ir.While, ir.For)):
-            return [replace(s, body=self.body(s.body))]
-        if isinstance(s, (ir.Print, ir.Assert)):
+        """The tangent program of one statement: its kind's ``s_<Kind>`` rule."""
+        rule = getattr(self, "s_" + type(s).__name__, None)
+        if rule is None:
+            raise SecondOrderUnsupported(f"no tangent rule for a {type(s).__name__} statement")
+        return rule(s)
+
+    def s_Update(self, s: ir.Update) -> list[ir.Stmt]:
+        return self.update(s)
+
+    def s_Swap(self, s: ir.Swap) -> list[ir.Stmt]:
+        a, b = self.tan(s.a), self.tan(s.b)
+        return [ir.Swap(a, b, s.loc), s] if a is not None and b is not None else [s]
+
+    def s_Alloc(self, s: ir.Alloc) -> list[ir.Stmt]:
+        return self.alloc(s)
+
+    def s_Dealloc(self, s: ir.Dealloc) -> list[ir.Stmt]:
+        if not self.has_tangent(s.name):
             return [s]
-        raise SecondOrderUnsupported(f"no tangent rule for a {type(s).__name__} statement")
+        t = self.env[s.name]
+        init = ir.ArrayAlloc("zeros_like", (), s.name, "float") if t.is_array else ir.Const(0.0)
+        # the tangent is discarded unchecked: its round-off is not the program's
+        return [ir.Dealloc(tan_name(s.name), init, s.loc, discard=True), s]
+
+    def s_Call(self, s: ir.Call) -> list[ir.Stmt]:
+        return self.call(s)
+
+    def s_Block(self, s: ir.Block) -> list[ir.Stmt]:
+        return [ir.Block(self.body(s.body), s.label, s.loc)]
+
+    def s_Inverted(self, s: ir.Inverted) -> list[ir.Stmt]:
+        return [ir.Block(self.body(invert_body(s.body)), s.label, s.loc)]
+
+    def s_If(self, s: ir.If) -> list[ir.Stmt]:
+        return [replace(s, then=self.body(s.then), orelse=self.body(s.orelse))]
+
+    def s_While(self, s: ir.While) -> list[ir.Stmt]:
+        return [replace(s, body=self.body(s.body))]
+
+    def s_For(self, s: ir.For) -> list[ir.Stmt]:
+        return [replace(s, body=self.body(s.body))]
+
+    def s_Print(self, s: ir.Print) -> list[ir.Stmt]:
+        return [s]
+
+    def s_Assert(self, s: ir.Assert) -> list[ir.Stmt]:
+        return [s]
 
     def update(self, s: ir.Update) -> list[ir.Stmt]:
         t = self.env[s.target.name]
