@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from revbench.backends import codegen, custom_sweep
+from revbench.backends import codegen, custom_sweep, loop_code
 from revbench.backends.loader import LOCK, hold, hold_module
 from revbench.backends.runtime import TABLES, CheckTable
 from revbench.lang import ir, suggest
@@ -89,6 +89,7 @@ class Program:
     _effects: bool | None = None
     _cache: dict = field(default_factory=dict)
     views: dict = field(default_factory=dict)  # direction -> ReversibleFunction
+    _loop_views: dict = field(default_factory=dict)  # its checkpointed loops' programs
 
     def __post_init__(self) -> None:
         _GENERATION[0] += 1
@@ -98,6 +99,10 @@ class Program:
         """The module the function was defined in (``__main__`` in a notebook): with its
         name, the key of its custom adjoint (:mod:`revbench.rules.adjoints`)."""
         return str(self.namespace.get("__name__", "__main__"))
+
+    def opaque_text(self, direction: Direction) -> str | None:
+        """What the debugger's one step says an opaque function did (None: its default)."""
+        return None
 
     def custom_adjoint(self) -> adjoint_rules.AdjointRule | None:
         return adjoint_rules.lookup(self.module, self.ir.name)
@@ -160,6 +165,12 @@ class Program:
 
     # -- resolving callees -----------------------------------------------------
     def lookup(self, dotted: str) -> Any:
+        for loop in self.ir.loops:  # a checkpointed loop of its body, outlined
+            if loop.name == dotted:
+                view = self._loop_views.get(loop.name)
+                if view is None:
+                    view = self._loop_views[loop.name] = LoopView(LoopProgram.of(self, loop))
+                return view
         return lookup_name(dotted, self.namespace, self.closure)
 
     def callee(self, call: ir.Call) -> tuple[Program, str]:
@@ -465,6 +476,150 @@ class Program:
         key = gen.module_key
         hold(compiled, ("table", key), lambda: TABLES.pop(key, None))
         return compiled
+
+
+class LoopView(ProgramView):
+    """A checkpointed loop as its enclosing function's code calls it."""
+
+    def __init__(self, program: LoopProgram):
+        self._program = program
+        self._direction = FORWARD
+
+
+@dataclass
+class LoopProgram(Program):
+    """A checkpointed loop (:class:`ir.LoopDef`): kernels generated around its step's
+    (:mod:`revbench.backends.loop_code`) instead of derived from IR.  The debugger shows
+    it as one step."""
+
+    opaque = True
+    loop: ir.LoopDef | None = None
+    step: Program | None = None
+
+    @classmethod
+    def of(cls, parent: Program, loop: ir.LoopDef) -> LoopProgram:
+        f = loop.step
+        S = loop.n_state
+        params = (*f.params[:2 * S], *loop_code.BOUNDS, *f.params[2 * S + 1:])
+        func = ir.Function(loop.name, params, (), f.filename, f.firstlineno, f.source_lines)
+        options = dict(check=parent.check, backend=parent.backend, fastmath=parent.fastmath,
+                       atol=parent.atol, rtol=parent.rtol, namespace=parent.namespace,
+                       closure=parent.closure)
+        return cls(func, **options, loop=loop, step=Program(f, **options))
+
+    @property
+    def label(self) -> str:
+        s = self.loop.strategy
+        return getattr(s, "label", repr(s))
+
+    def written_params(self) -> frozenset[str]:
+        return frozenset(self.ir.params[:self.loop.n_state])
+
+    def has_effects(self) -> bool:
+        return self.step.has_effects()
+
+    def custom_adjoints_used(self) -> tuple[str, ...]:
+        return self.step.custom_adjoints_used()
+
+    def opaque_text(self, direction: Direction) -> str:
+        S = self.loop.n_state
+        f = self.loop.step
+        op = "-=" if direction.inverse != direction.sweep else "+="
+        what = (f"checkpointed loop under {self.label}: {', '.join(f.params[:S])} {op} the "
+                f"state after its steps from {', '.join(f.params[S:2 * S])}")
+        return what + (", with the adjoints carried back through every step"
+                       if direction.sweep else "")
+
+    def _error(self, message: str, variable: str | None = None) -> ReversibilityTypeError:
+        line = self.loop.loc.line
+        return ReversibilityTypeError(
+            f"{message}\n  in the checkpointed loop at {self.ir.filename}, line {line}: "
+            f"{self.ir.line_text(line).strip()}", variable=variable, function=self.ir.name,
+            filename=self.ir.filename, lineno=line, stage="types")
+
+    def _step_signature(self, signature: tuple[VarType, ...]) -> tuple[VarType, ...]:
+        """The step's argument types, after checking the loop's: float (or complex) array
+        states, a pair of one type each, int bounds."""
+        S = self.loop.n_state
+        params = self.ir.params
+        for k in range(S):
+            for name, t in ((params[k], signature[k]), (params[S + k], signature[S + k])):
+                if not t.is_array or t.dtype not in loop_code.DIFFERENTIABLE:
+                    raise self._error(f"the state `{name}` of a checkpointed loop must be a "
+                                      f"float (or complex) array, got {t} (wrap a scalar state "
+                                      "in a 1-element array)", name)
+            if signature[k] != signature[S + k]:
+                raise self._error(f"the new state `{params[k]}` ({signature[k]}) and the old "
+                                  f"state `{params[S + k]}` ({signature[S + k]}) of a "
+                                  "checkpointed loop must have the same type", params[k])
+        for t in signature[2 * S:2 * S + 3]:
+            if t != VarType("int"):
+                raise self._error(f"the range of a checkpointed loop takes ints, got {t}")
+        return (*signature[:2 * S], VarType("int"), *signature[2 * S + 3:])
+
+    def _refuse_writes(self) -> None:
+        S = self.loop.n_state
+        f = self.loop.step
+        read_only = set(f.params[S:])
+        changed = sorted(self.step.written_params() & read_only)
+        if changed:
+            n = changed[0]
+            role = ("the loop variable" if n == f.params[2 * S] else "the old state"
+                    if n in f.params[S:2 * S] else "a variable read from around the loop")
+            raise self._error(
+                f"the body of this checkpointed loop changes `{n}`, {role}: its strategy runs "
+                "the body many times and in its own order, so a step may change only the new "
+                f"state ({', '.join(f.params[:S])}) and ancillas it releases itself (carry a "
+                "running total as part of the state)", n)
+
+    def generate(self, direction: Direction, backend: str, check: bool,
+                 signature: tuple[VarType, ...], compile_callees: bool = True, lanes: int = 1,
+                 inactive: frozenset[str] = frozenset(), deps: list | None = None,
+                 shapes: tuple | None = None):
+        if backend == "cuda":
+            raise self._error("checkpointed loops do not run on the GPU yet (device='cuda'); "
+                              "use the CPU for this function")
+        if direction not in (FORWARD, INVERSE, BACKWARD, pipeline.BACKWARD_INVERSE):
+            raise self._error("second derivatives (hvp, hessian, jvp) through a checkpointed "
+                              "loop are not supported yet: differentiate the function once "
+                              "(grad, vjp)")
+        if lanes != 1:
+            raise self._error("a checkpointed loop carries one adjoint seed at a time: take a "
+                              "Jacobian row by row (revbench.vjp) rather than all at once")
+        step_sig = self._step_signature(signature)
+        self._refuse_writes()
+        S = self.loop.n_state
+        f = self.loop.step
+        step_off = frozenset(inactive) & set(f.params[2 * S + 1:])
+        step_active = tuple(p for p, t in zip(f.params, step_sig)
+                            if t.dtype in loop_code.DIFFERENTIABLE and p not in step_off)
+        schedule = self.loop.strategy.loop_schedule()
+        gen = loop_code.generate(self.ir.name, self.ir.params, signature, S, direction, check,
+                                 schedule.knob, frozenset(inactive), f.params, step_active,
+                                 self.loop.loc.line, self.ir.filename, self.label,
+                                 self.atol, self.rtol)
+        injected: dict[str, object] = {}
+        if not compile_callees:
+            return gen, injected
+        step_check = check and self.step.check
+        keys = {loop_code.FORWARD_SYMBOL: (FORWARD, backend, step_check, step_sig)}
+        if direction.sweep:
+            keys[loop_code.BACKWARD_SYMBOL] = (BACKWARD, backend, step_check, step_sig, 1,
+                                               step_off)
+        for symbol, key in keys.items():
+            sub = self.step.compile(*key)
+            injected[symbol] = sub.run
+            if deps is not None:
+                deps.append((None, self.step, key, sub))
+        if backend == "numba":
+            from revbench.backends.numba_backend import helper
+
+            injected[loop_code.ACTIONS_SYMBOL] = helper(schedule.actions)
+            injected[loop_code.SLOTS_SYMBOL] = helper(schedule.slots)
+        else:
+            injected[loop_code.ACTIONS_SYMBOL] = schedule.actions
+            injected[loop_code.SLOTS_SYMBOL] = schedule.slots
+        return gen, injected
 
 
 def lookup_name(dotted: str, namespace: Mapping[str, Any], closure: Mapping[str, Any]) -> Any:

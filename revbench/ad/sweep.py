@@ -32,8 +32,9 @@ Loss = str | int | tuple
 #: what to do when a reverse sweep does not recover the inputs (the end of its message)
 _RECOVERY_ADVICE = (
     "so the gradient cannot be trusted. Running the program backwards amplified round-off, as "
-    "it does in chaotic maps and long in-place loops. To fix it, write the loop as a "
-    "revbench.checkpoint.TimeLoop and differentiate it with a strategy such as "
+    "it does in chaotic maps and long in-place loops. To fix it, write the loop out of place "
+    "as a checkpointed loop (`for t in checkpointed(range(n), Revolve(snapshots=...), "
+    "new=..., old=...)`, or a revbench.checkpoint.TimeLoop) with a strategy such as "
     "Revolve(snapshots=...) or StoreAll(), which keep states instead of recovering them by "
     "running backwards, or loosen the tolerance with @reversible(atol=..., rtol=...)")
 #: the same for an integer or bool argument, which no round-off can excuse

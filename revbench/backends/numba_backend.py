@@ -331,3 +331,33 @@ def translate_numba_error(exc: BaseException, function: str) -> ReversibilityTyp
             function=table.function, filename=table.filename, lineno=line, stage="numba")
     return ReversibilityTypeError(f"Numba could not compile {function}: {first}",
                                   function=function, stage="numba")
+
+
+_helpers: dict[Callable, Callable] = {}
+
+
+def helper(fn: Callable) -> Callable:
+    """A function of revbench's own modules that generated code calls (a checkpointed
+    loop's schedule, :mod:`revbench.checkpoint.actions`), compiled once per process.  The
+    functions it calls in turn are those its module names in ``NUMBA_CALLS``: they are
+    compiled too, and the copy compiled of ``fn`` sees them (the module stays Python)."""
+    with LOCK:
+        dispatcher = _helpers.get(fn)
+        if dispatcher is None:
+            import types
+
+            import numba
+
+            scope = dict(fn.__globals__)
+            calls = set(fn.__globals__.get("NUMBA_CALLS", ())) & set(fn.__code__.co_names)
+            for name in calls:
+                if scope[name] is not fn:
+                    scope[name] = helper(fn.__globals__[name])
+            copy = types.FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__,
+                                      fn.__closure__)
+            copy.__qualname__, copy.__module__ = fn.__qualname__, fn.__module__
+            # (not cached on disk: Numba cannot compile a caller of a generator it loaded
+            # from its cache -- the generator's implementation is registered only when it
+            # is compiled; a cached *caller* has it linked in and needs nothing)
+            dispatcher = _helpers[fn] = numba.njit(cache=False)(copy)
+        return dispatcher

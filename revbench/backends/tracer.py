@@ -693,7 +693,10 @@ class Tracer:
         rule = prog.custom_adjoint()
         line = s.loc.line
         name, params = prog.ir.name, prog.ir.params
-        if prog.opaque:
+        own = prog.opaque_text(cdir)
+        if own is not None:
+            what = own
+        elif prog.opaque:
             op = SUB if cdir.inverse != cdir.sweep else ADD  # (a sweep runs it backwards)
             what = f"external: {params[0]} {op} {name}({', '.join(params[1:])})"
             if cdir.sweep:

@@ -19,8 +19,9 @@ from revbench.checkpoint.strategies import (
     StoreAll,
     Strategy,
 )
+from revbench.lang.markers import checkpointed
 
 # (named one by one, so that editors and type checkers see them: a strategy added to
 # strategies.py is named here too -- tests/test_strategy_registry.py fails until it is)
 __all__ = ["STRATEGIES", "Bennett", "InsufficientMemoryError", "Periodic", "Reverse", "Revolve",
-           "Stats", "StoreAll", "Strategy", "TimeLoop"]
+           "Stats", "StoreAll", "Strategy", "TimeLoop", "checkpointed"]

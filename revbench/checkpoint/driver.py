@@ -51,9 +51,12 @@ class DriverShape:
     n_state: int
     params: tuple[ParamSpec, ...]
     check: bool
+    #: the schedule is a compiled generator of actions (:mod:`revbench.checkpoint.actions`)
+    #: run inside the driver, not rows planned in Python
+    compiled_schedule: bool = False
 
 
-DRIVER_VERSION = "2"
+DRIVER_VERSION = "3"
 
 
 def driver_source(shape: DriverShape, symbols: dict[str, str]) -> str:
@@ -110,11 +113,32 @@ def driver_source(shape: DriverShape, symbols: dict[str, str]) -> str:
                 w.emit(f"{s}[b][...] = {s}[a]")
 
     gradient = "bwd" in symbols
-    with w.block(f"def _rb_driver(ops, nops, value, {', '.join(st + ad + ps + gs)}, atol, rtol):"):
-        with w.block("for r in range(nops):"):
+    everything = ", ".join(st + ad + ps + gs)
+    if shape.compiled_schedule:
+        # the actions of :mod:`revbench.checkpoint.actions`, counted as they run; in place,
+        # a forward step copies its state first, and a reverse step runs on s[i+1]'s slot
+        # and checks what it recovers against s[i]'s (the rows' in-place convention)
+        header = (f"def _rb_driver(nsteps, knob, counts, value, {everything}, atol, rtol):",
+                  "for op, i, a0, b0 in _rb_schedule(nsteps, knob):")
+    else:
+        header = (f"def _rb_driver(ops, nops, value, {everything}, atol, rtol):",
+                  "for r in range(nops):")
+    with w.block(header[0]):
+        with w.block(header[1]):
             with w.block("if _rb_interrupted():  # Ctrl-C (revbench.backends.runtime.interrupted)"):
                 w.emit("raise _RbInterrupted()")
-            w.emit("op = ops[r, 0]", "t = np.int64(ops[r, 1])", "a = ops[r, 2]", "b = ops[r, 3]")
+            if not shape.compiled_schedule:
+                w.emit("op = ops[r, 0]", "t = np.int64(ops[r, 1])", "a = ops[r, 2]",
+                       "b = ops[r, 3]")
+            else:
+                w.emit("t = np.int64(i)", "counts[op] += 1", "a = a0", "b = b0")
+                if shape.inplace:
+                    with w.block(f"if op == {FWD}:"):
+                        for s_ in st:
+                            w.emit(f"{s_}[b0][...] = {s_}[a0]")
+                        w.emit("a = b0")
+                    with w.block(f"elif op == {REV}:"):
+                        w.emit("a = b0", "b = a0")
             with w.block(f"if op == {FWD}:"):
                 if shape.inplace:
                     w.emit(f"{symbols['fwd']}({sa}, t{pcomma}, atol, rtol)")
@@ -163,12 +187,22 @@ def driver_source(shape: DriverShape, symbols: dict[str, str]) -> str:
     return w.text()
 
 
-def build_driver(shape: DriverShape, kernels: dict[str, tuple[object, str]], backend: str):
-    """Compile the driver for ``shape`` calling ``kernels`` (name -> (callable, content key))."""
+def build_driver(shape: DriverShape, kernels: dict[str, tuple[object, str]], backend: str,
+                 schedule: object = None):
+    """Compile the driver for ``shape`` calling ``kernels`` (name -> (callable, content key));
+    with a compiled schedule, ``schedule`` is its generator of actions."""
     symbols = {name: f"_rb_k_{name}_{key[:16]}" for name, (_, key) in kernels.items()}
     source = driver_source(shape, symbols)
+    if schedule is not None:  # (the generator's name keys the module: one driver per schedule)
+        source += f"# schedule: {schedule.__module__}.{schedule.__qualname__}\n"
     key = hashlib.sha256(source.encode()).hexdigest()[:32]
     injected: dict[str, object] = {sym: kernels[name][0] for name, sym in symbols.items()}
+    if schedule is not None:
+        if backend == "numba":
+            from revbench.backends.numba_backend import helper
+
+            schedule = helper(schedule)
+        injected["_rb_schedule"] = schedule
     injected["_RbNotRecovered"] = StateNotRecovered
     injected["_rb_interrupted"], injected["_RbInterrupted"] = interrupted, Interrupted
     flavour = "nb" if backend == "numba" else "py"

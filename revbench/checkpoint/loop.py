@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -24,7 +24,7 @@ from revbench.checkpoint.driver import (
     StateNotRecovered,
     build_driver,
 )
-from revbench.checkpoint.strategies import StoreAll, Strategy, fitting
+from revbench.checkpoint.strategies import LoopSchedule, StoreAll, Strategy, fitting
 from revbench.config import get_tolerance
 from revbench.function import ReversibleFunction
 from revbench.lang.errors import ReversibilityError
@@ -271,10 +271,13 @@ class _Executor:
         self.shape = DriverShape(loop.inplace, S, pspecs, self.check)
         self.step_sig, self.loss_sig = step_sig, loss_sig
         self.backend = step.backend
-        self._drivers: dict[bool, Any] = {}
+        self._drivers: dict[tuple, Any] = {}
 
-    def driver(self, gradient: bool):
-        if gradient not in self._drivers:
+    def driver(self, gradient: bool, schedule: Any = None):
+        """The compiled driver: running rows, or (``schedule``: a generator of
+        :mod:`revbench.checkpoint.actions`) running that schedule inside."""
+        key = (gradient, schedule)
+        if key not in self._drivers:
             step, loss = self.loop.step, self.loop.loss
             try:
                 kernels = {"fwd": _kernel(step, "forward", self.step_sig)}
@@ -286,8 +289,9 @@ class _Executor:
                     kernels["lossb"] = _kernel(loss, "backward", self.loss_sig)
             except (ReversibilityError, TypeError) as exc:
                 raise exc.with_traceback(None) from None
-            self._drivers[gradient] = build_driver(self.shape, kernels, self.backend)
-        return self._drivers[gradient]
+            shape = replace(self.shape, compiled_schedule=schedule is not None)
+            self._drivers[key] = build_driver(shape, kernels, self.backend, schedule)
+        return self._drivers[key]
 
     def allocate(self, slots: int) -> None:
         self.store = [np.zeros((slots, *s.shape), dtype=s.dtype) for s in self.state]
@@ -320,8 +324,11 @@ class _Executor:
         return [*self.store[:S], *self.adj, *self.params, *self.gacc]
 
     def _exec(self, driver, rows: np.ndarray, args: list) -> None:
+        self._call(driver, (rows, rows.shape[0]), args)
+
+    def _call(self, driver, lead: tuple, args: list) -> None:
         try:
-            out = driver(rows, rows.shape[0], self.value, *args, self.atol, self.rtol)
+            out = driver(*lead, self.value, *args, self.atol, self.rtol)
         except StateNotRecovered as exc:
             raise self._not_recovered(exc) from None
         except KeyboardInterrupt:  # Ctrl-C, noticed by the compiled driver
@@ -347,6 +354,9 @@ class _Executor:
         Regular schedules come as NumPy-generated sweeps; the others are written row by
         row by the builder, streamed to the driver as they are made, and remembered
         when small (a few thousand rows cost more to plan than to run)."""
+        schedule = _compiled_schedule(strategy)
+        if schedule is not None:
+            return self._run_compiled(schedule)
         self.allocate(slots)
         driver = self.driver(True)
         args = self._driver_args(True)
@@ -387,6 +397,25 @@ class _Executor:
                     _PLAN_CACHE.clear()
                 _PLAN_CACHE[key] = (kept, plans.FastPlan((), b.counts, b.saved_slot, b.held.get(0)))
             summary = b
+        return summary, float(self.value), self._gradients()
+
+    def _run_compiled(self, schedule: LoopSchedule):
+        """The schedule run inside the compiled driver, as its compiled generator yields it:
+        no rows, no planning in Python, whatever the number of steps."""
+        n = self.loop.n_steps
+        slots = schedule.slots(n, schedule.knob)
+        self.allocate(slots)
+        driver = self.driver(True, schedule.actions)
+        args = self._driver_args(True)
+        for s, x in zip(self.store, self.state):
+            s[0] = x  # the schedule's first slot
+        counts = np.zeros(5, np.int64)
+        self._call(driver, (n, schedule.knob, counts), args)
+        summary = plans.PlanBuilder(self.loop.inplace, slots, lambda rows: None)
+        summary.counts = plans.Counts(int(counts[plans.FWD]), int(counts[plans.INV]),
+                                      int(counts[plans.REV]),
+                                      schedule.peak(n, schedule.knob))
+        summary.held[0] = 0
         return summary, float(self.value), self._gradients()
 
     def _gradients(self) -> tuple:
@@ -456,6 +485,14 @@ class _Executor:
             "The step is not exactly undone by its inverse: make the step add the new state "
             "in one update per element, or use StoreAll()/Revolve(), which do not uncompute",
             variable=name, actual=float(resid), function=self.loop.step.name, stage="checkpoint")
+
+
+def _compiled_schedule(strategy: Strategy) -> LoopSchedule | None:
+    """The strategy's schedule as a compiled generator, where it has one."""
+    try:
+        return strategy.loop_schedule()
+    except NotImplementedError:
+        return None
 
 
 def _kernel(f: ReversibleFunction, kind: str, sig: tuple[VarType, ...]) -> tuple[Any, str]:

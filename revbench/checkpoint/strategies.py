@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar
 
-from revbench.checkpoint import plan
+from revbench.checkpoint import actions, plan
 
 INPLACE = "in-place"
 OUT_OF_PLACE = "out-of-place"
@@ -131,8 +131,27 @@ class Strategy:
         """The schedule as NumPy-generated sweeps, where it is that regular (else None)."""
         return None
 
+    def loop_schedule(self) -> LoopSchedule | None:
+        """How a checkpointed loop of reversible code (``for t in checkpointed(...)``) runs
+        this strategy: its schedule as a compiled generator (:mod:`.actions`), or None for
+        a strategy that needs no schedule (``Reverse()``: the loop runs as written)."""
+        raise NotImplementedError(f"{self.name} cannot run inside reversible code yet")
+
     def __repr__(self) -> str:
         return self.label
+
+
+@dataclass(frozen=True)
+class LoopSchedule:
+    """A strategy's schedule as a compiled generator: ``actions(n, knob)`` yields the
+    actions of :mod:`revbench.checkpoint.actions`; ``slots(n, knob)`` is the store they
+    need, ``peak(n, knob)`` the most states alive at once (what ``TimeLoop.stats``
+    reports)."""
+
+    actions: object
+    slots: object
+    peak: object
+    knob: int = 0
 
 
 def _register(cls: type[Strategy]) -> None:
@@ -179,6 +198,10 @@ class StoreAll(Strategy):
     def fast_plan(self, n_steps: int, inplace: bool) -> plan.FastPlan:
         return plan.store_all_fast(n_steps, inplace)
 
+    def loop_schedule(self) -> LoopSchedule:
+        return LoopSchedule(actions.store_all_actions, actions.store_all_slots,
+                            actions.store_all_peak)
+
 
 @dataclass(frozen=True, repr=False)
 class Periodic(Strategy):
@@ -195,10 +218,14 @@ class Periodic(Strategy):
         return [cls(every=_root(n_steps))]
 
     def slots(self, n_steps: int, inplace: bool) -> int:
-        return len(range(0, n_steps, self.every)) + min(self.every, n_steps) + 2
+        return actions.periodic_slots(n_steps, self.every)
 
     def schedule(self, builder: plan.PlanBuilder, n_steps: int) -> None:
         plan.periodic(builder, n_steps, self.every)
+
+    def loop_schedule(self) -> LoopSchedule:
+        return LoopSchedule(actions.periodic_actions, actions.periodic_slots,
+                            actions.periodic_peak, self.every)
 
 
 @dataclass(frozen=True, repr=False)
@@ -219,10 +246,14 @@ class Revolve(Strategy):
                 if c < n_steps]
 
     def slots(self, n_steps: int, inplace: bool) -> int:
-        return min(self.snapshots, max(n_steps - 1, 0)) + 2
+        return actions.revolve_slots(n_steps, self.snapshots)
 
     def schedule(self, builder: plan.PlanBuilder, n_steps: int) -> None:
         plan.revolve(builder, n_steps, self.snapshots)
+
+    def loop_schedule(self) -> LoopSchedule:
+        return LoopSchedule(actions.revolve_actions, actions.revolve_slots,
+                            actions.revolve_peak, self.snapshots)
 
 
 @dataclass(frozen=True, repr=False)
@@ -271,6 +302,9 @@ class Reverse(Strategy):
 
     def fast_plan(self, n_steps: int, inplace: bool) -> plan.FastPlan:
         return plan.reverse_fast(n_steps)
+
+    def loop_schedule(self) -> None:
+        return None  # an in-place loop, run as written: its reverse sweep runs it backwards
 
 
 def fitting(inplace: bool) -> list[str]:

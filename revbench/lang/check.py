@@ -65,7 +65,9 @@ class Checker:
     def run(self) -> ir.Function:
         scope = _Scope(frozenset(self.func.params))
         body = self.block(self.func.body, scope, new_block=True)
-        return replace(self.func, body=body)
+        # each checkpointed loop's body is a function of its own (its step)
+        loops = tuple(replace(d, step=Checker(d.step).run()) for d in self.func.loops)
+        return replace(self.func, body=body, loops=loops)
 
     # -- blocks ---------------------------------------------------------------
     def block(self, body, scope: _Scope, new_block: bool, block_id: int | None = None):

@@ -407,6 +407,9 @@ class Function:
     filename: str
     firstlineno: int
     source_lines: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    #: its checkpointed loops, each outlined as a function of its own, which the body
+    #: calls by :attr:`LoopDef.name` (``for t in checkpointed(...)``)
+    loops: tuple[LoopDef, ...] = field(default=(), compare=False, repr=False)
 
     def line_text(self, line: int) -> str:
         """The user's source text of a line (``''`` when unknown)."""
@@ -414,6 +417,27 @@ class Function:
         if 0 <= i < len(self.source_lines):
             return self.source_lines[i].rstrip("\n")
         return ""
+
+
+@dataclass(frozen=True)
+class LoopDef:
+    """An out-of-place loop run under a checkpointing strategy::
+
+        for t in checkpointed(range(a, b, s), Revolve(snapshots=20), new=y1, old=y0):
+            step(y1, y0, t, h)
+
+    The parser outlines its body as the function ``step`` (parameters: the new state,
+    the old state, the loop variable, then the variables the body reads from around it)
+    and puts a :class:`Call` of :attr:`name` where the loop was, passing
+    ``(*new, *old, a, b, s, *free)``.  The compiler resolves that name to the loop's
+    program, whose kernels run the strategy's schedule over the step's kernels.
+    """
+
+    name: str
+    step: Function
+    strategy: Any  # a revbench.checkpoint strategy (compared by value)
+    n_state: int
+    loc: Loc = field(default=NO_LOC, compare=False)
 
 
 # --------------------------------------------------------------------------- #
@@ -603,6 +627,7 @@ __all__ = [
     "Inverted",
     "Len",
     "Loc",
+    "LoopDef",
     "Print",
     "Shape",
     "Slice",

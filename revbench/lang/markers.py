@@ -27,3 +27,6 @@ class _Marker:
 
 routine = _Marker("routine", "`with routine:` computes a block that `~routine` undoes later")
 inverted = _Marker("inverted", "`with inverted:` runs a block backwards")
+checkpointed = _Marker(
+    "checkpointed", "`for t in checkpointed(range(n), Revolve(snapshots=c), new=..., old=...):` "
+    "runs a loop under a checkpointing strategy")

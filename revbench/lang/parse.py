@@ -121,15 +121,17 @@ class Parser:
             raise self.error(node, "duplicate argument names")
         self._check_nesting(node)
         self.local_names = set(params) | _bound_names(node.body)
+        self._loop_defs: list[list[ir.LoopDef]] = [[]]  # checkpointed loops, per body outlined
         self._values = 0  # ancillas holding the value of a reversible call in an expression
         self._from_call: dict[str, ir.Call] = {}  # ancillas allocated as `t = f(x)`
         body = list(node.body)
         if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
                 and isinstance(body[0].value.value, str):
             body = body[1:]  # docstring
+        stmts = self.block(body)
         return ir.Function(
-            node.name, params, self.block(body), self.src.filename,
-            self.src.line_offset + 1, tuple(self.src.lines))
+            node.name, params, stmts, self.src.filename,
+            self.src.line_offset + 1, tuple(self.src.lines), loops=tuple(self._loop_defs[0]))
 
     def _check_nesting(self, node: ast.FunctionDef) -> None:
         """Refuse statements or expressions nested deeper than the MAX_*_DEPTH limits
@@ -480,6 +482,12 @@ class Parser:
             raise self.error(s.target, "the loop variable must be a single name: `for i in range(n):`")
         self._check_user_name(s.target, s.target.id)
         it = s.iter
+        if isinstance(it, ast.Call) and _names_checkpointed(it.func):
+            return self._checkpointed_loop(s, it)
+        start, stop, step = self._range(it)
+        return ir.For(s.target.id, start, stop, step, self.block(s.body), False, self.loc(s))
+
+    def _range(self, it: ast.expr) -> tuple[ir.Expr, ir.Expr, ir.Expr]:
         if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
                 and 1 <= len(it.args) <= 3 and not it.keywords):
             raise self.error(it, "a reversible for loop walks a range: `for i in range(a, b, s):`")
@@ -492,7 +500,146 @@ class Parser:
             start, stop, step = args
         if isinstance(step, ir.Const) and step.value == 0:
             raise self.error(it, "range() step must not be zero")
-        return ir.For(s.target.id, start, stop, step, self.block(s.body), False, self.loc(s))
+        return start, stop, step
+
+    def _checkpointed_loop(self, s: ast.For, it: ast.Call) -> ir.Stmt | list[ir.Stmt]:
+        """``for t in checkpointed(range(...), strategy, new=..., old=...)``: the body is
+        outlined as a step function (:class:`ir.LoopDef`) and the loop becomes a call of
+        it; without ``new``/``old`` (an in-place step, ``Reverse()``) a plain loop."""
+        usage = ("write `for t in checkpointed(range(n), Revolve(snapshots=20), new=y_new, "
+                 "old=y):` (an out-of-place step: the body adds the state after step t into "
+                 "`y_new` from the state before it, `y`), or `for t in checkpointed(range(n), "
+                 "Reverse()):` for a body that updates its state in place")
+        if len(it.args) != 2 or any(isinstance(a, ast.Starred) for a in it.args):
+            raise self.error(it, f"checkpointed() takes a range and a strategy: {usage}")
+        keywords = {kw.arg: kw.value for kw in it.keywords}
+        unknown = sorted(set(map(str, keywords)) - {"new", "old"})
+        if unknown:
+            raise self.error(it, f"checkpointed() has no keyword `{unknown[0]}`: {usage}")
+        if ("new" in keywords) != ("old" in keywords):
+            raise self.error(it, "checkpointed() names the state twice, `new=` (after each step) "
+                                 f"and `old=` (before it), or neither: {usage}")
+        strategy = self._strategy(it.args[1], usage)
+        label = getattr(strategy, "label", repr(strategy))
+        try:
+            schedule = strategy.loop_schedule()
+        except NotImplementedError as exc:
+            raise self.error(it.args[1], f"{exc}: use StoreAll(), Periodic(every=k) or "
+                                         "Revolve(snapshots=c) in reversible code (or TimeLoop "
+                                         f"for {label})") from None
+        var = s.target.id
+        if "new" not in keywords:
+            if schedule is not None:
+                raise self.error(it, f"{label} keeps states of an out-of-place step, so the loop "
+                                     "must say which variables hold the state: add `new=` and "
+                                     f"`old=`; {usage}")
+            start, stop, step = self._range(it.args[0])
+            return ir.For(var, start, stop, step, self.block(s.body), False, self.loc(s))
+        if schedule is None:
+            raise self.error(it, f"{label} runs an in-place step backwards, but this loop names "
+                                 "a new and an old state (an out-of-place step): drop `new=` and "
+                                 "`old=`, or choose StoreAll(), Periodic(every=k), "
+                                 "Revolve(snapshots=c) or Bennett(k)")
+        new = self._state_names(keywords["new"], "new")
+        old = self._state_names(keywords["old"], "old")
+        if len(new) != len(old):
+            raise self.error(it, f"`new=` names {len(new)} state variable(s) and `old=` "
+                                 f"{len(old)}: they pair up, the state after a step with the "
+                                 "state before it")
+        both = sorted(set(new) & set(old)) or sorted(n for n in set(new + old)
+                                                     if (new + old).count(n) > 1)
+        if both or var in new + old:
+            raise self.error(it, f"`{(both or [var])[0]}` is named twice: the new state, the old "
+                                 "state and the loop variable are different variables")
+        start, stop, step = self._range(it.args[0])
+        self._loop_defs.append([])
+        try:
+            body = self.block(s.body)
+        finally:
+            inner = tuple(self._loop_defs.pop())
+        loc = self.loc(s)
+        for st in ir.walk_stmts(body):
+            if isinstance(st, ir.Call):
+                continue  # what a callee changes is known when it is compiled
+            changed = sorted(ir.written_names(st) & (set(old) | {var}))
+            if changed:
+                role = "the loop variable" if changed[0] == var else "the old state"
+                raise ReversibilitySyntaxError(
+                    f"the body of a checkpointed loop changes `{changed[0]}`, {role}: a step "
+                    f"adds the state after it into the new state ({', '.join(new)}) and only "
+                    f"reads the state before it ({', '.join(old)}) (in reversible function "
+                    f"{self.function_name})", self.src.filename, st.loc.line, st.loc.col,
+                    self.src.text(st.loc.line), st.loc.end_line, st.loc.end_col, stage="parse")
+        free = self._free_names(body, {var, *new, *old})
+        name = f"{self.function_name}_loop{loc.line}"
+        step_fn = ir.Function(f"{name}_step", (*new, *old, var, *free), body, self.src.filename,
+                              self.src.line_offset + 1, tuple(self.src.lines), loops=inner)
+        self._loop_defs[-1].append(ir.LoopDef(name, step_fn, strategy, len(new), loc))
+        pre: list[ir.Stmt] = []
+        post: list[ir.Stmt] = []
+        bounds: list[ir.Target] = []
+        for what, e in (("start", start), ("stop", stop), ("step", step)):
+            if isinstance(e, ir.Var):
+                bounds.append(e)
+                continue
+            anc = f"_rb_{what}{loc.line}_{len(self._loop_defs[-1])}"
+            pre.append(ir.Alloc(anc, e, loc))
+            post.insert(0, ir.Dealloc(anc, None, loc))
+            bounds.append(ir.Var(anc, loc))
+        args = (*(ir.Var(n, loc) for n in new + old), *bounds, *(ir.Var(n, loc) for n in free))
+        return [*pre, ir.Call(name, args, False, loc), *post]
+
+    def _strategy(self, node: ast.expr, usage: str) -> Any:
+        """The strategy object, evaluated once, in the function's namespace, as the loop is
+        defined: its settings are constants (a strategy is part of the program)."""
+        try:
+            value = eval(compile(ast.Expression(node), self.src.filename, "eval"),
+                         dict(self.namespace))
+        except Exception as exc:
+            raise self.error(node, f"the strategy `{ast.unparse(node)}` could not be made when "
+                                   f"the function was defined ({type(exc).__name__}: {exc}): its "
+                                   "settings must be constants or names defined before the "
+                                   "function (import it: `from revbench.checkpoint import "
+                                   "Revolve`)") from None
+        if isinstance(value, type) and hasattr(value, "loop_schedule"):
+            raise self.error(node, f"pass a strategy object, `{value.__name__}()`, not the class")
+        if not callable(getattr(value, "loop_schedule", None)):
+            raise self.error(node, f"`{ast.unparse(node)}` is a {type(value).__name__}, not a "
+                                   "checkpointing strategy: use one of revbench.checkpoint's "
+                                   "StoreAll(), Periodic(every=k), Revolve(snapshots=c), "
+                                   f"Bennett(k) or Reverse(); {usage}")
+        return value
+
+    def _state_names(self, node: ast.expr, what: str) -> tuple[str, ...]:
+        items = node.elts if isinstance(node, (ast.Tuple, ast.List)) else [node]
+        names = []
+        for x in items:
+            if not isinstance(x, ast.Name) or x.id not in self.local_names:
+                raise self.error(x, f"`{what}=` names the loop's state: an array argument or "
+                                    f"ancilla of this function, or a tuple of them; got "
+                                    f"`{ast.unparse(x)}`")
+            names.append(x.id)
+        if not names:
+            raise self.error(node, f"`{what}=` names no variable")
+        return tuple(names)
+
+    def _free_names(self, body: tuple[ir.Stmt, ...], bound: set[str]) -> tuple[str, ...]:
+        """The variables of the function that a loop's body uses (in order of first use),
+        other than its state, its loop variable and the ancillas it allocates itself."""
+        inside = {st.name for st in ir.walk_stmts(body) if isinstance(st, ir.Alloc)}
+        order: list[str] = []
+        for st in ir.walk_stmts(body):
+            found: list[str] = []
+            for e in ir.statement_expressions(st, True):
+                found.extend(sorted(ir.names_used(e)))
+            found.extend(t.name for t in ir.statement_kind(st).targets(st))
+            if isinstance(st, ir.For):
+                inside.add(st.var)
+            for n in found:
+                if n in self.local_names and n not in bound and n not in inside \
+                        and n not in order:
+                    order.append(n)
+        return tuple(order)
 
     # -- targets and expressions -------------------------------------------
     def target(self, t: ast.expr) -> ir.Target:
@@ -893,6 +1040,12 @@ def source_of(pyfunc) -> tuple[ast.FunctionDef, SourceInfo]:
     if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         raise ReversibilitySyntaxError("@reversible decorates a function definition", stage="parse")
     return node, SourceInfo(filename, lines, max(start, 1) - 1, indent)
+
+
+def _names_checkpointed(func: ast.expr) -> bool:
+    """Whether a loop's iterator calls ``checkpointed`` (``revbench.checkpoint``'s)."""
+    return (isinstance(func, ast.Name) and func.id == "checkpointed") or (
+        isinstance(func, ast.Attribute) and func.attr == "checkpointed")
 
 
 def parse_function(pyfunc, namespace: Mapping[str, Any] | None = None) -> ir.Function:

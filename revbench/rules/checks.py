@@ -192,6 +192,21 @@ CHECKS: dict[str, CheckKind] = {
         "the external function {detail} returned an infinite or nan value, which cannot be "
         "subtracted from `{var}` again",
         values=lambda f: "revbench runs it backwards by subtracting its value"),
+    "loop-state-shape": CheckKind(
+        "a checkpointed loop's new and old state have the same shape",
+        "the checkpointed loop's new state `{var}` and old state `{detail}` have different "
+        "shapes",
+        values=lambda f: ("each step adds the state after it into the new state from the state "
+                          "before it, so the two must have the same shape")),
+    "loop-not-recovered": CheckKind(
+        "the reverse sweep of a checkpointed loop's step brings the state after it back to zero",
+        "the reverse sweep of the checkpointed loop's step (under {detail}) did not bring the "
+        "new state `{var}` back to zero",
+        values=lambda f: (f"at step t={fmt(f.expected)} its largest remaining value is "
+                          f"{fmt(f.actual)}: the step is not undone by running it backwards, "
+                          "so the gradient would come from a wrong trajectory (make the step add "
+                          "each element of the new state in one update, or loosen the tolerance "
+                          "with @reversible(atol=..., rtol=...) if this is round-off)")),
     # (checks only the GPU makes: Python and Numba raise their own errors there)
     "index": CheckKind("an index is within its axis", "an index of `{detail}` is out of bounds "
                        "for `{var}`"),

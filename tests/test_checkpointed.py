@@ -1,0 +1,369 @@
+"""Checkpointed loops inside reversible code: ``for t in checkpointed(range(n), strategy,
+new=..., old=...)`` (``docs/checkpointing.md``, "Inside reversible code").
+
+The schedules (:mod:`revbench.checkpoint.actions`) are checked on symbols -- every action
+finds the states it needs, Revolve's forward steps are Griewank's optimum -- then the loop
+statement on both backends: its value, inverse and gradient against the same loop unrolled
+with every state stored, against finite differences, nested two levels deep, called from
+other functions, and every kind of bad input.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import revbench
+from revbench import ReversibilityError, ReversibilitySyntaxError, ReversibilityTypeError
+from revbench.checkpoint import Bennett, Periodic, Reverse, Revolve, StoreAll, actions
+
+optimal_steps_binomial = pytest.importorskip("checkpoint_schedules").optimal_steps_binomial
+
+NS = {"Revolve": Revolve, "StoreAll": StoreAll, "Periodic": Periodic, "Reverse": Reverse,
+      "Bennett": Bennett, "checkpointed": revbench.checkpoint.checkpointed}
+
+STEP = """
+def step(y_new, y, t, h):
+    for i in range(len(y)):
+        y_new[i] += y[i] + h * np.sin(y[i] + 0.1 * t)
+"""
+
+UNROLLED = STEP + """
+def step_k(y_new, y, t, h):
+    step(y_new, y, t, h)
+
+def unrolled(out, ys, h, n):
+    for t in range(n):
+        k = t
+        step_k(ys[t + 1], ys[t], k, h)
+        del k
+    for i in range(ys.shape[1]):
+        out += ys[n, i] * ys[n, i]
+"""
+
+
+def looped(strategy: str, lo: str = "", by: str = "") -> str:
+    bounds = f"{lo + ', ' if lo else ''}n{', ' + by if by else ''}"
+    return STEP + f"""
+def solve(out, yT, y0, h, n):
+    for t in checkpointed(range({bounds}), {strategy}, new=yT, old=y0):
+        step(yT, y0, t, h)
+    for i in range(len(yT)):
+        out += yT[i] * yT[i]
+"""
+
+
+Y0 = np.array([0.3, -0.5, 1.0, 0.25])
+
+# --------------------------------------------------------------------------- #
+# The schedules, on symbols
+# --------------------------------------------------------------------------- #
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 13, 40, 101])
+@pytest.mark.parametrize("c", [1, 2, 3, 5, 9])
+def test_revolve_makes_the_fewest_forward_steps(n, c):
+    counts = actions.simulate(actions.revolve_actions(n, c), n, actions.revolve_slots(n, c))
+    want = optimal_steps_binomial(n, min(c, n - 1)) if n > 1 else 1
+    assert counts["forward_steps"] == want
+    assert counts["reverse_steps"] == n
+    assert counts["peak_states"] == actions.revolve_peak(n, c) == actions.revolve_slots(n, c)
+
+
+@pytest.mark.parametrize("n,c", [(1000, 10), (10**5, 20), (10**6, 4)])
+def test_extra_steps_is_griewanks_formula(n, c):
+    r = next(r for r in range(n + 1) if math.comb(c + r, c) >= n)
+    assert actions.extra_steps(n, c) == r * n - math.comb(c + r, c + 1)
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 10, 23])
+@pytest.mark.parametrize("k", [1, 2, 3, 10, 30])
+def test_periodic_and_store_all_schedules_are_consistent(n, k):
+    p = actions.simulate(actions.periodic_actions(n, k), n, actions.periodic_slots(n, k))
+    q = -(-n // k)
+    assert p["forward_steps"] == 2 * n - q and p["reverse_steps"] == n
+    assert p["peak_states"] == actions.periodic_peak(n, k) <= actions.periodic_slots(n, k)
+    s = actions.simulate(actions.store_all_actions(n, 0), n, actions.store_all_slots(n, 0))
+    assert s == {"forward_steps": n, "inverse_steps": 0, "reverse_steps": n,
+                 "peak_states": n + 1}
+
+
+def test_a_wrong_schedule_is_caught_by_the_simulator():
+    def wrong(n, c):
+        yield actions.FWD, 0, 0, 1
+        yield actions.SEED, 1, 1, 0
+        yield actions.REV, 0, 1, 0  # slots swapped
+
+    with pytest.raises(AssertionError, match="REV 0"):
+        actions.simulate(wrong(1, 0), 1, 2)
+
+
+def test_compiled_schedules_yield_the_same_actions():
+    from revbench.backends.numba_backend import helper
+
+    for fn, knob in ((actions.revolve_actions, 3), (actions.periodic_actions, 4),
+                     (actions.store_all_actions, 0)):
+        assert list(helper(fn)(37, knob)) == list(fn(37, knob))
+
+
+# --------------------------------------------------------------------------- #
+# The loop statement
+# --------------------------------------------------------------------------- #
+
+
+def reference(make, n: int, h: float = 0.1):
+    """Value and gradients (y0, h) of the same loop unrolled, every state kept."""
+    f = make(UNROLLED)
+    ys = np.zeros((n + 1, len(Y0)))
+    ys[0] = Y0
+    value = f(0.0, ys.copy(), h, n)[0]
+    g = revbench.grad(f, loss="out")(0.0, ys, h, n)
+    return value, g[1][0], g[2]
+
+
+@pytest.mark.parametrize("strategy", ["StoreAll()", "Periodic(every=3)", "Revolve(snapshots=1)",
+                                      "Revolve(snapshots=2)", "Revolve(snapshots=5)",
+                                      "Revolve(snapshots=40)"])
+def test_every_strategy_gives_the_unrolled_gradient(make, strategy):
+    n = 13
+    value, g_y0, g_h = reference(make, n)
+    f = make(looped(strategy), namespace=NS)
+    out, yT, y0, _, _ = f(0.0, np.zeros(4), Y0.copy(), 0.1, n)
+    assert out == pytest.approx(value, rel=1e-13)
+    np.testing.assert_array_equal(y0, Y0)  # the old state is only read
+    g = revbench.grad(f, loss="out")(0.0, np.zeros(4), Y0.copy(), 0.1, n)
+    np.testing.assert_allclose(g[2], g_y0, rtol=1e-12)
+    assert g[3] == pytest.approx(g_h, rel=1e-12)
+    np.testing.assert_array_equal(g[1], 2 * yT)  # the adjoint of the new state passes through
+
+
+def test_gradient_matches_finite_differences(make):
+    f = make(looped("Revolve(snapshots=3)"), namespace=NS)
+    revbench.check_grad(f, 0.0, np.zeros(4), Y0.copy(), 0.1, 9, loss="out")
+
+
+@pytest.mark.parametrize("n", [0, 1, 2])
+def test_short_loops(make, n):
+    value, g_y0, g_h = reference(make, n) if n else (float(Y0 @ Y0), 2 * Y0, 0.0)
+    f = make(looped("Revolve(snapshots=2)"), namespace=NS)
+    assert f(0.0, np.zeros(4), Y0.copy(), 0.1, n)[0] == pytest.approx(value, rel=1e-14)
+    g = revbench.grad(f, loss="out")(0.0, np.zeros(4), Y0.copy(), 0.1, n)
+    np.testing.assert_allclose(g[2], g_y0, rtol=1e-13)
+    assert g[3] == pytest.approx(g_h, abs=1e-14)
+
+
+def test_range_with_start_and_step_passes_the_right_t(make):
+    """t takes the range's values (the body reads it), whatever the schedule's order."""
+    f = make(looped("Revolve(snapshots=2)", lo="2", by="3"), namespace=NS)
+    g = make(looped("StoreAll()", lo="2", by="3"), namespace=NS)
+    a = revbench.value_and_grad(f, loss="out")(0.0, np.zeros(4), Y0.copy(), 0.1, 20)
+    b = revbench.value_and_grad(g, loss="out")(0.0, np.zeros(4), Y0.copy(), 0.1, 20)
+    assert a[0][0] == pytest.approx(b[0][0], rel=1e-14)
+    np.testing.assert_allclose(a[1][2], b[1][2], rtol=1e-13)
+    # the steps ran for t = 2, 5, ..., 17: six of them
+    h = make(STEP + """
+def six(out, yT, y0, h):
+    for t in checkpointed(range(2, 20, 3), StoreAll(), new=yT, old=y0):
+        step(yT, y0, t, h)
+    for i in range(len(yT)):
+        out += yT[i] * yT[i]
+""", namespace=NS)
+    assert h(0.0, np.zeros(4), Y0.copy(), 0.1)[0] == pytest.approx(a[0][0], rel=1e-14)
+
+
+def test_the_inverse_undoes_the_loop(make):
+    f = make(looped("Periodic(every=4)"), namespace=NS)
+    args = (0.0, np.zeros(4), Y0.copy(), 0.1, 11)
+    back = (~f)(*f(*args))
+    assert back[0] == pytest.approx(0.0, abs=1e-13)
+    np.testing.assert_allclose(back[1], 0.0, atol=1e-14)
+    revbench.check_inverse(f, *args)
+
+
+def test_two_states_and_free_arrays(make):
+    """A leapfrog-like step with position and velocity, reading a weight array: gradients
+    with respect to both initial states and the weights, against the unrolled loop."""
+    src = """
+def force(v_new, x_new, v, x, t, w, h):
+    for i in range(len(x)):
+        v_new[i] += v[i] - h * w[i] * np.sin(x[i])
+    for i in range(len(x)):
+        x_new[i] += x[i] + h * v_new[i]
+
+def energy(out, xT, vT, x0, v0, w, h, n):
+    for t in checkpointed(range(n), Revolve(snapshots=3), new=(vT, xT), old=(v0, x0)):
+        force(vT, xT, v0, x0, t, w, h)
+    for i in range(len(xT)):
+        out += xT[i] * xT[i] + 0.5 * vT[i] * vT[i]
+
+def unrolled(out, xs, vs, w, h, n):
+    for t in range(n):
+        k = t
+        force(vs[t + 1], xs[t + 1], vs[t], xs[t], k, w, h)
+        del k
+    for i in range(xs.shape[1]):
+        out += xs[n, i] * xs[n, i] + 0.5 * vs[n, i] * vs[n, i]
+"""
+    fns = make(src, all=True, namespace=NS)
+    n, x0, v0, w = 12, Y0.copy(), -0.5 * Y0, np.array([1.0, 2.0, 0.5, 1.5])
+    g = revbench.grad(fns["energy"], loss="out")(0.0, np.zeros(4), np.zeros(4), x0, v0, w, 0.1, n)
+    xs, vs = np.zeros((n + 1, 4)), np.zeros((n + 1, 4))
+    xs[0], vs[0] = x0, v0
+    r = revbench.grad(fns["unrolled"], loss="out")(0.0, xs, vs, w, 0.1, n)
+    np.testing.assert_allclose(g[3], r[1][0], rtol=1e-12)
+    np.testing.assert_allclose(g[4], r[2][0], rtol=1e-12)
+    np.testing.assert_allclose(g[5], r[3], rtol=1e-12)
+    assert g[6] == pytest.approx(r[4], rel=1e-12)
+
+
+def test_nested_checkpointed_loops(make):
+    """A checkpointed loop inside a checkpointed loop's step: a two-level scheme."""
+    src = STEP + """
+def block(z_new, z, t, h, m):
+    for s in checkpointed(range(m), Revolve(snapshots=2), new=z_new, old=z):
+        step(z_new, z, s, h)
+
+def two_level(out, yT, y0, h, n, m):
+    for t in checkpointed(range(n), Periodic(every=2), new=yT, old=y0):
+        block(yT, y0, t, h, m)
+    for i in range(len(yT)):
+        out += yT[i] * yT[i]
+
+def flat(out, yT, y0, h, n, m):
+    for t in checkpointed(range(n), StoreAll(), new=yT, old=y0):
+        block(yT, y0, t, h, m)
+    for i in range(len(yT)):
+        out += yT[i] * yT[i]
+"""
+    fns = make(src, all=True, namespace=NS)
+    args = (0.0, np.zeros(4), Y0.copy(), 0.1, 5, 4)
+    g = revbench.grad(fns["two_level"], loss="out")(*args)
+    r = revbench.grad(fns["flat"], loss="out")(*args)
+    np.testing.assert_allclose(g[2], r[2], rtol=1e-13)
+    revbench.check_grad(fns["two_level"], *args, loss="out")
+
+
+def test_called_from_another_function_and_inside_a_loop(make):
+    src = looped("Revolve(snapshots=2)") + """
+def twice(out, yT, y0, h, n):
+    for r in range(2):
+        solve(out, yT, y0, h, n)
+        ~solve(out, yT, y0, h, n)
+    solve(out, yT, y0, h, n)
+"""
+    fns = make(src, all=True, namespace=NS)
+    args = (0.0, np.zeros(4), Y0.copy(), 0.1, 6)
+    a = revbench.grad(fns["twice"], loss="out")(*args)
+    b = revbench.grad(fns["solve"], loss="out")(*args)
+    np.testing.assert_allclose(a[2], b[2], rtol=1e-12)
+
+
+def test_in_place_loop_keeps_reverse(make):
+    f = make("""
+def spin(out, y, h, n):
+    for t in checkpointed(range(n), Reverse()):
+        for i in range(len(y)):
+            y[i] += h * t * y[(i + 1) % len(y)]
+    for i in range(len(y)):
+        out += y[i] * y[i]
+""", namespace=NS)
+    revbench.check_grad(f, 0.0, Y0.copy(), 0.1, 5, loss="out")
+    revbench.check_inverse(f, 0.0, Y0.copy(), 0.1, 5)
+
+
+def test_the_debugger_shows_the_loop_as_one_step(make):
+    f = make(looped("Revolve(snapshots=2)"), namespace=NS)
+    tr = revbench.trace(f, 0.0, np.zeros(4), Y0.copy(), 0.1, 3, loss="out")
+    steps = [s for s in tr if "checkpointed loop under Revolve(snapshots=2)" in repr(s)]
+    assert len(steps) == 2  # forward, and the reverse sweep
+
+
+# --------------------------------------------------------------------------- #
+# Bad input
+# --------------------------------------------------------------------------- #
+
+LOOP_HEAD = "    for t in checkpointed(range(n), {}, new=yT, old=y0):\n"
+
+
+@pytest.mark.parametrize("head,message", [
+    ("    for t in checkpointed(range(n), Revolve(snapshots=2)):\n",
+     "must say which variables hold the state: add `new=` and `old=`"),
+    (LOOP_HEAD.format("Reverse()"), "Reverse() runs an in-place step backwards"),
+    (LOOP_HEAD.format("Revolve"), "pass a strategy object, `Revolve()`, not the class"),
+    (LOOP_HEAD.format("Revolve(snapshots=0)"), "must be an int >= 1, got 0"),
+    (LOOP_HEAD.format("Revolved(3)"), "NameError: name 'Revolved' is not defined"),
+    (LOOP_HEAD.format("3"), "is a int, not a checkpointing strategy"),
+    (LOOP_HEAD.format("Bennett(2)"), "Bennett cannot run inside reversible code yet"),
+    ("    for t in checkpointed(range(n), StoreAll(), new=yT):\n", "or neither"),
+    ("    for t in checkpointed(range(n), StoreAll(), new=yT, old=yT):\n", "named twice"),
+    ("    for t in checkpointed(range(n), StoreAll(), new=yT, old=(y0, yT)):\n", "pair up"),
+    ("    for t in checkpointed(range(n), StoreAll(), new=yT, old=y0, k=1):\n",
+     "no keyword `k`"),
+    ("    for t in checkpointed(range(n)):\n", "takes a range and a strategy"),
+    ("    for t in checkpointed(range(n), StoreAll(), new=yT, old=y0 + 1):\n",
+     "`old=` names the loop's state"),
+])
+def test_bad_loops_are_refused_at_definition(make, head, message):
+    src = STEP + "\ndef f(yT, y0, h, n):\n" + head + "        step(yT, y0, t, h)\n"
+    with pytest.raises(ReversibilitySyntaxError) as info:
+        make(src, namespace=NS)
+    assert message in str(info.value)
+    assert info.value.lineno == 7
+
+
+def test_a_body_that_writes_the_old_state_is_refused_at_its_line(make):
+    src = "def f(yT, y0, n):\n" + LOOP_HEAD.format("StoreAll()") + \
+        "        yT[0] += y0[0]\n        y0[0] += 1.0\n"
+    with pytest.raises(ReversibilitySyntaxError, match="changes `y0`, the old state") as info:
+        make(src, namespace=NS)
+    assert info.value.lineno == 4
+
+
+@pytest.mark.parametrize("body,var,role", [
+    ("        step(y0, yT, t, h)\n", "y0", "the old state"),
+    ("        step(yT, y0, t, h)\n        k += 1\n", "k", "a variable read from around"),
+])
+def test_a_body_that_writes_what_it_reads_is_refused_at_the_first_call(make, body, var, role):
+    src = STEP + "\ndef f(yT, y0, h, n, k):\n" + LOOP_HEAD.format("Revolve(2)") + body
+    f = make(src, namespace=NS)
+    with pytest.raises(ReversibilityTypeError, match=f"changes `{var}`, {role}") as info:
+        f(np.zeros(4), Y0.copy(), 0.1, 3, 0)
+    assert info.value.lineno == 7
+
+
+def test_bad_states_are_refused_and_nothing_is_changed(make):
+    f = make(looped("Revolve(snapshots=2)"), namespace=NS)
+    y0 = Y0.copy()
+    with pytest.raises(ReversibilityError, match="have different shapes"):
+        f(0.0, np.zeros(3), y0, 0.1, 4)
+    np.testing.assert_array_equal(y0, Y0)
+    with pytest.raises(ReversibilityTypeError, match=r"must be a float \(or complex\) array"):
+        f(0.0, np.zeros(4), 1.0, 0.1, 4)
+    with pytest.raises(ReversibilityTypeError, match="the same type"):
+        f(0.0, np.zeros(4), Y0.astype(np.complex128), 0.1, 4)
+
+
+def test_a_step_not_undone_by_its_reverse_sweep_stops_the_gradient(make):
+    f = make("""
+def lossy(y_new, y, t):
+    for i in range(len(y)):
+        y_new[i] += y[i]
+        y_new[i] *= 3.0
+        y_new[i] += 1000.0 * y[i]
+
+def run(out, yT, y0, n):
+    for t in checkpointed(range(n), Revolve(2), new=yT, old=y0):
+        lossy(yT, y0, t)
+    for i in range(len(yT)):
+        out += yT[i]
+""", namespace=NS, atol=0.0, rtol=0.0)
+    with pytest.raises(ReversibilityError, match="did not bring the new state `yT` back to zero"):
+        revbench.grad(f, loss="out")(0.0, np.zeros(3), np.array([0.1, 0.7, 1.1]), 1)
+
+
+def test_second_derivatives_and_gpu_are_refused_clearly(make):
+    f = make(looped("Revolve(snapshots=2)"), namespace=NS)
+    with pytest.raises(ReversibilityTypeError, match="not supported yet"):
+        revbench.hvp(f, loss="out", wrt="h")(0.0, np.zeros(4), Y0.copy(), 0.1, 3, 1.0)
