@@ -262,10 +262,66 @@ def part_heat(quick: bool) -> dict:
             print(f"  {label:<24} memory: JAX lax.scan / revbench = "
                   f"{ratios[label]['memory_jax_over_revbench']:8.1f}x   time: revbench / JAX = "
                   f"{ratios[label]['time_revbench_over_jax']:6.2f}x")
+        ckpt = ref[(ref["framework"] == "jax") & (ref["strategy"] == "lax.scan+jax.checkpoint")]
+        if len(ckpt):
+            ct, cm = float(ckpt["seconds"].iloc[0]), float(ckpt["measured_peak_bytes"].iloc[0])
+            for label, row in ((f"{r['strategy']}({r['knob']})", r)
+                               for _, r in df[df["framework"] == "revbench"].iterrows()):
+                ratios[label]["time_revbench_over_jax_checkpoint"] = row["seconds"] / ct
+                ratios[label]["memory_revbench_over_jax_checkpoint"] = \
+                    row["measured_peak_bytes"] / max(cm, 1)
+                print(f"  {label:<24} against lax.scan + jax.checkpoint: time "
+                      f"{row['seconds'] / ct:6.2f}x, memory {row['measured_peak_bytes'] / cm:6.2f}x")
         out["vs_jax"] = ratios
     else:
         print("  (JAX is not installed: pip install 'jax[cpu]' to add it)")
+    out["model"] = {f"{r['strategy']}({r['knob']})": {"time_overhead": r["time_overhead"],
+                                                      "memory_overhead_bytes":
+                                                          r["memory_overhead_bytes"]}
+                    for _, r in df[df["framework"] == "revbench"].iterrows()}
+    out["step_seconds"] = r.info["step_seconds"]
+    out["in_language"] = in_language_heat(T, 1 if quick else 3)
     return out
+
+
+IN_LANGUAGE_HEAT = """
+from revbench.checkpoint import Revolve, checkpointed
+from revbench.experiments.workloads import heat_step, heat_loss
+
+
+@reversible
+def heat(out, uT, u0, data, indices, indptr, f, kappa, dt, n):
+    for t in checkpointed(range(n), Revolve(snapshots=20), new=uT, old=u0):
+        heat_step(uT, u0, t, data, indices, indptr, f, kappa, dt)
+    heat_loss(out, uT, data, indices, indptr, f, kappa, dt)
+"""
+
+
+def in_language_heat(T: int, reps: int) -> dict:
+    """The same gradient written as a reversible function with a checkpointed loop (the
+    statement, ``for t in checkpointed(...)``) against ``TimeLoop`` with the same strategy:
+    the statement's kernels against the loop driver's, in this run."""
+    import revbench
+    from revbench.experiments import WORKLOADS
+
+    w = WORKLOADS["heat"]
+    u0, *params = w.args(T)
+    f = revbench.define(IN_LANGUAGE_HEAT, {"reversible": revbench.reversible})["heat"]
+    g = revbench.grad(f, loss="out")
+    call = (0.0, np.zeros_like(u0), u0, *params, T)
+    g(*call)  # compile
+    statement, _ = median_time(lambda: g(*call), reps)
+    loop = w.loop(T)
+    loop.value_and_grad(u0, *params, strategy=Revolve(snapshots=20))
+    timeloop, _ = median_time(lambda: loop.value_and_grad(u0, *params,
+                                                          strategy=Revolve(snapshots=20)), reps)
+    a = g(*call)[2]
+    b = loop.grad(u0, *params, strategy=Revolve(snapshots=20))[0]
+    print(f"\n== the same gradient as a checkpointed loop statement, Revolve(snapshots=20), T = {T:,} ==\n"
+          f"  statement {statement:.3f} s, TimeLoop {timeloop:.3f} s: statement / TimeLoop = "
+          f"{statement / timeloop:.2f}x; gradients agree to {np.max(np.abs(a - b)) / np.max(np.abs(b)):.1e}")
+    return {"statement_seconds": statement, "timeloop_seconds": timeloop,
+            "ratio": statement / timeloop}
 
 
 def main() -> None:

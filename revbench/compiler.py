@@ -597,12 +597,15 @@ class LoopProgram(Program):
         gen = loop_code.generate(self.ir.name, self.ir.params, signature, S, direction, check,
                                  schedule.knob, frozenset(inactive), f.params, step_active,
                                  self.loop.loc.line, self.ir.filename, self.label,
-                                 self.atol, self.rtol)
+                                 self.atol, self.rtol, schedule.uncomputes,
+                                 _schedule_name(schedule.actions))
         injected: dict[str, object] = {}
         if not compile_callees:
             return gen, injected
         step_check = check and self.step.check
         keys = {loop_code.FORWARD_SYMBOL: (FORWARD, backend, step_check, step_sig)}
+        if direction.sweep and schedule.uncomputes:
+            keys[loop_code.INVERSE_SYMBOL] = (INVERSE, backend, step_check, step_sig)
         if direction.sweep:
             keys[loop_code.BACKWARD_SYMBOL] = (BACKWARD, backend, step_check, step_sig, 1,
                                                step_off)
@@ -620,6 +623,14 @@ class LoopProgram(Program):
             injected[loop_code.ACTIONS_SYMBOL] = schedule.actions
             injected[loop_code.SLOTS_SYMBOL] = schedule.slots
         return gen, injected
+
+
+def _schedule_name(actions: Any) -> str:
+    """How a loop kernel names its schedule: the generator, and a digest of its code (a
+    kernel compiled with an older schedule is then another module)."""
+    from revbench.backends.numba_backend import helper_fingerprint
+
+    return f"{actions.__module__}.{actions.__qualname__} ({helper_fingerprint(actions)})"
 
 
 def lookup_name(dotted: str, namespace: Mapping[str, Any], closure: Mapping[str, Any]) -> Any:

@@ -100,11 +100,30 @@ def test_a_wrong_schedule_is_caught_by_the_simulator():
         actions.simulate(wrong(1, 0), 1, 2)
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 16, 45])
+@pytest.mark.parametrize("k", [2, 3, 5])
+def test_bennett_generator_is_bennetts_schedule(n, k):
+    """The compiled generator makes exactly the steps of the Python planner, and takes only
+    as many slots as the planner holds states at once."""
+    from revbench.checkpoint import plan
+
+    got = actions.simulate(actions.bennett_actions(n, k), n, actions.bennett_bound(n, k))
+    b = plan.PlanBuilder(False, plan.bennett_slots(n, k), lambda rows: None)
+    b.start()
+    plan.bennett(b, n, k)
+    b.flush()
+    assert (got["forward_steps"], got["inverse_steps"], got["reverse_steps"],
+            got["peak_states"]) == (b.counts.forward_steps, b.counts.inverse_steps,
+                                    b.counts.reverse_steps, b.counts.peak_states)
+    used = {x for _, _, a, c in actions.bennett_actions(n, k) for x in (a, c)}
+    assert max(used) < plan.bennett_slots(n, k)
+
+
 def test_compiled_schedules_yield_the_same_actions():
     from revbench.backends.numba_backend import helper
 
     for fn, knob in ((actions.revolve_actions, 3), (actions.periodic_actions, 4),
-                     (actions.store_all_actions, 0)):
+                     (actions.store_all_actions, 0), (actions.bennett_actions, 3)):
         assert list(helper(fn)(37, knob)) == list(fn(37, knob))
 
 
@@ -125,7 +144,7 @@ def reference(make, n: int, h: float = 0.1):
 
 @pytest.mark.parametrize("strategy", ["StoreAll()", "Periodic(every=3)", "Revolve(snapshots=1)",
                                       "Revolve(snapshots=2)", "Revolve(snapshots=5)",
-                                      "Revolve(snapshots=40)"])
+                                      "Revolve(snapshots=40)", "Bennett(k=2)", "Bennett(k=3)"])
 def test_every_strategy_gives_the_unrolled_gradient(make, strategy):
     n = 13
     value, g_y0, g_h = reference(make, n)
@@ -144,10 +163,12 @@ def test_gradient_matches_finite_differences(make):
     revbench.check_grad(f, 0.0, np.zeros(4), Y0.copy(), 0.1, 9, loss="out")
 
 
+@pytest.mark.parametrize("strategy", ["StoreAll()", "Periodic(every=2)", "Revolve(snapshots=2)",
+                                      "Bennett(k=2)"])
 @pytest.mark.parametrize("n", [0, 1, 2])
-def test_short_loops(make, n):
+def test_short_loops(make, n, strategy):
     value, g_y0, g_h = reference(make, n) if n else (float(Y0 @ Y0), 2 * Y0, 0.0)
-    f = make(looped("Revolve(snapshots=2)"), namespace=NS)
+    f = make(looped(strategy), namespace=NS)
     assert f(0.0, np.zeros(4), Y0.copy(), 0.1, n)[0] == pytest.approx(value, rel=1e-14)
     g = revbench.grad(f, loss="out")(0.0, np.zeros(4), Y0.copy(), 0.1, n)
     np.testing.assert_allclose(g[2], g_y0, rtol=1e-13)
@@ -295,7 +316,6 @@ LOOP_HEAD = "    for t in checkpointed(range(n), {}, new=yT, old=y0):\n"
     (LOOP_HEAD.format("Revolve(snapshots=0)"), "must be an int >= 1, got 0"),
     (LOOP_HEAD.format("Revolved(3)"), "NameError: name 'Revolved' is not defined"),
     (LOOP_HEAD.format("3"), "is a int, not a checkpointing strategy"),
-    (LOOP_HEAD.format("Bennett(2)"), "Bennett cannot run inside reversible code yet"),
     ("    for t in checkpointed(range(n), StoreAll(), new=yT):\n", "or neither"),
     ("    for t in checkpointed(range(n), StoreAll(), new=yT, old=yT):\n", "named twice"),
     ("    for t in checkpointed(range(n), StoreAll(), new=yT, old=(y0, yT)):\n", "pair up"),

@@ -56,6 +56,28 @@ def test_compare_every_fitting_strategy(name):
     else:
         bennett2 = rb[(rb["strategy"] == "Bennett") & (rb["knob"] == "k=2")]
         assert len(bennett2) == 2 and (bennett2["inverse_steps"] > 0).all()
+    # the cost model: exact counts x the step times measured in the same run
+    steps = r.info["step_seconds"]
+    assert steps["forward"] > 0 and steps["reverse"] >= 0
+    assert (steps["inverse"] != steps["inverse"]) == inplace  # NaN for an in-place step
+    expect = (rb["forward_steps"] * steps["forward"] + rb["reverse_steps"] * steps["reverse"]
+              + (0 if inplace else rb["inverse_steps"] * steps["inverse"]))
+    np.testing.assert_allclose(rb["model_seconds"], expect, rtol=1e-12)
+    np.testing.assert_allclose(rb["time_overhead"], rb["seconds"] / rb["model_seconds"])
+    np.testing.assert_allclose(rb["memory_overhead_bytes"],
+                               rb["measured_peak_bytes"] - rb["peak_bytes"])
+
+
+def test_step_times_validates_and_times_each_kind():
+    from revbench.experiments.workloads import WORKLOADS
+
+    w = WORKLOADS["heat"]
+    loop, args = w.loop(5), w.args(5)
+    times = loop.step_times(*args, steps=50, repeats=2)
+    assert set(times) == {"forward", "reverse", "inverse"}
+    assert all(v >= 0 for v in times.values()) and times["forward"] > 0
+    with pytest.raises(ValueError, match="steps must be an int >= 1"):
+        loop.step_times(*args, steps=0)
 
 
 def test_the_result_matches_the_numpy_reference():
@@ -123,8 +145,12 @@ def test_plot_and_save(tmp_path):
     r = experiments.compare("wave", n_steps=[3, 9], strategies=[StoreAll(), Periodic(every=2),
                             Reverse()], repeats=1, progress=False, peers=False)
     fig = r.plot()
-    assert len(fig.axes) == 3
+    assert len(fig.axes) == 4
     assert "T = 9" in fig.axes[0].get_title()
+    # the last panel: each revbench row's time against its cost model
+    model = fig.axes[3]
+    assert "model" in model.get_xlabel()
+    assert len(model.collections) == len(r.table[r.table["framework"] == "revbench"])
     labels = {t.get_text() for t in fig.axes[0].texts}
     assert "every=2" in labels
     paths = r.save(tmp_path / "out" / "wave")

@@ -36,6 +36,7 @@ from revbench.transforms.pipeline import BACKWARD, BACKWARD_INVERSE, FORWARD, IN
 DIFFERENTIABLE = ("float", "complex")
 #: what generated code calls: the step's kernels, the schedule and its store size
 FORWARD_SYMBOL, BACKWARD_SYMBOL = "_rb_step_forward", "_rb_step_backward"
+INVERSE_SYMBOL = "_rb_step_inverse"
 ACTIONS_SYMBOL, SLOTS_SYMBOL = "_rb_schedule", "_rb_schedule_slots"
 #: the loop's own parameters for its range, between the state and the free variables
 BOUNDS = ("_rb_lo", "_rb_hi", "_rb_st")
@@ -45,7 +46,8 @@ def generate(name: str, params: tuple[str, ...], types: tuple[VarType, ...], n_s
              direction: Direction, check: bool, knob: int, inactive: frozenset[str],
              step_params: tuple[str, ...], step_active: tuple[str, ...], line: int,
              filename: str, label: str, atol: float | None = None,
-             rtol: float | None = None) -> Generated:
+             rtol: float | None = None, uncomputes: bool = False,
+             schedule: str = "") -> Generated:
     """The module of one direction (forward, inverse or backward) of the loop ``name``.
 
     ``params``: ``(*new, *old, *BOUNDS, *free)``; ``step_params`` the step's
@@ -127,36 +129,44 @@ def generate(name: str, params: tuple[str, ...], types: tuple[VarType, ...], n_s
                 if not t.is_array:
                     scalar_results.append((n_step + j, a))
         extra = ", " + ", ".join(step_adjs)
-        if check:
-            not_back = [numbered(CheckInfo("loop-not-recovered", new[k], line, label))
-                        for k in range(S)]
+        not_back = [numbered(CheckInfo("loop-not-recovered", new[k], line, label))
+                    for k in range(S)] if check else []
+
+        def uncompute(call: str) -> None:
+            """``call`` brings the state in slot b back to zero: with checks, the largest
+            value left must be within the tolerance of the largest before."""
+            if check:
+                emit("_rb_scale = 0.0")
+                for s in store:
+                    emit(f"_rb_v = {s}[_rb_b].reshape(-1)")
+                    with w.block("for _rb_j in range(_rb_v.size):"):
+                        emit("_rb_scale = max(_rb_scale, abs(_rb_v[_rb_j]))")
+            emit(call)
+            for k, s in enumerate(store):
+                if not check:
+                    continue
+                emit("_rb_left = 0.0", f"_rb_v = {s}[_rb_b].reshape(-1)")
+                with w.block("for _rb_j in range(_rb_v.size):"):
+                    emit("_rb_left = max(_rb_left, abs(_rb_v[_rb_j]))")
+                with w.block("if _rb_left > _rb_gatol + _rb_grtol * _rb_scale:"):
+                    emit(f"raise _RbCheckFailed(_RB_MODULE, {not_back[k]}, _rb_t, _rb_left)")
+
         with w.block(f"for _rb_op, _rb_i, _rb_a, _rb_b in {ACTIONS_SYMBOL}(_rb_n, {knob}):"):
             emit(f"_rb_t = {lo} + _rb_i * {st}")
             with w.block("if _rb_op == 0:  # forward step: s[i+1] into slot b from slot a"):
                 for s in store:
                     emit(f"{s}[_rb_b][...] = 0")
                 emit(step_call(FORWARD_SYMBOL, "_rb_b", "_rb_a"))
+            if uncomputes:
+                with w.block("elif _rb_op == 1:  # the step's inverse: uncompute s[i+1]"):
+                    uncompute(step_call(INVERSE_SYMBOL, "_rb_b", "_rb_a"))
             with w.block("elif _rb_op == 2:  # the step's reverse sweep: adjoint s[i+1] -> s[i]"):
                 emit("_rb_up = (_rb_i + 1) % 2", "_rb_here = _rb_i % 2")
-                if check:
-                    emit("_rb_scale = 0.0")
-                    for s in store:
-                        emit(f"_rb_v = {s}[_rb_b].reshape(-1)")
-                        with w.block("for _rb_j in range(_rb_v.size):"):
-                            emit("_rb_scale = max(_rb_scale, abs(_rb_v[_rb_j]))")
-                emit(f"_rb_r = {step_call(BACKWARD_SYMBOL, '_rb_b', '_rb_a', extra)}")
+                uncompute(f"_rb_r = {step_call(BACKWARD_SYMBOL, '_rb_b', '_rb_a', extra)}")
                 for pos, a in scalar_results:
                     emit(f"{a} = _rb_r[{pos}]")
-                for k, s in enumerate(store):
+                for k in range(S):
                     emit(f"{adjs[k]}[_rb_up][...] = 0")
-                    if not check:
-                        continue
-                    emit("_rb_left = 0.0", f"_rb_v = {s}[_rb_b].reshape(-1)")
-                    with w.block("for _rb_j in range(_rb_v.size):"):
-                        emit("_rb_left = max(_rb_left, abs(_rb_v[_rb_j]))")
-                    tol = "_rb_gatol + _rb_grtol * _rb_scale"
-                    with w.block(f"if _rb_left > {tol}:"):
-                        emit(f"raise _RbCheckFailed(_RB_MODULE, {not_back[k]}, _rb_t, _rb_left)")
             with w.block("elif _rb_op == 4:  # s[n] is in slot a: the adjoint enters there"):
                 for k in range(S):
                     emit(f"_rb_np.{restore}({new[k]}, {store[k]}[_rb_a], {new[k]})",
@@ -176,7 +186,7 @@ def generate(name: str, params: tuple[str, ...], types: tuple[VarType, ...], n_s
     sig = ", ".join(f"{p}: {t}" for p, t in zip(params, types))
     comments = [
         f"# revbench {direction.name} code for the checkpointed loop {name} "
-        f"({filename}:{line}) under {label}",
+        f"({filename}:{line}) under {label}; schedule {schedule}",
         f"# signature: ({sig}); checks {'on' if check else 'off'}; without adjoints: "
         f"{', '.join(sorted(inactive)) or '-'}; codegen v{CODEGEN_VERSION}",
     ]

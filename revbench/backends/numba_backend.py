@@ -361,3 +361,17 @@ def helper(fn: Callable) -> Callable:
             # is compiled; a cached *caller* has it linked in and needs nothing)
             dispatcher = _helpers[fn] = numba.njit(cache=False)(copy)
         return dispatcher
+
+
+def helper_fingerprint(fn: Callable) -> str:
+    """A digest of the module that defines ``fn`` (a helper of :func:`helper`): generated
+    code that calls a helper names it, so a new version of the helper is a new module --
+    Numba's cache of the old one, which has the old helper compiled in, is never loaded."""
+    import hashlib
+    import inspect
+
+    try:
+        text = inspect.getsource(inspect.getmodule(fn))
+    except (OSError, TypeError):
+        text = fn.__code__.co_code.hex()
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -16,9 +16,13 @@ op         meaning (``i``: the step's index, 0-based; ``s[i]``: the i-th state)
 ``SEED``   the final state ``s[n]`` is in slot ``a``: the adjoint enters there
 =========  ===================================================================
 
-Slot 0 holds ``s[0]`` from the start.  ``*_slots(n, knob)`` is the size of the store
-each schedule needs.  The same generators run uncompiled under the Python backend and in
-the tests, which count their steps against the optima (``tests/test_checkpointed.py``).
+Slot 0 holds ``s[0]`` from the start; a loop of no step has no action.
+``*_slots(n, knob)`` is the size of the store each schedule needs, ``*_peak(n, knob)`` the
+most states it holds at once.  The same generators run uncompiled under the Python
+backend and in the tests, which replay them on symbols (:func:`simulate`) and count their
+steps against the optima (``tests/test_checkpointed.py``); ``TimeLoop`` runs them in its
+compiled driver too.  ``*_calibration`` time one kind of step, for the experiments' cost
+model.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ FWD, INV, REV, SEED = 0, 1, 2, 4
 
 #: the functions of this module the schedules call: compiled with them under Numba
 #: (:func:`revbench.backends.numba_backend.helper`)
-NUMBA_CALLS = ("extra_steps", "_cost", "best_split")
+NUMBA_CALLS = ("extra_steps", "_cost", "best_split", "bennett_bound")
 
 
 # --------------------------------------------------------------------------- #
@@ -44,6 +48,8 @@ def store_all_peak(n, knob):
 
 
 def store_all_actions(n, knob):
+    if n == 0:  # (no step: nothing to schedule, the loop's kernel handles it)
+        return
     for i in range(n):
         yield FWD, i, i, i + 1
     yield SEED, n, n, 0
@@ -71,6 +77,8 @@ def periodic_actions(n, k):
     """Slots: ``0..q-1`` the kept states ``s[0], s[k], ...``; ``q`` the final state;
     ``q+j`` the state ``j`` steps into a segment (the first sweep's working states use
     the first two of them)."""
+    if n == 0:
+        return
     q = (n + k - 1) // k
     final = q
     src = 0
@@ -188,6 +196,127 @@ def revolve_actions(n, c):
         end -= 1
         if top > 0 and end == snap[top]:
             top -= 1
+
+
+# --------------------------------------------------------------------------- #
+# Bennett: k-ary pebbling, intermediate states uncomputed by the inverse step
+# --------------------------------------------------------------------------- #
+_COMPUTE, _UNDO_INV, _UNDO_REV, _TOP = 0, 1, 2, 3
+
+
+def bennett_bound(n, k):
+    """Slots enough for Bennett's schedule: at most k boundary states per level of its
+    recursion, and ``s[0]``.  (Slots are handed out lowest first, so the schedule uses
+    only as many as it holds at once: ``plan.bennett_slots``.)"""
+    depth = 1
+    length = n
+    while length > 1:
+        length = (length + k - 1) // k
+        depth += 1
+    return 2 + k * (depth + 1)
+
+
+def bennett_actions(n, k):
+    """Bennett's pebbling (:func:`revbench.checkpoint.plan.bennett`, the same schedule),
+    its recursion run on an explicit stack of frames: ``compute(a, e)`` makes ``s[e]``
+    from ``s[a]`` through k sub-segments, then uncomputes their inner boundaries;
+    ``undo(a, e)`` is its exact reverse, ending in the inverse step (``INV``) or, at the
+    top level after the seed, the reverse sweep (``REV``).  Each frame keeps the slots of
+    its segment's boundary states."""
+    if n == 0:
+        return
+    cap = bennett_bound(n, k)
+    free = np.zeros(cap, np.int64)  # a stack of free slots, lowest on top
+    nfree = 0
+    for j in range(cap - 1, 0, -1):
+        free[nfree] = j
+        nfree += 1
+    depth = 72
+    kind = np.zeros(depth, np.int64)
+    lo = np.zeros(depth, np.int64)
+    hi = np.zeros(depth, np.int64)
+    parts = np.zeros(depth, np.int64)
+    phase = np.zeros(depth, np.int64)
+    at = np.zeros(depth, np.int64)
+    slot = np.zeros((depth, k + 1), np.int64)  # the slots of the boundary states
+    top = 0
+    kind[0], lo[0], hi[0], parts[0] = _TOP, 0, n, min(k, n)
+    ret = -1  # the slot of the state a finished compute() made
+    while top >= 0:
+        f = top
+        a, e, K = lo[f], hi[f], parts[f]
+        d = kind[f]
+        if d == _COMPUTE and e - a == 1:
+            nfree -= 1
+            b = free[nfree]
+            yield FWD, a, slot[f, 0], b
+            ret = b
+            top -= 1
+            continue
+        if d != _COMPUTE and d != _TOP and e - a == 1:
+            yield (INV if d == _UNDO_INV else REV), a, slot[f, 0], slot[f, 1]
+            free[nfree] = slot[f, 1]
+            nfree += 1
+            top -= 1
+            continue
+        if phase[f] == 0:  # compute the sub-segments in turn (undo: all but the last)
+            i = at[f]
+            if i > 0:
+                slot[f, i] = ret
+            last = K if d == _COMPUTE or d == _TOP else K - 1
+            if i < last:
+                at[f] = i + 1
+                top += 1
+                kind[top], phase[top], at[top] = _COMPUTE, 0, 0
+                lo[top] = a + (i * (e - a)) // K
+                hi[top] = a + ((i + 1) * (e - a)) // K
+                parts[top] = min(k, hi[top] - lo[top])
+                slot[top, 0] = slot[f, i]
+                continue
+            phase[f] = 1
+            if d == _TOP:
+                yield SEED, n, slot[f, K], 0
+            at[f] = K - 1 if d == _COMPUTE else K
+        i = at[f]  # phase 1: undo the sub-segments, last first
+        if i >= 1:
+            at[f] = i - 1
+            top += 1
+            kind[top] = _UNDO_INV if d == _COMPUTE or d == _UNDO_INV else _UNDO_REV
+            phase[top], at[top] = 0, 0
+            lo[top] = a + ((i - 1) * (e - a)) // K
+            hi[top] = a + (i * (e - a)) // K
+            parts[top] = min(k, hi[top] - lo[top])
+            slot[top, 0] = slot[f, i - 1]
+            slot[top, parts[top]] = slot[f, i]
+            continue
+        if d == _COMPUTE:
+            ret = slot[f, K]
+        top -= 1
+
+
+# --------------------------------------------------------------------------- #
+# Calibration: one kind of step, many times, to time it inside the same driver
+# --------------------------------------------------------------------------- #
+def forward_calibration(n, steps):
+    """``n`` forward steps of ``s[0]`` (slot 0) into slot 1: what one forward step costs
+    (the step numbers cycle through the loop's ``steps``, which a step may index by)."""
+    for i in range(n):
+        yield FWD, i % steps, 0, 1
+
+
+def reverse_calibration(n, steps):
+    """``n`` pairs of a forward step and its reverse sweep (no adjoint enters, so every
+    adjoint stays zero): one forward and one reverse step each."""
+    for i in range(n):
+        yield FWD, i % steps, 0, 1
+        yield REV, i % steps, 0, 1
+
+
+def inverse_calibration(n, steps):
+    """``n`` pairs of a forward step and its inverse (out-of-place steps)."""
+    for i in range(n):
+        yield FWD, i % steps, 0, 1
+        yield INV, i % steps, 0, 1
 
 
 def simulate(actions, n: int, slots: int) -> dict[str, int]:

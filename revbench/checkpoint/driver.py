@@ -1,4 +1,6 @@
-"""The compiled driver that executes a schedule's rows with the step's own kernels.
+"""The compiled driver that executes a schedule with the step's own kernels: rows planned
+in Python, or (``DriverShape.compiled_schedule``) the actions of a compiled generator
+(:mod:`revbench.checkpoint.actions`) run inside it.
 
 For each loop shape (in-place or not, how many state arrays, which parameters are
 arrays and which carry adjoints) the driver is *generated* as plain Python source
@@ -193,8 +195,11 @@ def build_driver(shape: DriverShape, kernels: dict[str, tuple[object, str]], bac
     with a compiled schedule, ``schedule`` is its generator of actions."""
     symbols = {name: f"_rb_k_{name}_{key[:16]}" for name, (_, key) in kernels.items()}
     source = driver_source(shape, symbols)
-    if schedule is not None:  # (the generator's name keys the module: one driver per schedule)
-        source += f"# schedule: {schedule.__module__}.{schedule.__qualname__}\n"
+    if schedule is not None:  # (the generator's name and code key the module)
+        from revbench.backends.numba_backend import helper_fingerprint
+
+        source += (f"# schedule: {schedule.__module__}.{schedule.__qualname__} "
+                   f"({helper_fingerprint(schedule)})\n")
     key = hashlib.sha256(source.encode()).hexdigest()[:32]
     injected: dict[str, object] = {sym: kernels[name][0] for name, sym in symbols.items()}
     if schedule is not None:

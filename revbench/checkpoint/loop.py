@@ -1,14 +1,17 @@
 """``TimeLoop``: a reversible step run many times, differentiated with a chosen strategy.
 
-The loop never runs a Python iteration per step.  A strategy writes its schedule
-(:mod:`revbench.checkpoint.plan`), which becomes batches of integer rows; a
-compiled driver (:mod:`revbench.checkpoint.driver`) executes them with the
-step's compiled kernels.  The caller's arrays are only ever read.
+The loop never runs a Python iteration per step.  A strategy's schedule is a generator of
+actions (:mod:`revbench.checkpoint.actions`) compiled into the driver
+(:mod:`revbench.checkpoint.driver`), which runs it with the step's compiled kernels: no
+planning in Python, no table of actions in memory.  (``Reverse()``'s regular sweep, and a
+strategy without a compiled schedule, come as batches of integer rows planned by
+:mod:`revbench.checkpoint.plan` instead.)  The caller's arrays are only ever read.
 """
 
 from __future__ import annotations
 
 import os
+import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -16,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from revbench.checkpoint import actions
 from revbench.checkpoint import plan as plans
 from revbench.checkpoint.driver import (
     RECOVER,
@@ -231,6 +235,43 @@ class TimeLoop:
         """The gradients of :meth:`value_and_grad` alone."""
         return self.value_and_grad(*args, strategy=strategy)[1]
 
+    def step_times(self, *args: Any, steps: int = 2000, repeats: int = 5) -> dict[str, float]:
+        """Seconds one step takes, each kind, run by the same compiled driver as a gradient
+        (``forward``, ``reverse``: its reverse sweep, ``inverse``: out-of-place only, else
+        NaN): medians of ``repeats`` runs of ``steps`` steps, after one run to compile.
+
+        With a strategy's exact counts (``stats``) they make its *cost model*,
+        ``forward_steps * forward + inverse_steps * inverse + reverse_steps * reverse``:
+        what the method costs, against which the experiments measure what revbench adds
+        (``revbench.experiments``, ``time_overhead``)."""
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+            raise ValueError(f"steps must be an int >= 1, got {steps!r}")
+        state, params = self._split(args)
+        ex = self._executor(state, params)
+        calibrations = {"forward": actions.forward_calibration,
+                        "reverse": actions.reverse_calibration}
+        if not self.inplace:
+            calibrations["inverse"] = actions.inverse_calibration
+        seconds: dict[str, float] = {}
+        for kind, schedule in calibrations.items():
+            ex.allocate(2)
+            driver = ex.driver(True, schedule)
+            runs = []
+            for _ in range(repeats + 1):
+                for s, x in zip(ex.store, state):
+                    s[0] = x
+                    s[1] = 0
+                call_args = ex._driver_args(True)
+                counts = np.zeros(5, np.int64)
+                t0 = time.perf_counter()
+                ex._call(driver, (steps, self.n_steps, counts), call_args)
+                runs.append(time.perf_counter() - t0)
+            seconds[kind] = statistics.median(runs[1:]) / steps
+        forward = seconds["forward"]
+        return {"forward": forward, "reverse": max(seconds["reverse"] - forward, 0.0),
+                "inverse": (max(seconds["inverse"] - forward, 0.0) if "inverse" in seconds
+                            else float("nan"))}
+
     def _executor(self, state: list[np.ndarray], params: list[Any]) -> _Executor:
         return _Executor(self, state, params)
 
@@ -356,6 +397,7 @@ class _Executor:
         when small (a few thousand rows cost more to plan than to run)."""
         schedule = _compiled_schedule(strategy)
         if schedule is not None:
+            self.strategy_slots = slots
             return self._run_compiled(schedule)
         self.allocate(slots)
         driver = self.driver(True)
@@ -403,7 +445,8 @@ class _Executor:
         """The schedule run inside the compiled driver, as its compiled generator yields it:
         no rows, no planning in Python, whatever the number of steps."""
         n = self.loop.n_steps
-        slots = schedule.slots(n, schedule.knob)
+        # (Bennett's generator may be given more slots than it uses: it takes the lowest)
+        slots = min(schedule.slots(n, schedule.knob), self.strategy_slots)
         self.allocate(slots)
         driver = self.driver(True, schedule.actions)
         args = self._driver_args(True)

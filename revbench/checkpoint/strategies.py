@@ -152,6 +152,8 @@ class LoopSchedule:
     slots: object
     peak: object
     knob: int = 0
+    #: its schedule runs the step's inverse (``INV``): Bennett's uncomputation
+    uncomputes: bool = False
 
 
 def _register(cls: type[Strategy]) -> None:
@@ -283,6 +285,10 @@ class Bennett(Strategy):
     def schedule(self, builder: plan.PlanBuilder, n_steps: int) -> None:
         plan.bennett(builder, n_steps, self.k)
 
+    def loop_schedule(self) -> LoopSchedule:
+        return LoopSchedule(actions.bennett_actions, actions.bennett_bound, _bennett_peak,
+                            self.k, uncomputes=True)
+
 
 @dataclass(frozen=True, repr=False)
 class Reverse(Strategy):
@@ -305,6 +311,10 @@ class Reverse(Strategy):
 
     def loop_schedule(self) -> None:
         return None  # an in-place loop, run as written: its reverse sweep runs it backwards
+
+
+def _bennett_peak(n_steps: int, k: int) -> int:
+    return plan.bennett_slots(n_steps, k) if n_steps else 1
 
 
 def fitting(inplace: bool) -> list[str]:

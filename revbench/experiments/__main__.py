@@ -94,13 +94,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def format_table(df) -> str:
     show = df.copy()
-    for col in ("peak_bytes", "measured_peak_bytes"):
+    for col in ("peak_bytes", "measured_peak_bytes", "memory_overhead_bytes"):
         show[col] = (show[col] / 2**20).map(lambda v: f"{v:.3f}" if v == v else "-")
+    show["time_overhead"] = show["time_overhead"].map(lambda v: f"{v:.2f}x" if v == v else "-")
     show = show.rename(columns={"peak_bytes": "peak_MB", "measured_peak_bytes": "measured_MB",
                                 "forward_steps": "fwd", "inverse_steps": "inv",
-                                "reverse_steps": "rev", "peak_states": "states"})
-    cols = ["framework", "strategy", "knob", "n_steps", "seconds", "fwd", "inv", "rev", "states",
-            "peak_MB", "measured_MB", "grad_error", "roundtrip_error", "error"]
+                                "reverse_steps": "rev", "peak_states": "states",
+                                "model_seconds": "model_s", "time_overhead": "overhead",
+                                "memory_overhead_bytes": "extra_MB"})
+    cols = ["framework", "strategy", "knob", "n_steps", "seconds", "model_s", "overhead", "fwd",
+            "inv", "rev", "states", "peak_MB", "measured_MB", "extra_MB", "grad_error",
+            "roundtrip_error", "error"]
     return show[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}")
 
 

@@ -3,7 +3,12 @@
 Every row of the result is one (strategy, knob, n_steps): the median wall time of
 ``repeats`` gradient calls, the exact counts from ``loop.stats``, the memory the
 operating system saw the call add (:mod:`revbench.experiments.memory`, which sees
-Numba's allocations), and how far the gradient is from ``StoreAll()``'s.  When
+Numba's allocations), and how far the gradient is from ``StoreAll()``'s.
+
+Each row also has its *cost model*: the exact counts times the cost of one step of each
+kind, timed in the same run by the same compiled driver (``TimeLoop.step_times``), and
+the states' bytes.  ``time_overhead = seconds / model_seconds`` and
+``memory_overhead_bytes = measured - states`` are what revbench adds to the method.  When
 JAX or PyTorch is installed, the built-in workloads add rows for what ML users run
 today (:mod:`revbench.experiments.peers`).
 """
@@ -26,9 +31,10 @@ from revbench.checkpoint.loop import InsufficientMemoryError
 from revbench.experiments.memory import peak_during
 from revbench.lang.errors import ReversibilityError
 
-COLUMNS = ["workload", "framework", "strategy", "knob", "n_steps", "seconds", "forward_steps",
-           "inverse_steps", "reverse_steps", "peak_states", "peak_bytes", "measured_peak_bytes",
-           "grad_error", "roundtrip_error", "value", "error"]
+COLUMNS = ["workload", "framework", "strategy", "knob", "n_steps", "seconds", "model_seconds",
+           "time_overhead", "forward_steps", "inverse_steps", "reverse_steps", "peak_states",
+           "peak_bytes", "measured_peak_bytes", "memory_overhead_bytes", "grad_error",
+           "roundtrip_error", "value", "error"]
 
 
 def default_strategies(inplace: bool, n_steps: int) -> list[Strategy]:
@@ -150,13 +156,15 @@ def compare(workload: Any, n_steps: Sequence[int] | int = (100, 1000),
     rows: list[dict[str, Any]] = []
     warm = make(min(3, max(steps)))
     _warm_up(*warm, inplace)
+    # the cost model: what one step of each kind costs, timed by the same driver
+    step_seconds = warm[0].step_times(*warm[1])
     try:
         for T, strats in plan:
             loop, loop_args = make(T)
             ref = _reference(loop, loop_args, strats)
             for s in strats:
                 bar.set_postfix_str(f"T={T} {s.label}", refresh=False)
-                rows.append(_measure(name, loop, loop_args, s, repeats, ref))
+                rows.append(_measure(name, loop, loop_args, s, repeats, ref, step_seconds))
                 bar.update()
             if peer_mod is not None:
                 for row in peer_mod.measure(name, T, loop_args, repeats):
@@ -178,7 +186,8 @@ def compare(workload: Any, n_steps: Sequence[int] | int = (100, 1000),
     table = table[COLUMNS + [c for c in table.columns if c not in COLUMNS]]
     info = {"machine": platform.platform(), "processor": platform.processor() or platform.machine(),
             "python": platform.python_version(), "repeats": repeats, "seed": seed,
-            "size": size, "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+            "size": size, "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "step_seconds": step_seconds}
     return Result(name, table, info)
 
 
@@ -221,7 +230,18 @@ def _grad_error(grads, ref_grads) -> float:
     return float(np.linalg.norm(a - b) / denom) if denom > 0 else float(np.linalg.norm(a - b))
 
 
-def _measure(name: str, loop: TimeLoop, args: tuple, strategy: Strategy, repeats: int, ref) -> dict:
+def model_seconds(row: dict[str, Any], step_seconds: dict[str, float]) -> float:
+    """The cost model of a row: its exact step counts times what each step costs."""
+    total = 0.0
+    for kind in ("forward", "inverse", "reverse"):
+        count = row.get(f"{kind}_steps", 0) or 0
+        if count:
+            total += count * step_seconds[kind]
+    return total
+
+
+def _measure(name: str, loop: TimeLoop, args: tuple, strategy: Strategy, repeats: int, ref,
+             step_seconds: dict[str, float] | None = None) -> dict:
     row: dict[str, Any] = {"workload": name, "framework": "revbench", "strategy": strategy.name,
                            "knob": strategy.knob, "n_steps": loop.n_steps, "error": ""}
     times, peaks = [], []
@@ -244,4 +264,9 @@ def _measure(name: str, loop: TimeLoop, args: tuple, strategy: Strategy, repeats
                measured_peak_bytes=max(peaks) if peaks else math.nan,
                roundtrip_error=st.roundtrip_error, value=result[0],
                grad_error=_grad_error(result[1], ref[1]) if ref else math.nan)
+    if step_seconds is not None:
+        row["model_seconds"] = model_seconds(row, step_seconds)
+        row["time_overhead"] = (row["seconds"] / row["model_seconds"] if row["model_seconds"] > 0
+                                else math.nan)
+    row["memory_overhead_bytes"] = row["measured_peak_bytes"] - st.peak_bytes
     return row

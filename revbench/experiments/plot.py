@@ -40,13 +40,14 @@ def _mb(value: Any) -> float:
 
 
 def plot_result(result: Any):
-    """Three panels: memory against time at the largest T (each point labelled with its
-    strategy and knob), then time and memory against T on log axes."""
+    """Four panels: memory against time at the largest T (each point labelled with its
+    strategy and knob), time and memory against T on log axes, and each measured time
+    against its cost model (exact counts x the step times measured in the same run)."""
     import matplotlib.pyplot as plt
 
     df = result.table
     df = df[df["seconds"].notna()].copy()
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
+    fig, axes = plt.subplots(1, 4, figsize=(21, 4.8))
     fig.suptitle(f"revbench experiments: {result.workload} -- gradient of a loop of T steps")
     if df.empty:
         for ax in axes:
@@ -95,6 +96,25 @@ def plot_result(result: Any):
         ax.set_xlabel("T (steps)")
         ax.set_ylabel(ylabel)
         ax.grid(True, which="both", alpha=0.3)
+    ax = axes[3]
+    model = df[df["model_seconds"].notna() & (df["model_seconds"] > 0)] \
+        if "model_seconds" in df else df.iloc[:0]
+    for _, r in model.iterrows():
+        ax.scatter(r["model_seconds"], r["seconds"], marker=marker_of(r["strategy"]), s=40,
+                   color=colors[r["label"]])
+    if not model.empty:
+        lo = min(model["model_seconds"].min(), model["seconds"].min()) / 1.5
+        hi = max(model["model_seconds"].max(), model["seconds"].max()) * 1.5
+        ax.plot([lo, hi], [lo, hi], color="black", lw=0.8, label="measured = model")
+        ax.plot([lo, hi], [1.15 * lo, 1.15 * hi], color="gray", lw=0.8, linestyle="--",
+                label="1.15 x model")
+        ax.legend(fontsize=7)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    ax.set_xlabel("cost model: counts x step times (s)")
+    ax.set_ylabel("measured time of one gradient (s)")
+    ax.set_title("the method against its implementation")
+    ax.grid(True, which="both", alpha=0.3)
     axes[1].set_title("time against T")
     axes[2].set_title("memory against T (dotted: states held x their size)")
     axes[2].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))

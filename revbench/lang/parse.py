@@ -524,9 +524,9 @@ class Parser:
         try:
             schedule = strategy.loop_schedule()
         except NotImplementedError as exc:
-            raise self.error(it.args[1], f"{exc}: use StoreAll(), Periodic(every=k) or "
-                                         "Revolve(snapshots=c) in reversible code (or TimeLoop "
-                                         f"for {label})") from None
+            raise self.error(it.args[1], f"{exc}: use StoreAll(), Periodic(every=k), "
+                                         "Revolve(snapshots=c) or Bennett(k) in reversible "
+                                         f"code (or a TimeLoop for {label})") from None
         var = s.target.id
         if "new" not in keywords:
             if schedule is not None:
