@@ -9,6 +9,7 @@ Typing failures are translated back to the user's line.
 from __future__ import annotations
 
 import collections
+import functools
 import re
 import types
 import weakref
@@ -363,6 +364,7 @@ def helper(fn: Callable) -> Callable:
         return dispatcher
 
 
+@functools.cache
 def helper_fingerprint(fn: Callable) -> str:
     """A digest of the module that defines ``fn`` (a helper of :func:`helper`): generated
     code that calls a helper names it, so a new version of the helper is a new module --

@@ -189,10 +189,28 @@ def driver_source(shape: DriverShape, symbols: dict[str, str]) -> str:
     return w.text()
 
 
+#: drivers built in this process, by what they are built from: a gradient call asks again
+#: for the driver it ran last time, which costs a lookup rather than writing its source
+_BUILT: dict[tuple, object] = {}
+
+
 def build_driver(shape: DriverShape, kernels: dict[str, tuple[object, str]], backend: str,
                  schedule: object = None):
     """Compile the driver for ``shape`` calling ``kernels`` (name -> (callable, content key));
     with a compiled schedule, ``schedule`` is its generator of actions."""
+    memo = (shape, backend, schedule, tuple((name, id(fn), key) for name, (fn, key)
+                                            in sorted(kernels.items())))
+    hit = _BUILT.get(memo)
+    if hit is not None:
+        return hit
+    if len(_BUILT) >= 256:
+        _BUILT.clear()
+    _BUILT[memo] = built = _build_driver(shape, kernels, backend, schedule)
+    return built
+
+
+def _build_driver(shape: DriverShape, kernels: dict[str, tuple[object, str]], backend: str,
+                  schedule: object = None):
     symbols = {name: f"_rb_k_{name}_{key[:16]}" for name, (_, key) in kernels.items()}
     source = driver_source(shape, symbols)
     if schedule is not None:  # (the generator's name and code key the module)

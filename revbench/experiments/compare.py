@@ -155,7 +155,7 @@ def compare(workload: Any, n_steps: Sequence[int] | int = (100, 1000),
     bar = _progress(total, name, progress)
     rows: list[dict[str, Any]] = []
     warm = make(min(3, max(steps)))
-    _warm_up(*warm, inplace)
+    _warm_up(*warm, chosen)
     # the cost model: what one step of each kind costs, timed by the same driver
     step_seconds = warm[0].step_times(*warm[1])
     try:
@@ -197,9 +197,10 @@ def _progress(total: int, name: str, enabled: bool):
     return tqdm(total=total, desc=f"experiments {name}", disable=not enabled, leave=False)
 
 
-def _warm_up(loop: TimeLoop, args: tuple, inplace: bool) -> None:
-    """Compile the kernels and the driver (and load checkpoint_schedules) before timing."""
-    for s in (StoreAll(), Revolve(snapshots=1)):
+def _warm_up(loop: TimeLoop, args: tuple, strategies: list[Strategy]) -> None:
+    """Compile the kernels and each strategy's driver on a short loop before anything is
+    timed or its memory measured (compiling is neither the method nor a gradient's cost)."""
+    for s in (StoreAll(), Revolve(snapshots=1), *strategies):
         try:
             loop.value_and_grad(*args, strategy=s)
         except ReversibilityError:
