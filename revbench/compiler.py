@@ -495,6 +495,7 @@ class LoopProgram(Program):
     opaque = True
     loop: ir.LoopDef | None = None
     step: Program | None = None
+    cond: Program | None = None  # a while loop's condition
 
     @classmethod
     def of(cls, parent: Program, loop: ir.LoopDef) -> LoopProgram:
@@ -505,7 +506,8 @@ class LoopProgram(Program):
         options = dict(check=parent.check, backend=parent.backend, fastmath=parent.fastmath,
                        atol=parent.atol, rtol=parent.rtol, namespace=parent.namespace,
                        closure=parent.closure)
-        return cls(func, **options, loop=loop, step=Program(f, **options))
+        cond = Program(loop.cond, **options) if loop.cond is not None else None
+        return cls(func, **options, loop=loop, step=Program(f, **options), cond=cond)
 
     @property
     def label(self) -> str:
@@ -557,6 +559,12 @@ class LoopProgram(Program):
                 raise self._error(f"the range of a checkpointed loop takes ints, got {t}")
         return (*signature[:2 * S], VarType("int"), *signature[2 * S + 3:])
 
+    def _cond_signature(self, signature: tuple[VarType, ...]) -> tuple[VarType, ...]:
+        """A while loop's condition's argument types: its flag, the old state, the free
+        variables."""
+        S = self.loop.n_state
+        return (VarType("bool"), *signature[S:2 * S], *signature[2 * S + 3:])
+
     def _refuse_writes(self) -> None:
         S = self.loop.n_state
         f = self.loop.step
@@ -594,11 +602,14 @@ class LoopProgram(Program):
         step_active = tuple(p for p, t in zip(f.params, step_sig)
                             if t.dtype in loop_code.DIFFERENTIABLE and p not in step_off)
         schedule = self.loop.strategy.loop_schedule()
+        line = self.loop.loc.line
+        # (a while loop runs the online schedule, which asks the condition before each step)
+        actions = schedule.actions if self.cond is None else schedule.online
+        condition = None if self.cond is None else self.ir.line_text(line).strip().rstrip(":")
         gen = loop_code.generate(self.ir.name, self.ir.params, signature, S, direction, check,
                                  schedule.knob, frozenset(inactive), f.params, step_active,
-                                 self.loop.loc.line, self.ir.filename, self.label,
-                                 self.atol, self.rtol, schedule.uncomputes,
-                                 _schedule_name(schedule.actions))
+                                 line, self.ir.filename, self.label, self.atol, self.rtol,
+                                 schedule.uncomputes, _schedule_name(actions), condition)
         injected: dict[str, object] = {}
         if not compile_callees:
             return gen, injected
@@ -609,18 +620,23 @@ class LoopProgram(Program):
         if direction.sweep:
             keys[loop_code.BACKWARD_SYMBOL] = (BACKWARD, backend, step_check, step_sig, 1,
                                                step_off)
+        programs = dict.fromkeys(keys, self.step)
+        if self.cond is not None:
+            programs[loop_code.COND_SYMBOL] = self.cond
+            keys[loop_code.COND_SYMBOL] = (FORWARD, backend, check and self.cond.check,
+                                           self._cond_signature(signature))
         for symbol, key in keys.items():
-            sub = self.step.compile(*key)
+            sub = programs[symbol].compile(*key)
             injected[symbol] = sub.run
             if deps is not None:
-                deps.append((None, self.step, key, sub))
+                deps.append((None, programs[symbol], key, sub))
         if backend == "numba":
             from revbench.backends.numba_backend import helper
 
-            injected[loop_code.ACTIONS_SYMBOL] = helper(schedule.actions)
+            injected[loop_code.ACTIONS_SYMBOL] = helper(actions)
             injected[loop_code.SLOTS_SYMBOL] = helper(schedule.slots)
         else:
-            injected[loop_code.ACTIONS_SYMBOL] = schedule.actions
+            injected[loop_code.ACTIONS_SYMBOL] = actions
             injected[loop_code.SLOTS_SYMBOL] = schedule.slots
         return gen, injected
 

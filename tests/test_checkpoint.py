@@ -31,11 +31,13 @@ from revbench.checkpoint import (
     STRATEGIES,
     Bennett,
     InsufficientMemoryError,
+    Online,
     Periodic,
     Reverse,
     Revolve,
     StoreAll,
     TimeLoop,
+    actions,
 )
 from revbench.checkpoint import plan as plans
 
@@ -540,6 +542,8 @@ def check_schedule(strategy, n, inplace, batch_rows):
         assert c.forward_steps == c.inverse_steps + n
     elif isinstance(strategy, Periodic):
         assert c.forward_steps == 2 * n - math.ceil(n / strategy.every)
+    elif isinstance(strategy, Online):
+        assert c.forward_steps == actions.online_bound(n, strategy.snapshots)
 
     fast = strategy.fast_plan(n, inplace)
     if fast is not None:  # the NumPy-generated rows do the same as the builder's
@@ -712,7 +716,7 @@ def test_strategies_that_do_not_fit(backend):
         loop.value_and_grad(*args, strategy=Reverse())
     ip = leap_loop(backend, 5)
     with pytest.raises(ValueError, match=r"Bennett\(k=2\) does not fit an in-place loop.*"
-                                         r"StoreAll, Periodic, Revolve, Reverse"):
+                                         r"StoreAll, Periodic, Revolve, Online, Reverse"):
         ip.grad(*leap_args(), strategy=Bennett(k=2))
     assert_unchanged(snap)
     assert loop.stats is None and ip.stats is None  # failed calls record nothing

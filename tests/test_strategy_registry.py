@@ -65,13 +65,15 @@ def thinned(registry):
 
 def test_a_new_strategy_reaches_every_reader(thinned):
     assert STRATEGIES["Thinned"] is thinned
-    assert fitting(False) == ["StoreAll", "Periodic", "Revolve", "Bennett", "Thinned"]
-    assert fitting(True) == ["StoreAll", "Periodic", "Revolve", "Reverse"]
+    assert fitting(False) == ["StoreAll", "Periodic", "Revolve", "Bennett", "Online",
+                              "Thinned"]
+    assert fitting(True) == ["StoreAll", "Periodic", "Revolve", "Online", "Reverse"]
     # the command line
     assert parse_strategy("thinned:4") == thinned(every=4)
     assert parse_strategy("Thinned(every=5)") == thinned(every=5)
     assert parse_strategy("thinned") == thinned()
-    assert strategy_usage() == "storeall, periodic:K, revolve:C, bennett:K, reverse, thinned:K"
+    assert strategy_usage() == (
+        "storeall, periodic:K, revolve:C, bennett:K, online:C, reverse, thinned:K")
     assert "thinned:K" in build_parser().format_help()
     with pytest.raises(ValueError, match=r"use one of .*thinned:K"):
         parse_strategy("thin:2")

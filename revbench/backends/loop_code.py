@@ -37,6 +37,8 @@ DIFFERENTIABLE = ("float", "complex")
 #: what generated code calls: the step's kernels, the schedule and its store size
 FORWARD_SYMBOL, BACKWARD_SYMBOL = "_rb_step_forward", "_rb_step_backward"
 INVERSE_SYMBOL = "_rb_step_inverse"
+#: a while loop's condition kernel: ``cond(flag, *old, *free)`` sets ``flag``
+COND_SYMBOL = "_rb_condition"
 ACTIONS_SYMBOL, SLOTS_SYMBOL = "_rb_schedule", "_rb_schedule_slots"
 #: the loop's own parameters for its range, between the state and the free variables
 BOUNDS = ("_rb_lo", "_rb_hi", "_rb_st")
@@ -47,12 +49,15 @@ def generate(name: str, params: tuple[str, ...], types: tuple[VarType, ...], n_s
              step_params: tuple[str, ...], step_active: tuple[str, ...], line: int,
              filename: str, label: str, atol: float | None = None,
              rtol: float | None = None, uncomputes: bool = False,
-             schedule: str = "") -> Generated:
+             schedule: str = "", condition: str | None = None) -> Generated:
     """The module of one direction (forward, inverse or backward) of the loop ``name``.
 
     ``params``: ``(*new, *old, *BOUNDS, *free)``; ``step_params`` the step's
     (``(*new, *old, t, *free)``); ``step_active``: the step's parameters that carry an
-    adjoint in its backward kernel, in order."""
+    adjoint in its backward kernel, in order.  ``condition``: for a ``while`` loop, the
+    text of its line; the loop then steps while :data:`COND_SYMBOL` holds on the state,
+    at most ``len(range(*BOUNDS))`` times (its ``max_steps``), and its backward kernel
+    runs the strategy's online schedule, which asks before each step (``ASK``)."""
     S = n_state
     new, old = params[:S], params[S:2 * S]
     free = params[2 * S + 3:]
@@ -71,6 +76,9 @@ def generate(name: str, params: tuple[str, ...], types: tuple[VarType, ...], n_s
     if rtol is not None:
         emit(f"_rb_grtol = {float(rtol)!r}")
     emit(f"_rb_n = len(range({lo}, {hi}, {st}))")
+    if condition is not None:
+        emit("_rb_limit = _rb_n")
+        limit = numbered(CheckInfo("loop-step-limit", label, line, condition))
     if check:
         for k in range(S):
             c = numbered(CheckInfo("loop-state-shape", new[k], line, old[k]))
@@ -86,6 +94,15 @@ def generate(name: str, params: tuple[str, ...], types: tuple[VarType, ...], n_s
         old_args = ", ".join(f"{s}[{src}]" for s in store)
         return f"{symbol}({new_args}, {old_args}, _rb_t{fcomma}{extra}, _rb_gatol, _rb_grtol)"
 
+    def holds(slot: str) -> str:
+        """The condition, on the state in ``slot``."""
+        old_args = ", ".join(f"{s}[{slot}]" for s in store)
+        return f"{COND_SYMBOL}(False, {old_args}{fcomma}, _rb_gatol, _rb_grtol)[0]"
+
+    def stop_at_limit() -> None:
+        with w.block("if _rb_i >= _rb_limit:  # the condition still holds after max_steps"):
+            emit(f"raise _RbCheckFailed(_RB_MODULE, {limit}, _rb_limit, _rb_i)")
+
     def allocate(slots: str) -> None:
         for k in range(S):
             emit(f"{store[k]} = _rb_np.zeros(({slots},) + {old[k]}.shape, {old[k]}.dtype)",
@@ -94,12 +111,23 @@ def generate(name: str, params: tuple[str, ...], types: tuple[VarType, ...], n_s
     if direction in (FORWARD, INVERSE):
         ufunc = "add" if direction == FORWARD else "subtract"
         allocate("2")
-        with w.block("for _rb_i in range(_rb_n):"):
+        header = "for _rb_i in range(_rb_n):" if condition is None else "while True:"
+        if condition is not None:
+            emit("_rb_i = 0")
+        with w.block(header):
+            if condition is not None:
+                with w.block(f"if not {holds('_rb_i % 2')}:"):
+                    emit("break")
+                stop_at_limit()
             emit(f"_rb_t = {lo} + _rb_i * {st}",
                  "_rb_src = _rb_i % 2", "_rb_dst = 1 - _rb_src")
             for s in store:
                 emit(f"{s}[_rb_dst][...] = 0")
             emit(step_call(FORWARD_SYMBOL, "_rb_dst", "_rb_src"))
+            if condition is not None:
+                emit("_rb_i += 1")
+        if condition is not None:
+            emit("_rb_n = _rb_i")
         for k in range(S):
             emit(f"_rb_np.{ufunc}({new[k]}, {store[k]}[_rb_n % 2], {new[k]})")
         everything = params
@@ -110,6 +138,8 @@ def generate(name: str, params: tuple[str, ...], types: tuple[VarType, ...], n_s
                   and p not in inactive]
         everything = (*params, *(adjoint_param(p, 0, 1) for p in active))
         emit(f"_rb_nslots = max(2, {SLOTS_SYMBOL}(_rb_n, {knob}))")
+        if condition is not None:  # (its length is known when the schedule has asked)
+            emit("_rb_n = -1", "_rb_ended = _rb_np.zeros(1, _rb_np.int64)")
         allocate("_rb_nslots")
         for k in range(S):
             emit(f"{adjs[k]} = _rb_np.zeros((2,) + {old[k]}.shape, {old[k]}.dtype)")
@@ -151,8 +181,16 @@ def generate(name: str, params: tuple[str, ...], types: tuple[VarType, ...], n_s
                 with w.block("if _rb_left > _rb_gatol + _rb_grtol * _rb_scale:"):
                     emit(f"raise _RbCheckFailed(_RB_MODULE, {not_back[k]}, _rb_t, _rb_left)")
 
-        with w.block(f"for _rb_op, _rb_i, _rb_a, _rb_b in {ACTIONS_SYMBOL}(_rb_n, {knob}):"):
+        schedule_args = f"-1, {knob}, _rb_ended" if condition is not None else f"_rb_n, {knob}"
+        with w.block(f"for _rb_op, _rb_i, _rb_a, _rb_b in {ACTIONS_SYMBOL}({schedule_args}):"):
             emit(f"_rb_t = {lo} + _rb_i * {st}")
+            if condition is not None:
+                with w.block("if _rb_op == 5:  # is there a step i? the condition, on slot a"):
+                    with w.block(f"if not {holds('_rb_a')}:"):
+                        emit("_rb_ended[0] = 1", "_rb_n = _rb_i")
+                        emit("continue")
+                    stop_at_limit()
+                    emit("continue")
             with w.block("if _rb_op == 0:  # forward step: s[i+1] into slot b from slot a"):
                 for s in store:
                     emit(f"{s}[_rb_b][...] = 0")
@@ -191,4 +229,4 @@ def generate(name: str, params: tuple[str, ...], types: tuple[VarType, ...], n_s
         f"{', '.join(sorted(inactive)) or '-'}; codegen v{CODEGEN_VERSION}",
     ]
     return assemble(comments, f"{name}__{direction.name.replace('-', '_')}", everything,
-                    w.lines, checks, line, check)
+                    w.lines, checks, line, check or condition is not None)

@@ -2,7 +2,8 @@
 
 ``TimeLoop(step, n_steps, loss=...)`` runs a reversible step many times and
 differentiates the loss of the final state with a strategy chosen by the user:
-store every state, checkpoint some (periodically or by Griewank's Revolve), or
+store every state, checkpoint some (periodically or by Griewank's Revolve, or online for
+loops of unknown length), or
 recover them by reverse computing -- running the step backwards (``Reverse()``,
 in-place steps) or Bennett's pebbling, which uncomputes intermediate states
 (``Bennett(k)``, out-of-place steps).  Schedules run in a compiled driver; see
@@ -13,6 +14,7 @@ from revbench.checkpoint.loop import InsufficientMemoryError, Stats, TimeLoop
 from revbench.checkpoint.strategies import (
     STRATEGIES,
     Bennett,
+    Online,
     Periodic,
     Reverse,
     Revolve,
@@ -23,5 +25,5 @@ from revbench.lang.markers import checkpointed
 
 # (named one by one, so that editors and type checkers see them: a strategy added to
 # strategies.py is named here too -- tests/test_strategy_registry.py fails until it is)
-__all__ = ["STRATEGIES", "Bennett", "InsufficientMemoryError", "Periodic", "Reverse", "Revolve",
+__all__ = ["STRATEGIES", "Bennett", "InsufficientMemoryError", "Online", "Periodic", "Reverse", "Revolve",
            "Stats", "StoreAll", "Strategy", "TimeLoop", "checkpointed"]

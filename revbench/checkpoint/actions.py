@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import numpy as np
 
-FWD, INV, REV, SEED = 0, 1, 2, 4
+FWD, INV, REV, SEED, ASK = 0, 1, 2, 4, 5
 
 #: the functions of this module the schedules call: compiled with them under Numba
 #: (:func:`revbench.backends.numba_backend.helper`)
-NUMBA_CALLS = ("extra_steps", "_cost", "best_split", "bennett_bound")
+NUMBA_CALLS = ("extra_steps", "_cost", "best_split", "bennett_bound", "new_pool", "take", "give",
+               "revolve_segment", "online_actions")
 
 
 # --------------------------------------------------------------------------- #
@@ -156,24 +157,62 @@ def revolve_peak(n, c):
 
 
 def revolve_actions(n, c):
-    """Slots: ``d`` holds the snapshot at depth ``d`` of the stack (``s[0]`` at 0); the
-    two after the last snapshot hold the states being advanced."""
+    """Slots: ``0`` holds ``s[0]``; the snapshots and the two states being advanced take
+    the others, lowest free first (:func:`revolve_segment` on the whole loop)."""
+    if n == 0:
+        return
     c = min(c, max(n - 1, 1))
-    w0 = c
-    w1 = c + 1
+    pool = new_pool(c + 2)
+    for j in range(c + 1, 0, -1):
+        give(pool, j)
+    # (Numba compiles no ``yield from``: the generators here yield in a loop)
+    for action in revolve_segment(0, n, c, 0, -1, pool):  # noqa: UP028
+        yield action
+
+
+def new_pool(size):
+    """A stack of free slots: ``pool[0]`` is how many, ``pool[1:]`` the slots (the one
+    handed out next on top)."""
+    return np.zeros(size + 1, np.int64)
+
+
+def take(pool):
+    pool[0] -= 1
+    return pool[pool[0] + 1]
+
+
+def give(pool, slot):
+    pool[pool[0] + 1] = slot
+    pool[0] += 1
+
+
+def revolve_segment(a0, e0, c, base, last, pool):
+    """Reverse steps ``a0 .. e0-1`` by Griewank's binomial schedule with ``c`` snapshots
+    (``s[a0]``, in slot ``base``, included).  ``s[e0]`` is in slot ``last`` with the
+    adjoint there, or, for ``last < 0``, is computed and seeded here (a whole loop).  The
+    other snapshots and the two states being advanced take slots from ``pool``; all go
+    back to it, and ``last``'s too once ``s[e0]`` is uncomputed (``s[a0]`` stays)."""
+    if e0 == a0:
+        return
+    c = min(c, max(e0 - a0 - 1, 1))
+    w0 = take(pool)
+    w1 = take(pool)
     snap = np.zeros(c + 1, np.int64)  # the step index of each snapshot on the stack
+    held = np.zeros(c + 1, np.int64)  # and its slot
+    snap[0], held[0] = a0, base
     top = 0
-    end = n  # steps end-1, end-2, ... are still to reverse
-    while end > 0:
+    end = e0  # steps end-1, end-2, ... are still to reverse
+    while end > a0:
         a = snap[top]
         steps = end - a
         free = c - top
         if steps > 1 and free > 1:
             m = best_split(steps, free)
-            src = top
+            slot = take(pool)
+            src = held[top]
             for j in range(m):
                 if j == m - 1:
-                    dst = top + 1
+                    dst = slot
                 elif src == w0:
                     dst = w1
                 else:
@@ -181,21 +220,143 @@ def revolve_actions(n, c):
                 yield FWD, a + j, src, dst
                 src = dst
             top += 1
-            snap[top] = a + m
+            snap[top], held[top] = a + m, slot
             continue
-        src = top
+        src = held[top]
         for j in range(steps - 1):
             dst = w1 if src == w0 else w0
             yield FWD, a + j, src, dst
             src = dst
-        dst = w1 if src == w0 else w0
-        yield FWD, end - 1, src, dst
-        if end == n:
-            yield SEED, n, dst, 0
-        yield REV, end - 1, src, dst
+        if end == e0 and last >= 0:
+            yield REV, end - 1, src, last
+            give(pool, last)
+        else:
+            dst = w1 if src == w0 else w0
+            yield FWD, end - 1, src, dst
+            if end == e0:
+                yield SEED, e0, dst, 0
+            yield REV, end - 1, src, dst
         end -= 1
         if top > 0 and end == snap[top]:
+            give(pool, held[top])
             top -= 1
+    give(pool, w1)
+    give(pool, w0)
+
+
+# --------------------------------------------------------------------------- #
+# Online: loops whose length is known only when they end (``while``)
+# --------------------------------------------------------------------------- #
+def online_slots(n, c):
+    return c + 2
+
+
+def online_peak(n, c):
+    """The most states alive at once: every state while the loop is shorter than ``c``
+    steps, else the whole store (the last segments' binomial reversal fills it)."""
+    return n + 1 if n < c else c + 2
+
+
+def online_actions(n, c, ended):
+    """Checkpointing a loop whose length is known only when it ends, in ``c + 2`` slots.
+
+    The forward sweep asks before each step whether there is one (``ASK``: the kernel
+    evaluates the loop's condition on ``s[i]`` in slot ``a`` and sets ``ended[0]`` when
+    it fails; for ``n >= 0`` the loop simply has ``n`` steps).  It keeps the states at
+    the multiples of a stride: every state while ``c`` fit, then, whenever the kept states
+    would exceed ``c // 2`` (at least 2), it doubles the stride and frees the states no
+    longer on it -- so the kept states stay spread over the whole loop, however long,
+    and each step runs once.  When the loop has ended, the segments between kept states
+    are reversed last first, each by Griewank's binomial schedule
+    (:func:`revolve_segment`) on the slots free by then (each finished segment frees its
+    start).  Cost: ``n`` steps, then for segments of ``d <= 2 n / (c // 2)`` steps with at
+    least ``c - c // 2`` snapshots each, the binomial optimum (``tests``:
+    :func:`online_bound`)."""
+    keep_cap = max(2, c // 2)
+    pool = new_pool(c + 2)
+    for j in range(c + 1, 0, -1):
+        give(pool, j)
+    pos = np.zeros(c + 2, np.int64)  # the kept states' step indices, increasing
+    slot = np.zeros(c + 2, np.int64)  # and their slots
+    m = 1  # kept states (s[0] in slot 0)
+    stride = 1
+    src = 0  # the slot of s[i]
+    src_kept = True
+    i = 0
+    while True:
+        if n >= 0:
+            if i == n:
+                break
+        else:
+            yield ASK, i, src, 0
+            if ended[0]:
+                break
+        dst = take(pool)
+        yield FWD, i, src, dst
+        if not src_kept:
+            give(pool, src)
+        nxt = i + 1
+        keep = nxt % stride == 0
+        if keep:
+            pos[m], slot[m] = nxt, dst
+            m += 1
+        while m > (c if stride == 1 else keep_cap):
+            stride *= 2  # thin: keep only the multiples of the doubled stride
+            kept = 0
+            for j in range(m):
+                if pos[j] % stride == 0:
+                    pos[kept], slot[kept] = pos[j], slot[j]
+                    kept += 1
+                elif slot[j] == dst:
+                    keep = False  # s[i+1] is the next step's input: freed after it
+                else:
+                    give(pool, slot[j])
+            m = kept
+        src, src_kept = dst, keep
+        i += 1
+    if i == 0:
+        return
+    yield SEED, i, src, 0
+    if src_kept:
+        m -= 1  # s[n] itself is kept: the end of the last segment, not a start
+    else:
+        pos[m], slot[m] = i, src
+    for j in range(m - 1, -1, -1):
+        for action in revolve_segment(pos[j], pos[j + 1], pool[0] - 1,  # noqa: UP028
+                                      slot[j], slot[j + 1], pool):
+            yield action
+
+
+def online_known(n, c):
+    """:func:`online_actions` for a loop of ``n`` steps known ahead (``TimeLoop``, and a
+    ``for`` loop under ``Online``): the same schedule, without asking."""
+    for action in online_actions(n, c, np.zeros(1, np.int64)):  # noqa: UP028
+        yield action
+
+
+def online_bound(n, c):
+    """The forward steps :func:`online_actions` makes for a loop of ``n`` steps, from its
+    rule alone: the stride ``d`` it ends with (the least power of two that spreads the
+    states over ``c // 2`` kept ones, or 1 while ``c`` fit), then each segment's
+    binomial optimum on the snapshots free when it is reversed."""
+    if n == 0:
+        return 0
+    keep_cap = max(2, c // 2)
+    d = 1
+    if n + 1 > c:
+        d = 2
+        while n // d + 1 > keep_cap:
+            d *= 2
+    starts = range(0, n, d)
+    free = c + 2 - len(starts) - 1  # slots left by the kept states and s[n]
+    total = n
+    end = n
+    for a in reversed(starts):
+        # (its start and end are held: a whole loop's count, less the step to its end)
+        total += end - a - 1 + extra_steps(end - a, free - 1)
+        end = a
+        free += 1  # the segment's end state, uncomputed
+    return total
 
 
 # --------------------------------------------------------------------------- #

@@ -32,7 +32,7 @@ from the step's output is one reverse step and no forward step.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
 
@@ -269,6 +269,51 @@ def periodic(b: PlanBuilder, n: int, every: int) -> None:
             b.fwd(t, keep=True)
         for t in range(end - 1, a - 1, -1):
             b.rev(t)
+
+
+def from_actions(b: PlanBuilder, n: int, schedule: Iterable[tuple[int, int, int, int]]) -> None:
+    """A compiled schedule's actions (:mod:`revbench.checkpoint.actions`, on slots of its
+    own store) replayed on the builder, which places states in its own slots: a state is
+    kept after the action that reads it only if a later action reads its slot before
+    another overwrites it.  (So every schedule also runs row by row, and the plan tests
+    check it there too.)"""
+    from revbench.checkpoint.actions import FWD, INV, REV, SEED
+
+    acts = list(schedule)
+    read_later = [False] * len(acts)  # does the next action touching slot a read it?
+    next_use: dict[int, bool] = {}  # slot -> its next action reads it (True) or kills it
+    for k in range(len(acts) - 1, -1, -1):
+        op, _, a, slot_b = acts[k]
+        read_later[k] = next_use.get(a, False)
+        if op == FWD:
+            next_use[slot_b] = False  # overwritten
+        elif op in (INV, REV):
+            next_use[slot_b] = True  # read, then uncomputed
+        next_use[a] = True
+    content: dict[int, int] = {0: 0}  # slot -> the state the builder holds for it
+    for k, (op, i, a, slot_b) in enumerate(acts):
+        if op == FWD:
+            old = content.pop(slot_b, None)
+            if old is not None:
+                b.drop(old)
+            b.fwd(i, keep=read_later[k])
+            if not read_later[k]:
+                content.pop(a)
+            content[slot_b] = i + 1
+            continue
+        if op == SEED:
+            b.loss(n)
+        elif op == INV:
+            b.inv(i)
+            content.pop(slot_b)
+        elif op == REV:
+            in_place_recovered = b.inplace and i not in b.held
+            b.rev(i)
+            content.pop(slot_b)
+            if in_place_recovered:
+                content[a] = i
+        if not read_later[k] and content.get(a) is not None:
+            b.drop(content.pop(a))
 
 
 def revolve(b: PlanBuilder, n: int, snapshots: int) -> None:

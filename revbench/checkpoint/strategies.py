@@ -12,6 +12,8 @@ strategy               how states come back                                   fo
 ``Revolve(c)``         Griewank's optimal binomial schedule, c snapshots      both
 ``Bennett(k=2)``       Bennett's pebbling: intermediate states *uncomputed*   out-of-place
                        by the inverse step, k-ary
+``Online(c)``          c snapshots placed online, for loops of unknown        both
+                       length (``while``); segments reversed by Revolve
 ``Reverse()``          each earlier state recovered by running the step       in-place
                        backwards: no stored state
 =====================  =====================================================  ==============
@@ -154,6 +156,9 @@ class LoopSchedule:
     knob: int = 0
     #: its schedule runs the step's inverse (``INV``): Bennett's uncomputation
     uncomputes: bool = False
+    #: for loops whose length is known only when they end (``while checkpointed(...)``):
+    #: ``online(n, knob, ended)`` with ``n = -1`` asks before each step (``ASK``)
+    online: object = None
 
 
 def _register(cls: type[Strategy]) -> None:
@@ -288,6 +293,35 @@ class Bennett(Strategy):
     def loop_schedule(self) -> LoopSchedule:
         return LoopSchedule(actions.bennett_actions, actions.bennett_bound, _bennett_peak,
                             self.k, uncomputes=True)
+
+
+@dataclass(frozen=True, repr=False)
+class Online(Strategy):
+    """Checkpointing for loops whose length is known only when they end (a ``while`` loop
+    until convergence or an event): ``snapshots`` states kept online, spread over the loop
+    by doubling their stride, then each segment reversed by the binomial schedule.  On a
+    loop of known length it costs a little more than ``Revolve`` with as many snapshots."""
+
+    snapshots: int = 10
+    cli_name = "online"
+    knob_name = "snapshots"
+    knob_min = 3
+    knob_letter = "C"
+    marker = "v"
+
+    @classmethod
+    def defaults(cls, n_steps: int) -> list[Strategy]:
+        return [cls(snapshots=max(3, _root(n_steps)))] if n_steps > 3 else []
+
+    def slots(self, n_steps: int, inplace: bool) -> int:
+        return actions.online_slots(n_steps, self.snapshots)
+
+    def schedule(self, builder: plan.PlanBuilder, n_steps: int) -> None:
+        plan.from_actions(builder, n_steps, actions.online_known(n_steps, self.snapshots))
+
+    def loop_schedule(self) -> LoopSchedule:
+        return LoopSchedule(actions.online_known, actions.online_slots, actions.online_peak,
+                            self.snapshots, online=actions.online_actions)
 
 
 @dataclass(frozen=True, repr=False)

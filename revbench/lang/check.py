@@ -66,7 +66,8 @@ class Checker:
         scope = _Scope(frozenset(self.func.params))
         body = self.block(self.func.body, scope, new_block=True)
         # each checkpointed loop's body is a function of its own (its step)
-        loops = tuple(replace(d, step=Checker(d.step).run()) for d in self.func.loops)
+        loops = tuple(replace(d, step=Checker(d.step).run(),
+                              cond=d.cond and Checker(d.cond).run()) for d in self.func.loops)
         return replace(self.func, body=body, loops=loops)
 
     # -- blocks ---------------------------------------------------------------

@@ -431,6 +431,8 @@ class LoopDef:
     and puts a :class:`Call` of :attr:`name` where the loop was, passing
     ``(*new, *old, a, b, s, *free)``.  The compiler resolves that name to the loop's
     program, whose kernels run the strategy's schedule over the step's kernels.
+    ``while checkpointed(condition, Online(snapshots=c), new=y1, old=y0)`` is outlined the
+    same way, with its condition as a function of its own (:attr:`cond`).
     """
 
     name: str
@@ -438,6 +440,17 @@ class LoopDef:
     strategy: Any  # a revbench.checkpoint strategy (compared by value)
     n_state: int
     loc: Loc = field(default=NO_LOC, compare=False)
+    #: a ``while checkpointed(condition, ...)`` loop's condition, outlined as the function
+    #: ``cond(CONDITION_FLAG, *old, *free)``, whose body is ``flag ^= condition``; its
+    #: range is ``range(max_steps)``.  None for a ``for`` loop.
+    cond: Function | None = None
+
+
+#: the steps a ``while checkpointed(...)`` loop may run (``max_steps=``) before it stops
+#: with an error: a condition that never ends is caught, not waited for
+DEFAULT_MAX_STEPS = 1_000_000
+#: the flag a checkpointed while loop's condition sets: its function's first parameter
+CONDITION_FLAG = "_rb_go"
 
 
 # --------------------------------------------------------------------------- #

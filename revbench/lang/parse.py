@@ -28,6 +28,8 @@ import numpy as np
 
 from revbench.lang import ir, suggest
 from revbench.lang.errors import ReversibilitySyntaxError
+from revbench.lang.ir import CONDITION_FLAG as GO
+from revbench.lang.ir import DEFAULT_MAX_STEPS
 from revbench.rules import functions as fn_rules
 from revbench.rules.instructions import ADD, DIV, MUL, REFUSED_UPDATES, SUB, UPDATES, XOR
 
@@ -464,9 +466,11 @@ class Parser:
         c = self.expr(test)
         return c, c
 
-    def stmt_While(self, s: ast.While) -> ir.Stmt:
+    def stmt_While(self, s: ast.While) -> ir.Stmt | list[ir.Stmt]:
         if s.orelse:
             raise self.error(s, "`while ... else` is not supported")
+        if isinstance(s.test, ast.Call) and _names_checkpointed(s.test.func):
+            return self._checkpointed_while(s, s.test)
         if not (isinstance(s.test, ast.Tuple) and len(s.test.elts) == 2):
             raise self.error(s.test, "a reversible while loop needs a postcondition: write "
                                      "`while (condition, postcondition):`, where the postcondition "
@@ -502,20 +506,16 @@ class Parser:
             raise self.error(it, "range() step must not be zero")
         return start, stop, step
 
-    def _checkpointed_loop(self, s: ast.For, it: ast.Call) -> ir.Stmt | list[ir.Stmt]:
-        """``for t in checkpointed(range(...), strategy, new=..., old=...)``: the body is
-        outlined as a step function (:class:`ir.LoopDef`) and the loop becomes a call of
-        it; without ``new``/``old`` (an in-place step, ``Reverse()``) a plain loop."""
-        usage = ("write `for t in checkpointed(range(n), Revolve(snapshots=20), new=y_new, "
-                 "old=y):` (an out-of-place step: the body adds the state after step t into "
-                 "`y_new` from the state before it, `y`), or `for t in checkpointed(range(n), "
-                 "Reverse()):` for a body that updates its state in place")
+    def _checkpointed_header(self, it: ast.Call, first: str, keywords_allowed: set[str],
+                             usage: str) -> tuple[Any, Any, dict[str, ast.expr]]:
+        """What ``checkpointed(over, strategy, **keywords)`` says, checked: the strategy,
+        its loop schedule (None for ``Reverse()``) and the keywords."""
         if len(it.args) != 2 or any(isinstance(a, ast.Starred) for a in it.args):
-            raise self.error(it, f"checkpointed() takes a range and a strategy: {usage}")
+            raise self.error(it, f"checkpointed() takes {first} and a strategy: {usage}")
         keywords = {kw.arg: kw.value for kw in it.keywords}
-        unknown = sorted(set(map(str, keywords)) - {"new", "old"})
+        unknown = sorted(set(map(str, keywords)) - keywords_allowed)
         if unknown:
-            raise self.error(it, f"checkpointed() has no keyword `{unknown[0]}`: {usage}")
+            raise self.error(it, f"checkpointed() has no keyword `{unknown[0]}` here: {usage}")
         if ("new" in keywords) != ("old" in keywords):
             raise self.error(it, "checkpointed() names the state twice, `new=` (after each step) "
                                  f"and `old=` (before it), or neither: {usage}")
@@ -525,21 +525,85 @@ class Parser:
             schedule = strategy.loop_schedule()
         except NotImplementedError as exc:
             raise self.error(it.args[1], f"{exc}: use StoreAll(), Periodic(every=k), "
-                                         "Revolve(snapshots=c) or Bennett(k) in reversible "
-                                         f"code (or a TimeLoop for {label})") from None
-        var = s.target.id
-        if "new" not in keywords:
-            if schedule is not None:
-                raise self.error(it, f"{label} keeps states of an out-of-place step, so the loop "
-                                     "must say which variables hold the state: add `new=` and "
-                                     f"`old=`; {usage}")
-            start, stop, step = self._range(it.args[0])
-            return ir.For(var, start, stop, step, self.block(s.body), False, self.loc(s))
-        if schedule is None:
+                                         "Revolve(snapshots=c), Online(snapshots=c) or "
+                                         f"Bennett(k) in reversible code (or a TimeLoop for "
+                                         f"{label})") from None
+        if "new" not in keywords and schedule is not None:
+            raise self.error(it, f"{label} keeps states of an out-of-place step, so the loop "
+                                 "must say which variables hold the state: add `new=` and "
+                                 f"`old=`; {usage}")
+        if "new" in keywords and schedule is None:
             raise self.error(it, f"{label} runs an in-place step backwards, but this loop names "
                                  "a new and an old state (an out-of-place step): drop `new=` and "
                                  "`old=`, or choose StoreAll(), Periodic(every=k), "
-                                 "Revolve(snapshots=c) or Bennett(k)")
+                                 "Revolve(snapshots=c), Online(snapshots=c) or Bennett(k)")
+        return strategy, schedule, keywords
+
+    def _checkpointed_loop(self, s: ast.For, it: ast.Call) -> ir.Stmt | list[ir.Stmt]:
+        """``for t in checkpointed(range(...), strategy, new=..., old=...)``: the body is
+        outlined as a step function (:class:`ir.LoopDef`) and the loop becomes a call of
+        it; without ``new``/``old`` (an in-place step, ``Reverse()``) a plain loop."""
+        usage = ("write `for t in checkpointed(range(n), Revolve(snapshots=20), new=y_new, "
+                 "old=y):` (an out-of-place step: the body adds the state after step t into "
+                 "`y_new` from the state before it, `y`), or `for t in checkpointed(range(n), "
+                 "Reverse()):` for a body that updates its state in place")
+        strategy, schedule, keywords = self._checkpointed_header(it, "a range", {"new", "old"}, usage)
+        var = s.target.id
+        start, stop, step = self._range(it.args[0])
+        if schedule is None:
+            return ir.For(var, start, stop, step, self.block(s.body), False, self.loc(s))
+        return self._outline(s, it, var, strategy, keywords, (start, stop, step), None)
+
+    def _checkpointed_while(self, s: ast.While, it: ast.Call) -> ir.Stmt | list[ir.Stmt]:
+        """``while checkpointed(condition, Online(snapshots=c), new=..., old=...,
+        max_steps=...)``: a loop of out-of-place steps while the condition holds on the
+        state before each step, outlined as for a ``for`` loop (its range is
+        ``range(max_steps)``: the step limit); with ``Reverse()``, ``while
+        checkpointed((condition, postcondition), Reverse())`` is the language's own
+        reversible ``while``."""
+        usage = ("write `while checkpointed(y[0] > 0.0, Online(snapshots=20), new=y_new, "
+                 "old=y):` (an out-of-place step while the condition holds on the state "
+                 "before it, `y`; at most `max_steps=` steps, default "
+                 f"{DEFAULT_MAX_STEPS:_}), or `while checkpointed((condition, postcondition), "
+                 "Reverse()):` for a body that updates its state in place")
+        strategy, schedule, keywords = self._checkpointed_header(
+            it, "a condition", {"new", "old", "max_steps"}, usage)
+        label = getattr(strategy, "label", repr(strategy))
+        if schedule is None:
+            if "max_steps" in keywords:
+                raise self.error(keywords["max_steps"], "a reversible `while` that runs its step "
+                                 "backwards ends by its postcondition: drop `max_steps=`")
+            test = it.args[0]
+            if not (isinstance(test, ast.Tuple) and len(test.elts) == 2):
+                raise self.error(test, "under Reverse() a while loop runs backwards, so it needs a "
+                                       "postcondition: write `while checkpointed((condition, "
+                                       "postcondition), Reverse()):`, where the postcondition is "
+                                       "false on entry and true after every iteration")
+            cond, post = self._pre_post(test, "while")
+            return ir.While(cond, post, self.block(s.body), self.loc(s))
+        if schedule.online is None:
+            raise self.error(it.args[1], f"{label} plans for a number of steps known ahead, and a "
+                                         "while loop's is known only when it ends: use "
+                                         "Online(snapshots=c), which places its snapshots as the "
+                                         "loop runs")
+        if isinstance(it.args[0], ast.Tuple):
+            raise self.error(it.args[0], "an out-of-place while loop needs no postcondition (its "
+                                         "old state is kept): write the condition alone")
+        cond = self.expr(it.args[0])
+        limit_node = keywords.get("max_steps")
+        limit = self.expr(limit_node) if limit_node is not None else ir.Const(DEFAULT_MAX_STEPS)
+        if isinstance(limit, ir.Const) and (not isinstance(limit.value, int)
+                                            or isinstance(limit.value, bool) or limit.value < 0):
+            raise self.error(limit_node, f"max_steps must be an int >= 0, got {limit.value!r}")
+        var = f"_rb_t{self.loc(s).line}"
+        return self._outline(s, it, var, strategy, keywords, (ir.Const(0), limit, ir.Const(1)),
+                             cond)
+
+    def _outline(self, s: ast.For | ast.While, it: ast.Call, var: str, strategy: Any,
+                 keywords: dict[str, ast.expr], bounds_exprs: tuple[ir.Expr, ...],
+                 cond: ir.Expr | None) -> list[ir.Stmt]:
+        """The body of a checkpointed loop as its step function (and its condition as a
+        function of the old state, for a ``while``); the loop as a call of both."""
         new = self._state_names(keywords["new"], "new")
         old = self._state_names(keywords["old"], "old")
         if len(new) != len(old):
@@ -551,7 +615,6 @@ class Parser:
         if both or var in new + old:
             raise self.error(it, f"`{(both or [var])[0]}` is named twice: the new state, the old "
                                  "state and the loop variable are different variables")
-        start, stop, step = self._range(it.args[0])
         self._loop_defs.append([])
         try:
             body = self.block(s.body)
@@ -570,15 +633,25 @@ class Parser:
                     f"reads the state before it ({', '.join(old)}) (in reversible function "
                     f"{self.function_name})", self.src.filename, st.loc.line, st.loc.col,
                     self.src.text(st.loc.line), st.loc.end_line, st.loc.end_col, stage="parse")
-        free = self._free_names(body, {var, *new, *old})
+        test: tuple[ir.Stmt, ...] = ()
+        if cond is not None:
+            reads_new = sorted(ir.names_used(cond) & set(new))
+            if reads_new:
+                raise self.error(it.args[0], f"the condition reads `{reads_new[0]}`, the new "
+                                             "state: it is tested on the state before each step, "
+                                             f"named by `old=` ({', '.join(old)})")
+            test = (ir.Update(ir.Var(GO, loc), "^=", cond, loc),)
+        free = self._free_names(body + test, {var, *new, *old})
         name = f"{self.function_name}_loop{loc.line}"
-        step_fn = ir.Function(f"{name}_step", (*new, *old, var, *free), body, self.src.filename,
-                              self.src.line_offset + 1, tuple(self.src.lines), loops=inner)
-        self._loop_defs[-1].append(ir.LoopDef(name, step_fn, strategy, len(new), loc))
+        lines = (self.src.filename, self.src.line_offset + 1, tuple(self.src.lines))
+        step_fn = ir.Function(f"{name}_step", (*new, *old, var, *free), body, *lines,
+                              loops=inner)
+        cond_fn = ir.Function(f"{name}_cond", (GO, *old, *free), test, *lines) if test else None
+        self._loop_defs[-1].append(ir.LoopDef(name, step_fn, strategy, len(new), loc, cond_fn))
         pre: list[ir.Stmt] = []
         post: list[ir.Stmt] = []
         bounds: list[ir.Target] = []
-        for what, e in (("start", start), ("stop", stop), ("step", step)):
+        for what, e in zip(("start", "stop", "step"), bounds_exprs):
             if isinstance(e, ir.Var):
                 bounds.append(e)
                 continue
@@ -595,6 +668,9 @@ class Parser:
         try:
             value = eval(compile(ast.Expression(node), self.src.filename, "eval"),
                          dict(self.namespace))
+        except ValueError as exc:  # its own check of its settings
+            raise self.error(node, f"the strategy `{ast.unparse(node)}` is not valid: {exc}") \
+                from None
         except Exception as exc:
             raise self.error(node, f"the strategy `{ast.unparse(node)}` could not be made when "
                                    f"the function was defined ({type(exc).__name__}: {exc}): its "

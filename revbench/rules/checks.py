@@ -207,6 +207,14 @@ CHECKS: dict[str, CheckKind] = {
                           "so the gradient would come from a wrong trajectory (make the step add "
                           "each element of the new state in one update, or loosen the tolerance "
                           "with @reversible(atol=..., rtol=...) if this is round-off)")),
+    "loop-step-limit": CheckKind(
+        "a checkpointed while loop ends within its max_steps",
+        "the checkpointed while loop under {var} reached its max_steps with its condition "
+        "still true (`{detail}`)",
+        values=lambda f: (f"it stopped after {fmt(f.actual)} steps (max_steps={fmt(f.expected)}); "
+                          "if the loop is meant to run longer, raise the limit with "
+                          "`max_steps=` in checkpointed(...), else check that the condition "
+                          "becomes false")),
     # (checks only the GPU makes: Python and Numba raise their own errors there)
     "index": CheckKind("an index is within its axis", "an index of `{detail}` is out of bounds "
                        "for `{var}`"),
