@@ -87,7 +87,7 @@ def test_periodic_and_store_all_schedules_are_consistent(n, k):
     assert p["peak_states"] == actions.periodic_peak(n, k) <= actions.periodic_slots(n, k)
     s = actions.simulate(actions.store_all_actions(n, 0), n, actions.store_all_slots(n, 0))
     assert s == {"forward_steps": n, "inverse_steps": 0, "reverse_steps": n,
-                 "peak_states": n + 1}
+                 "peak_states": n + 1, "loads": 0}
 
 
 def test_a_wrong_schedule_is_caught_by_the_simulator():

@@ -10,6 +10,7 @@ in-place steps) or Bennett's pebbling, which uncomputes intermediate states
 ``docs/checkpointing.md``.
 """
 
+from revbench.checkpoint.disk import InsufficientDiskError
 from revbench.checkpoint.loop import InsufficientMemoryError, Stats, TimeLoop
 from revbench.checkpoint.strategies import (
     STRATEGIES,
@@ -20,10 +21,12 @@ from revbench.checkpoint.strategies import (
     Revolve,
     StoreAll,
     Strategy,
+    TwoLevel,
 )
 from revbench.lang.markers import checkpointed
 
 # (named one by one, so that editors and type checkers see them: a strategy added to
 # strategies.py is named here too -- tests/test_strategy_registry.py fails until it is)
-__all__ = ["STRATEGIES", "Bennett", "InsufficientMemoryError", "Online", "Periodic", "Reverse", "Revolve",
-           "Stats", "StoreAll", "Strategy", "TimeLoop", "checkpointed"]
+__all__ = ["STRATEGIES", "Bennett", "InsufficientDiskError", "InsufficientMemoryError", "Online",
+           "Periodic", "Reverse", "Revolve", "Stats", "StoreAll", "Strategy", "TimeLoop",
+           "TwoLevel", "checkpointed"]

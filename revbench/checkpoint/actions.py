@@ -14,6 +14,9 @@ op         meaning (``i``: the step's index, 0-based; ``s[i]``: the i-th state)
 ``REV``    the reverse sweep of step ``i``: ``s[i]`` in ``a``, ``s[i+1]`` in ``b``,
            which it uncomputes; the adjoint moves from ``s[i+1]`` to ``s[i]``
 ``SEED``   the final state ``s[n]`` is in slot ``a``: the adjoint enters there
+``ASK``    is there a step ``i``? (a ``while`` loop's condition, on slot ``a``)
+``STORE``  copy ``s[i]`` from slot ``a`` to slot ``b`` of the second level (disk)
+``LOAD``   copy ``s[i]`` from slot ``a`` of the second level to slot ``b``
 =========  ===================================================================
 
 Slot 0 holds ``s[0]`` from the start; a loop of no step has no action.
@@ -29,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-FWD, INV, REV, SEED, ASK = 0, 1, 2, 4, 5
+FWD, INV, REV, SEED, ASK, STORE, LOAD = 0, 1, 2, 4, 5, 6, 7
 
 #: the functions of this module the schedules call: compiled with them under Numba
 #: (:func:`revbench.backends.numba_backend.helper`)
@@ -360,6 +363,79 @@ def online_bound(n, c):
 
 
 # --------------------------------------------------------------------------- #
+# Two levels: every k-th state on disk, each segment reversed by Revolve in RAM
+# --------------------------------------------------------------------------- #
+def two_level_slots(n, knob):
+    """RAM slots: ``s[0]``, a segment's start and end, and what Revolve with ``c``
+    snapshots needs besides its start (``c - 1`` snapshots, two states being advanced)."""
+    return knob[1] + 4
+
+
+def two_level_peak(n, knob):
+    return min(n + 1, two_level_slots(n, knob))
+
+
+def two_level_disk(n, knob):
+    """States on the second level: ``s[k], s[2k], ...`` before ``s[n]``."""
+    return max(0, (n - 1) // knob[0])
+
+
+def two_level_actions(n, knob):
+    """``knob = (k, c)``: the forward sweep stores every k-th state on the second level
+    (``STORE``; ``s[0]`` stays in slot 0); then the segments are reversed last first, each
+    loaded back (``LOAD``) and reversed by :func:`revolve_segment` with ``c`` snapshots
+    (``c + 1`` for the first segment, whose start needs no slot of its own).  As ``checkpoint_schedules``'
+    ``TwoLevelCheckpointSchedule`` with binomial snapshots in RAM (Pringle et al.): disk
+    holds about n / k states, RAM c + 2, and each segment costs its binomial optimum."""
+    if n == 0:
+        return
+    k = knob[0]
+    c = knob[1]
+    pool = new_pool(c + 4)
+    for j in range(c + 3, 0, -1):
+        give(pool, j)
+    w0 = take(pool)
+    w1 = take(pool)
+    src = np.int64(0)  # (an int64, not a literal 0: Numba unifies the slots' types)
+    for i in range(n):
+        dst = w1 if src == w0 else w0
+        yield FWD, i, src, dst
+        src = dst
+        if (i + 1) % k == 0 and i + 1 < n:
+            yield STORE, i + 1, src, (i + 1) // k - 1
+    yield SEED, n, src, 0
+    give(pool, w0 if src == w1 else w1)  # the final state stays in src
+    end = n
+    last = src
+    for j in range((n - 1) // k, -1, -1):
+        a = j * k
+        if j == 0:
+            base = np.int64(0)
+        else:
+            base = take(pool)
+            yield LOAD, a, j - 1, base
+        for action in revolve_segment(a, end, pool[0] - 1, base, last, pool):  # noqa: UP028
+            yield action
+        end = a
+        last = base
+
+
+def two_level_bound(n, knob):
+    """The forward steps of :func:`two_level_actions`: ``n``, then each segment's binomial
+    count with the RAM slots left (its start and end are held)."""
+    k = knob[0]
+    c = knob[1]
+    total = n
+    end = n
+    for j in range((n - 1) // k, -1, -1):
+        a = j * k
+        snapshots = c + 1 if j == 0 else c  # (s[0] has its own slot)
+        total += end - a - 1 + extra_steps(end - a, snapshots)
+        end = a
+    return total
+
+
+# --------------------------------------------------------------------------- #
 # Bennett: k-ary pebbling, intermediate states uncomputed by the inverse step
 # --------------------------------------------------------------------------- #
 _COMPUTE, _UNDO_INV, _UNDO_REV, _TOP = 0, 1, 2, 3
@@ -488,7 +564,9 @@ def simulate(actions, n: int, slots: int) -> dict[str, int]:
     the documentation; raises ``AssertionError`` on a wrong schedule."""
     held = [-1] * slots  # which s[i] each slot holds
     held[0] = 0
-    counts = {"forward_steps": 0, "inverse_steps": 0, "reverse_steps": 0, "peak_states": 1}
+    counts = {"forward_steps": 0, "inverse_steps": 0, "reverse_steps": 0, "peak_states": 1,
+              "loads": 0}
+    disk: dict[int, int] = {}  # the second level: slot -> the state it holds
     adjoint_at = None
     # (the state each action reads or ends, and the one it makes: for the liveness pass)
     events: list[tuple[tuple[int, ...], int | None, int | None]] = []
@@ -510,6 +588,16 @@ def simulate(actions, n: int, slots: int) -> dict[str, int]:
             held[b] = -1
             events.append((((a, serial[a]), (b, serial[b])), None, (b, serial[b])))
             counts["inverse_steps" if op == INV else "reverse_steps"] += 1
+        elif op == STORE:
+            assert held[a] == i, f"STORE {i}: slot {a} holds s[{held[a]}]"
+            disk[b] = i
+            events.append((((a, serial[a]),), None, None))
+        elif op == LOAD:
+            assert disk.get(a) == i, f"LOAD {i}: disk slot {a} holds s[{disk.get(a)}]"
+            held[b] = i
+            serial[b] += 1
+            events.append(((), (b, serial[b]), None))
+            counts["loads"] += 1
         elif op == SEED:
             assert i == n and held[a] == n, f"SEED: slot {a} holds s[{held[a]}]"
             adjoint_at = n

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from revbench.backends.loader import load_module
 from revbench.backends.runtime import Interrupted, interrupted
 from revbench.backends.source import SourceWriter, emit_given_back
+from revbench.checkpoint.actions import LOAD, STORE
 from revbench.checkpoint.plan import COPY, FWD, INV, LOSS, REV
 
 #: the kind of StateNotRecovered raised when an in-place reverse step misses the stored state
@@ -56,6 +57,9 @@ class DriverShape:
     #: the schedule is a compiled generator of actions (:mod:`revbench.checkpoint.actions`)
     #: run inside the driver, not rows planned in Python
     compiled_schedule: bool = False
+    #: the schedule keeps states on a second level (disk): the driver takes those arrays
+    #: (memory-mapped files) after the store, and copies to and from them
+    disk: bool = False
 
 
 DRIVER_VERSION = "3"
@@ -113,9 +117,17 @@ def driver_source(shape: DriverShape, symbols: dict[str, str]) -> str:
         with w.block(f"elif op == {COPY}:"):
             for s in st:
                 w.emit(f"{s}[b][...] = {s}[a]")
+        if shape.disk:
+            with w.block(f"elif op == {STORE}:  # s[i] to the second level"):
+                for s, d in zip(st, dk):
+                    w.emit(f"{d}[b][...] = {s}[a]")
+            with w.block(f"elif op == {LOAD}:  # and back"):
+                for s, d in zip(st, dk):
+                    w.emit(f"{s}[b][...] = {d}[a]")
 
     gradient = "bwd" in symbols
-    everything = ", ".join(st + ad + ps + gs)
+    dk = [f"dk{k}" for k in range(S)] if shape.disk else []
+    everything = ", ".join(st + dk + ad + ps + gs)
     if shape.compiled_schedule:
         # the actions of :mod:`revbench.checkpoint.actions`, counted as they run; in place,
         # a forward step copies its state first, and a reverse step runs on s[i+1]'s slot

@@ -21,6 +21,7 @@ import numpy as np
 
 from revbench.checkpoint import actions
 from revbench.checkpoint import plan as plans
+from revbench.checkpoint.disk import DiskStore
 from revbench.checkpoint.driver import (
     RECOVER,
     DriverShape,
@@ -56,6 +57,8 @@ class Stats:
     reverse_steps: int = 0
     peak_states: int = 0
     peak_bytes: int = 0
+    #: bytes of states kept on disk (a strategy with a second level: ``TwoLevel``)
+    disk_bytes: int = 0
     seconds: float = 0.0
     roundtrip_error: float = 0.0
 
@@ -228,7 +231,8 @@ class TimeLoop:
             roundtrip = ex.roundtrip_error(builder, state, self.step, strategy)
         self.stats = Stats(strategy.label, self.n_steps, counts.forward_steps,
                            counts.inverse_steps, counts.reverse_steps, counts.peak_states,
-                           counts.peak_states * state_bytes, time.perf_counter() - t0, roundtrip)
+                           counts.peak_states * state_bytes, getattr(ex, "disk_bytes", 0),
+                           time.perf_counter() - t0, roundtrip)
         return value, grads
 
     def grad(self, *args: Any, strategy: Strategy | None = None) -> tuple:
@@ -262,7 +266,7 @@ class TimeLoop:
                     s[0] = x
                     s[1] = 0
                 call_args = ex._driver_args(True)
-                counts = np.zeros(5, np.int64)
+                counts = np.zeros(8, np.int64)
                 t0 = time.perf_counter()
                 ex._call(driver, (steps, self.n_steps, counts), call_args)
                 runs.append(time.perf_counter() - t0)
@@ -314,10 +318,11 @@ class _Executor:
         self.backend = step.backend
         self._drivers: dict[tuple, Any] = {}
 
-    def driver(self, gradient: bool, schedule: Any = None):
+    def driver(self, gradient: bool, schedule: Any = None, disk: bool = False):
         """The compiled driver: running rows, or (``schedule``: a generator of
-        :mod:`revbench.checkpoint.actions`) running that schedule inside."""
-        key = (gradient, schedule)
+        :mod:`revbench.checkpoint.actions`) running that schedule inside (``disk``: with a
+        second store, on disk)."""
+        key = (gradient, schedule, disk)
         if key not in self._drivers:
             step, loss = self.loop.step, self.loop.loss
             try:
@@ -330,7 +335,7 @@ class _Executor:
                     kernels["lossb"] = _kernel(loss, "backward", self.loss_sig)
             except (ReversibilityError, TypeError) as exc:
                 raise exc.with_traceback(None) from None
-            shape = replace(self.shape, compiled_schedule=schedule is not None)
+            shape = replace(self.shape, compiled_schedule=schedule is not None, disk=disk)
             self._drivers[key] = build_driver(shape, kernels, self.backend, schedule)
         return self._drivers[key]
 
@@ -398,6 +403,8 @@ class _Executor:
         schedule = _compiled_schedule(strategy)
         if schedule is not None:
             self.strategy_slots = slots
+            self.strategy_label = strategy.label
+            self.strategy_directory = getattr(strategy, "directory", None)
             return self._run_compiled(schedule)
         self.allocate(slots)
         driver = self.driver(True)
@@ -448,12 +455,22 @@ class _Executor:
         # (Bennett's generator may be given more slots than it uses: it takes the lowest)
         slots = min(schedule.slots(n, schedule.knob), self.strategy_slots)
         self.allocate(slots)
-        driver = self.driver(True, schedule.actions)
+        on_disk = schedule.disk is not None
+        driver = self.driver(True, schedule.actions, on_disk)
         args = self._driver_args(True)
         for s, x in zip(self.store, self.state):
             s[0] = x  # the schedule's first slot
-        counts = np.zeros(5, np.int64)
-        self._call(driver, (n, schedule.knob, counts), args)
+        counts = np.zeros(8, np.int64)
+        self.disk_bytes = 0
+        if on_disk:
+            with DiskStore(self.state, schedule.disk(n, schedule.knob), self.strategy_directory,
+                           self.strategy_label) as disk:
+                S = self.loop.n_state
+                self.disk_bytes = disk.nbytes
+                self._call(driver, (n, schedule.knob, counts),
+                           [*args[:S], *disk.arrays, *args[S:]])
+        else:
+            self._call(driver, (n, schedule.knob, counts), args)
         summary = plans.PlanBuilder(self.loop.inplace, slots, lambda rows: None)
         summary.counts = plans.Counts(int(counts[plans.FWD]), int(counts[plans.INV]),
                                       int(counts[plans.REV]),

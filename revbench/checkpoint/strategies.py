@@ -14,6 +14,8 @@ strategy               how states come back                                   fo
                        by the inverse step, k-ary
 ``Online(c)``          c snapshots placed online, for loops of unknown        both
                        length (``while``); segments reversed by Revolve
+``TwoLevel(k, c)``     every k-th state on disk, segments reversed by         both
+                       Revolve(c) in RAM
 ``Reverse()``          each earlier state recovered by running the step       in-place
                        backwards: no stored state
 =====================  =====================================================  ==============
@@ -159,6 +161,8 @@ class LoopSchedule:
     #: for loops whose length is known only when they end (``while checkpointed(...)``):
     #: ``online(n, knob, ended)`` with ``n = -1`` asks before each step (``ASK``)
     online: object = None
+    #: states on the second level (disk): ``disk(n, knob)``, None for a RAM-only schedule
+    disk: object = None
 
 
 def _register(cls: type[Strategy]) -> None:
@@ -322,6 +326,49 @@ class Online(Strategy):
     def loop_schedule(self) -> LoopSchedule:
         return LoopSchedule(actions.online_known, actions.online_slots, actions.online_peak,
                             self.snapshots, online=actions.online_actions)
+
+
+@dataclass(frozen=True, repr=False)
+class TwoLevel(Strategy):
+    """Every ``period``-th state on disk (memory-mapped files), each segment between them
+    reversed by Revolve with ``snapshots`` states in RAM: memory beyond RAM, for loops
+    whose states do not fit it (``directory``: where the files go, default the system's
+    temporary directory)."""
+
+    period: int = 100
+    snapshots: int = 4
+    directory: str | None = None
+    cli_name = "twolevel"
+    knob_name = "period"
+    knob_letter = "K"
+    marker = "X"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _positive_int(self.snapshots, "TwoLevel(snapshots=...)", 1)
+        if self.directory is not None and not isinstance(self.directory, str):
+            raise ValueError(f"TwoLevel(directory=...) must be a path (str), got "
+                             f"{self.directory!r}")
+
+    @classmethod
+    def defaults(cls, n_steps: int) -> list[Strategy]:
+        return [cls(period=_root(n_steps))] if n_steps > 3 else []
+
+    def slots(self, n_steps: int, inplace: bool) -> int:
+        return actions.two_level_slots(n_steps, (self.period, self.snapshots))
+
+    @property
+    def knob(self) -> str:
+        return f"period={self.period}, snapshots={self.snapshots}"
+
+    def disk_states(self, n_steps: int) -> int:
+        """The states it keeps on disk for a loop of ``n_steps`` steps."""
+        return actions.two_level_disk(n_steps, (self.period, self.snapshots))
+
+    def loop_schedule(self) -> LoopSchedule:
+        return LoopSchedule(actions.two_level_actions, actions.two_level_slots,
+                            actions.two_level_peak, (self.period, self.snapshots),
+                            disk=actions.two_level_disk)
 
 
 @dataclass(frozen=True, repr=False)

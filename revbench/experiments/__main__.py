@@ -26,10 +26,12 @@ def strategy_usage() -> str:
 
 
 def parse_strategy(text: str) -> Strategy:
-    """``revolve:10``, ``Revolve(snapshots=10)``, ``Revolve(10)``, ``storeall`` ...: the
-    registered strategies by their ``cli_name`` (any case)."""
+    """``revolve:10``, ``Revolve(snapshots=10)``, ``Revolve(10)``, ``storeall``,
+    ``TwoLevel(period=10, snapshots=4)`` ...: the registered strategies by their
+    ``cli_name`` (any case), with their knob (and other int settings by name)."""
     by_name = {cls.cli_name: cls for cls in STRATEGIES.values()}
-    m = re.fullmatch(r"\s*([A-Za-z]+)\s*(?:[:=]\s*(\d+)|\(\s*(?:[a-z]+\s*=\s*)?(\d*)\s*\))?\s*", text)
+    m = re.fullmatch(r"\s*([A-Za-z]+)\s*(?:[:=]\s*(\d+)|\(\s*(?:[a-z]+\s*=\s*)?(\d*)\s*"
+                     r"((?:,\s*[a-z]+\s*=\s*\d+\s*)*)\))?\s*", text)
     if not m or m.group(1).lower() not in by_name:
         raise ValueError(f"unknown strategy {text!r}; use one of {strategy_usage()}")
     cls = by_name[m.group(1).lower()]
@@ -38,7 +40,14 @@ def parse_strategy(text: str) -> Strategy:
         if value:
             raise ValueError(f"{cls.__name__} takes no knob, got {text!r}")
         return cls()
-    return cls(**{cls.knob_name: int(value)}) if value else cls()
+    settings = {k: int(v) for k, v in re.findall(r"([a-z]+)\s*=\s*(\d+)", m.group(4) or "")}
+    if value:
+        settings[cls.knob_name] = int(value)
+    try:
+        return cls(**settings)
+    except TypeError:
+        raise ValueError(f"{cls.__name__} has no setting among {sorted(settings)}: {text!r}") \
+            from None
 
 
 def _steps(text: str) -> list[int]:

@@ -33,7 +33,7 @@ from revbench.lang.errors import ReversibilityError
 
 COLUMNS = ["workload", "framework", "strategy", "knob", "n_steps", "seconds", "model_seconds",
            "time_overhead", "forward_steps", "inverse_steps", "reverse_steps", "peak_states",
-           "peak_bytes", "measured_peak_bytes", "memory_overhead_bytes", "grad_error",
+           "peak_bytes", "measured_peak_bytes", "memory_overhead_bytes", "disk_bytes", "grad_error",
            "roundtrip_error", "value", "error"]
 
 
@@ -261,7 +261,7 @@ def _measure(name: str, loop: TimeLoop, args: tuple, strategy: Strategy, repeats
     st = loop.stats
     row.update(seconds=statistics.median(times), forward_steps=st.forward_steps,
                inverse_steps=st.inverse_steps, reverse_steps=st.reverse_steps,
-               peak_states=st.peak_states, peak_bytes=st.peak_bytes,
+               peak_states=st.peak_states, peak_bytes=st.peak_bytes, disk_bytes=st.disk_bytes,
                measured_peak_bytes=max(peaks) if peaks else math.nan,
                roundtrip_error=st.roundtrip_error, value=result[0],
                grad_error=_grad_error(result[1], ref[1]) if ref else math.nan)

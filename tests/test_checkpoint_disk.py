@@ -1,0 +1,153 @@
+"""A second storage level: ``TwoLevel(period=k, snapshots=c)`` keeps every k-th state on
+disk, in memory-mapped files, and reverses each segment by Revolve in RAM
+(``docs/checkpointing.md``, "Memory beyond RAM").
+
+The schedule on symbols (its exact count, its RAM peak, one load per disk state); the
+``TimeLoop`` gradient against ``StoreAll`` on both backends, in place and out of place;
+the files: really on disk while the loop runs, gone after it, and after a failure; a disk
+without room (measured, not mocked) refused before anything runs; reversible code refuses
+it clearly.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from revbench import ReversibilityError, ReversibilitySyntaxError
+from revbench.checkpoint import (
+    InsufficientDiskError,
+    StoreAll,
+    TimeLoop,
+    TwoLevel,
+    actions,
+    checkpointed,
+)
+from revbench.checkpoint.disk import DiskStore
+
+SOURCE = """
+def step(y1, y0, t, h):
+    for i in range(len(y0)):
+        y1[i] += y0[i] + h * np.sin(y0[(i + 1) % len(y0)] + 0.01 * t)
+
+def loss(out, y, h):
+    for i in range(len(y)):
+        out += y[i] * y[i]
+
+def step_in_place(y, t, h):
+    for i in range(len(y)):
+        y[i] += h * np.sin(0.01 * t + i) * (1.0 + 0.1 * y[(i + 1) % len(y)])
+"""
+
+Y0 = np.linspace(-1.0, 1.0, 8)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5, 10])
+@pytest.mark.parametrize("c", [1, 2, 4])
+def test_two_level_schedule_on_symbols(k, c):
+    for n in [*range(1, 40), 100, 257]:
+        counts = actions.simulate(actions.two_level_actions(n, (k, c)), n,
+                                  actions.two_level_slots(n, (k, c)))
+        assert counts["forward_steps"] == actions.two_level_bound(n, (k, c))
+        assert counts["reverse_steps"] == n
+        assert counts["peak_states"] <= actions.two_level_peak(n, (k, c)) <= c + 4
+        assert counts["loads"] == actions.two_level_disk(n, (k, c)) == (n - 1) // k
+
+
+def test_the_disk_level_trades_ram_for_forward_steps():
+    """More disk states (a shorter period), fewer forward steps, at the same RAM."""
+    n = 10**4
+    steps = [actions.two_level_bound(n, (k, 4)) for k in (10, 100, 1000, n)]
+    assert steps == sorted(steps)
+    # a period of n: no disk state; after the forward sweep, Revolve with c + 1 snapshots
+    # from s[0] to the final state, which it holds already
+    assert steps[-1] == n + (n - 1) + actions.extra_steps(n, 5)
+
+
+@pytest.fixture
+def loops(make):
+    fns = make(SOURCE, all=True)
+    out_of_place = TimeLoop(fns["step"], 123, loss=fns["loss"])
+    in_place = TimeLoop(fns["step_in_place"], 123, loss=fns["loss"], inplace=True)
+    return out_of_place, in_place
+
+
+@pytest.mark.parametrize("strategy", [TwoLevel(period=5, snapshots=2),
+                                      TwoLevel(period=1, snapshots=1),
+                                      TwoLevel(period=50, snapshots=3),
+                                      TwoLevel(period=500, snapshots=2)])
+def test_gradient_is_store_alls(loops, strategy):
+    for loop in loops:
+        ref = loop.value_and_grad(Y0.copy(), 0.1, strategy=StoreAll())
+        got = loop.value_and_grad(Y0.copy(), 0.1, strategy=strategy)
+        assert got[0] == pytest.approx(ref[0], rel=1e-14)
+        np.testing.assert_allclose(got[1][0], ref[1][0], rtol=1e-12)
+        assert got[1][1] == pytest.approx(ref[1][1], rel=1e-12)
+        assert loop.stats.forward_steps == actions.two_level_bound(
+            123, (strategy.period, strategy.snapshots))
+        assert loop.stats.disk_bytes == strategy.disk_states(123) * Y0.nbytes
+
+
+def test_the_states_are_on_disk_while_the_loop_runs_and_gone_after(tmp_path):
+    with DiskStore([Y0, np.zeros((3, 2))], 7, str(tmp_path), "TwoLevel") as disk:
+        files = sorted(glob.glob(str(tmp_path / "revbench-snapshots-*" / "*.bin")))
+        assert [os.path.getsize(f) for f in files] == [7 * Y0.nbytes, 7 * 48]
+        # the blocks are allocated, not a sparse promise
+        assert all(os.stat(f).st_blocks * 512 >= os.path.getsize(f) for f in files)
+        disk.arrays[0][3] = Y0
+        with open(files[0], "rb") as f:
+            f.seek(3 * Y0.nbytes)
+            assert np.frombuffer(f.read(Y0.nbytes)).tolist() == Y0.tolist()
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_failing_gradient_removes_its_files(make, tmp_path):
+    fns = make(SOURCE + """
+def blows_up(y1, y0, t, h):
+    for i in range(len(y0)):
+        y1[i] += y0[i] * h
+    assert t < 60
+""", all=True)
+    loop = TimeLoop(fns["blows_up"], 100, loss=fns["loss"])
+    with pytest.raises((AssertionError, ReversibilityError)):
+        loop.value_and_grad(Y0.copy(), 0.5, strategy=TwoLevel(period=10, directory=str(tmp_path)))
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_disk_without_room_is_refused_before_the_loop_runs(tmp_path):
+    free = shutil.disk_usage(tmp_path).free
+    big = np.zeros(1 << 20)  # 8 MiB a state
+    n = free // big.nbytes + 10
+    with pytest.raises(InsufficientDiskError, match=r"more than the .* MiB free") as err:
+        with DiskStore([big], n, str(tmp_path), "TwoLevel(period=1, snapshots=4)"):
+            pass
+    assert "choose a longer period" in str(err.value)
+    assert os.listdir(tmp_path) == []
+    with pytest.raises(InsufficientDiskError, match="not a directory"):
+        with DiskStore([big], 3, str(tmp_path / "missing"), "TwoLevel"):
+            pass
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(ValueError, match="snapshots"):
+        TwoLevel(period=3, snapshots=0)
+    with pytest.raises(ValueError, match="period"):
+        TwoLevel(period=0)
+    with pytest.raises(ValueError, match="directory"):
+        TwoLevel(directory=3)
+    assert TwoLevel(period=7).label == "TwoLevel(period=7, snapshots=4)"
+
+
+def test_reversible_code_refuses_the_disk_level_at_its_line(make):
+    with pytest.raises(ReversibilitySyntaxError, match="keeps states on disk, which a TimeLoop") \
+            as err:
+        make(SOURCE + """
+def solve(out, yT, y0, h, n):
+    for t in checkpointed(range(n), TwoLevel(period=10), new=yT, old=y0):
+        step(yT, y0, t, h)
+""", namespace={"TwoLevel": TwoLevel, "checkpointed": checkpointed})
+    assert err.value.lineno == 15
