@@ -9,7 +9,9 @@ and the operating system pages it to disk.
 The files are allocated in full before the loop runs (``posix_fallocate``): a disk
 without room refuses them then, with :class:`InsufficientDiskError`, instead of failing
 half-way through a loop (a write to a memory-mapped page of a full disk kills the
-process).  They are removed when the gradient is done, or fails.
+process).  Each file is unlinked as soon as it is mapped (POSIX keeps its blocks while the
+mapping lives): nothing is left on disk when the gradient is done, fails, or the process
+is killed.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ class DiskStore:
         self.label = label
         self.path: str | None = None
         self.arrays: list[np.ndarray] = []
+        #: the files, open while the store lives (unlinked once mapped: ``os.fstat`` them)
+        self.fds: list[int] = []
 
     @property
     def nbytes(self) -> int:
@@ -64,19 +68,23 @@ class DiskStore:
             for k, s in enumerate(self.states):
                 name = os.path.join(self.path, f"state{k}.bin")
                 size = self.n * s.nbytes
-                with open(name, "wb") as f:
-                    try:
-                        os.posix_fallocate(f.fileno(), 0, size)
-                    except AttributeError:  # pragma: no cover - not on Linux
-                        f.truncate(size)
+                fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+                self.fds.append(fd)
+                try:
+                    os.posix_fallocate(fd, 0, size)
+                except AttributeError:  # pragma: no cover - not on Linux
+                    os.ftruncate(fd, size)
                 # (a base-class view: Numba takes ndarrays, and it keeps the mapping alive)
                 self.arrays.append(np.asarray(np.memmap(name, s.dtype, "r+",
                                                         shape=(self.n, *s.shape))))
+                os.unlink(name)  # the mapping (and fd) keep the blocks; nothing is left behind
         except OSError as exc:
             self._remove()
             raise InsufficientDiskError(
                 f"{self.label} could not allocate its {self.nbytes / 2**20:,.1f} MiB of disk "
                 f"states in {self.directory!r}: {exc.strerror or exc}") from None
+        os.rmdir(self.path)
+        self.path = None
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
@@ -85,6 +93,9 @@ class DiskStore:
 
     def _remove(self) -> None:
         self.arrays = []
+        for fd in self.fds:
+            os.close(fd)
+        self.fds = []
         if self.path is not None:
             shutil.rmtree(self.path, ignore_errors=True)
             self.path = None
