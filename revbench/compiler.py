@@ -609,7 +609,9 @@ class LoopProgram(Program):
         gen = loop_code.generate(self.ir.name, self.ir.params, signature, S, direction, check,
                                  schedule.knob, frozenset(inactive), f.params, step_active,
                                  line, self.ir.filename, self.label, self.atol, self.rtol,
-                                 schedule.uncomputes, _schedule_name(actions), condition)
+                                 schedule.uncomputes, _schedule_name(actions), condition,
+                                 None if schedule.disk is None
+                                 else (getattr(self.loop.strategy, "directory", None),))
         injected: dict[str, object] = {}
         if not compile_callees:
             return gen, injected
@@ -635,9 +637,18 @@ class LoopProgram(Program):
 
             injected[loop_code.ACTIONS_SYMBOL] = helper(actions)
             injected[loop_code.SLOTS_SYMBOL] = helper(schedule.slots)
+            if schedule.disk is not None:
+                injected[loop_code.DISK_SYMBOL] = helper(schedule.disk)
         else:
             injected[loop_code.ACTIONS_SYMBOL] = actions
             injected[loop_code.SLOTS_SYMBOL] = schedule.slots
+            if schedule.disk is not None:
+                injected[loop_code.DISK_SYMBOL] = schedule.disk
+        if schedule.disk is not None:
+            import numba
+
+            injected[loop_code.DISK_STORE_SYMBOL] = schedule.disk_store
+            injected[loop_code.OBJMODE_SYMBOL] = numba.objmode
         return gen, injected
 
 

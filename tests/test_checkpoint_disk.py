@@ -5,8 +5,8 @@ disk, in memory-mapped files, and reverses each segment by Revolve in RAM
 The schedule on symbols (its exact count, its RAM peak, one load per disk state); the
 ``TimeLoop`` gradient against ``StoreAll`` on both backends, in place and out of place;
 the files: really on disk while the loop runs, gone after it, and after a failure; a disk
-without room (measured, not mocked) refused before anything runs; reversible code refuses
-it clearly.
+without room (measured, not mocked) refused before anything runs; and the same inside
+reversible code, whose loop kernel maps its store in object mode.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import shutil
 import numpy as np
 import pytest
 
-from revbench import ReversibilityError, ReversibilitySyntaxError
+import revbench
+from revbench import ReversibilityError
 from revbench.checkpoint import (
     InsufficientDiskError,
     StoreAll,
@@ -141,12 +142,41 @@ def test_bad_settings_are_refused():
     assert TwoLevel(period=7).label == "TwoLevel(period=7, snapshots=4)"
 
 
-def test_reversible_code_refuses_the_disk_level_at_its_line(make):
-    with pytest.raises(ReversibilitySyntaxError, match="keeps states on disk, which a TimeLoop") \
-            as err:
-        make(SOURCE + """
+@pytest.mark.parametrize("n", [0, 1, 5, 37])
+def test_a_checkpointed_loop_keeps_its_states_on_disk_too(make, n, tmp_path):
+    """Inside reversible code: the store is mapped in object mode by the loop's kernel, its
+    file unlinked at once (nothing is left in the directory), the gradient StoreAll's."""
+    loop = """
 def solve(out, yT, y0, h, n):
-    for t in checkpointed(range(n), TwoLevel(period=10), new=yT, old=y0):
+    for t in checkpointed(range(n), {}, new=yT, old=y0):
+        step(yT, y0, t, h)
+    for i in range(len(yT)):
+        out += yT[i] * yT[i]
+"""
+    ns = {"TwoLevel": TwoLevel, "StoreAll": StoreAll, "checkpointed": checkpointed}
+    f = make(SOURCE + loop.format(f"TwoLevel(period=4, snapshots=2, directory={str(tmp_path)!r})"),
+             namespace=ns)
+    g = make(SOURCE + loop.format("StoreAll()"), namespace=ns)
+    args = (0.0, np.zeros(8), Y0.copy(), 0.1, n)
+    a = revbench.value_and_grad(f, loss="out")(*args)
+    b = revbench.value_and_grad(g, loss="out")(*args)
+    assert a[0][0] == pytest.approx(b[0][0], rel=1e-14)
+    np.testing.assert_allclose(a[1][2], b[1][2], rtol=1e-12)
+    assert a[1][3] == pytest.approx(b[1][3], rel=1e-12, abs=1e-300)
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_checkpointed_loop_refuses_a_disk_it_cannot_use(make, tmp_path):
+    """(A disk without room is refused by the same DiskStore check as above.)"""
+    missing = str(tmp_path / "missing")
+    f = make(SOURCE + f"""
+def solve(out, yT, y0, h, n):
+    for t in checkpointed(range(n), TwoLevel(period=2, directory={missing!r}),
+                          new=yT, old=y0):
         step(yT, y0, t, h)
 """, namespace={"TwoLevel": TwoLevel, "checkpointed": checkpointed})
-    assert err.value.lineno == 15
+    yT = np.zeros(8)
+    with pytest.raises(InsufficientDiskError, match="not a directory"):
+        revbench.grad(f, loss="out")(0.0, yT, Y0.copy(), 0.1, 9)
+    np.testing.assert_array_equal(yT, 0.0)
+    assert os.listdir(tmp_path) == []

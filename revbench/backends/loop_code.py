@@ -39,6 +39,9 @@ FORWARD_SYMBOL, BACKWARD_SYMBOL = "_rb_step_forward", "_rb_step_backward"
 INVERSE_SYMBOL = "_rb_step_inverse"
 #: a while loop's condition kernel: ``cond(flag, *old, *free)`` sets ``flag``
 COND_SYMBOL = "_rb_condition"
+#: a schedule with a second level (disk): its size ``(n, knob)``, the function that maps a
+#: store of it (``(n, like, directory, label)``, called in object mode) and Numba's objmode
+DISK_SYMBOL, DISK_STORE_SYMBOL, OBJMODE_SYMBOL = "_rb_schedule_disk", "_rb_disk_store", "_rb_objmode"
 ACTIONS_SYMBOL, SLOTS_SYMBOL = "_rb_schedule", "_rb_schedule_slots"
 #: the loop's own parameters for its range, between the state and the free variables
 BOUNDS = ("_rb_lo", "_rb_hi", "_rb_st")
@@ -49,7 +52,8 @@ def generate(name: str, params: tuple[str, ...], types: tuple[VarType, ...], n_s
              step_params: tuple[str, ...], step_active: tuple[str, ...], line: int,
              filename: str, label: str, atol: float | None = None,
              rtol: float | None = None, uncomputes: bool = False,
-             schedule: str = "", condition: str | None = None) -> Generated:
+             schedule: str = "", condition: str | None = None,
+             disk: tuple[str | None] | None = None) -> Generated:
     """The module of one direction (forward, inverse or backward) of the loop ``name``.
 
     ``params``: ``(*new, *old, *BOUNDS, *free)``; ``step_params`` the step's
@@ -57,7 +61,8 @@ def generate(name: str, params: tuple[str, ...], types: tuple[VarType, ...], n_s
     adjoint in its backward kernel, in order.  ``condition``: for a ``while`` loop, the
     text of its line; the loop then steps while :data:`COND_SYMBOL` holds on the state,
     at most ``len(range(*BOUNDS))`` times (its ``max_steps``), and its backward kernel
-    runs the strategy's online schedule, which asks before each step (``ASK``)."""
+    runs the strategy's online schedule, which asks before each step (``ASK``).  ``disk``:
+    for a schedule with a second level, ``(directory,)`` where its states go."""
     S = n_state
     new, old = params[:S], params[S:2 * S]
     free = params[2 * S + 3:]
@@ -143,6 +148,14 @@ def generate(name: str, params: tuple[str, ...], types: tuple[VarType, ...], n_s
         allocate("_rb_nslots")
         for k in range(S):
             emit(f"{adjs[k]} = _rb_np.zeros((2,) + {old[k]}.shape, {old[k]}.dtype)")
+        disks = [f"_rb_d{k}" for k in range(S)] if disk is not None else []
+        if disk is not None:  # (mapped files, made in object mode: compiled code opens none)
+            emit(f"_rb_ndisk = {DISK_SYMBOL}(_rb_n, {knob})")
+            kinds = ", ".join(f"{d}={_numba_type(types[S + k], 1)!r}" for k, d in enumerate(disks))
+            with w.block(f"with {OBJMODE_SYMBOL}({kinds}):"):
+                for k, d in enumerate(disks):
+                    emit(f"{d} = {DISK_STORE_SYMBOL}(_rb_ndisk, {old[k]}, {disk[0]!r}, "
+                         f"{label!r})")
         # the step's adjoints: of its new state, its old state, then the free variables'
         step_adjs = []
         scalar_results = []  # (position in the step's result, the loop's adjoint variable)
@@ -205,6 +218,13 @@ def generate(name: str, params: tuple[str, ...], types: tuple[VarType, ...], n_s
                     emit(f"{a} = _rb_r[{pos}]")
                 for k in range(S):
                     emit(f"{adjs[k]}[_rb_up][...] = 0")
+            if disk is not None:
+                with w.block("elif _rb_op == 6:  # s[i] to the second level"):
+                    for st_, d in zip(store, disks):
+                        emit(f"{d}[_rb_b][...] = {st_}[_rb_a]")
+                with w.block("elif _rb_op == 7:  # and back"):
+                    for st_, d in zip(store, disks):
+                        emit(f"{st_}[_rb_b][...] = {d}[_rb_a]")
             with w.block("elif _rb_op == 4:  # s[n] is in slot a: the adjoint enters there"):
                 for k in range(S):
                     emit(f"_rb_np.{restore}({new[k]}, {store[k]}[_rb_a], {new[k]})",
@@ -230,3 +250,9 @@ def generate(name: str, params: tuple[str, ...], types: tuple[VarType, ...], n_s
     ]
     return assemble(comments, f"{name}__{direction.name.replace('-', '_')}", everything,
                     w.lines, checks, line, check or condition is not None)
+
+
+def _numba_type(t: VarType, extra: int) -> str:
+    """Numba's spelling of an array like ``t`` with ``extra`` more leading axes."""
+    scalar = {"float": "float64", "complex": "complex128"}[t.dtype]
+    return f"{scalar}[{', '.join([':'] * (t.ndim + extra))}]"

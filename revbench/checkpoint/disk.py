@@ -99,3 +99,14 @@ class DiskStore:
         if self.path is not None:
             shutil.rmtree(self.path, ignore_errors=True)
             self.path = None
+
+
+def mapped(n: int, like: np.ndarray, directory: str | None, label: str) -> np.ndarray:
+    """``n`` states like ``like`` on disk, as one array whose mapping is all that keeps them
+    (for a checkpointed loop's kernel, which calls it from compiled code): freed with it."""
+    store = DiskStore([like], n, directory, label).__enter__()
+    array = store.arrays[0]
+    for fd in store.fds:  # (the file is unlinked: the mapping holds its blocks)
+        os.close(fd)
+    store.fds = []
+    return array

@@ -35,7 +35,7 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar
 
-from revbench.checkpoint import actions, plan
+from revbench.checkpoint import actions, disk, plan
 
 INPLACE = "in-place"
 OUT_OF_PLACE = "out-of-place"
@@ -161,8 +161,10 @@ class LoopSchedule:
     #: for loops whose length is known only when they end (``while checkpointed(...)``):
     #: ``online(n, knob, ended)`` with ``n = -1`` asks before each step (``ASK``)
     online: object = None
-    #: states on the second level (disk): ``disk(n, knob)``, None for a RAM-only schedule
+    #: states on the second level (disk): ``disk(n, knob)``, None for a RAM-only schedule;
+    #: and ``disk_store(n, like, directory, label)``, which maps a store of them
     disk: object = None
+    disk_store: object = None
 
 
 def _register(cls: type[Strategy]) -> None:
@@ -368,7 +370,7 @@ class TwoLevel(Strategy):
     def loop_schedule(self) -> LoopSchedule:
         return LoopSchedule(actions.two_level_actions, actions.two_level_slots,
                             actions.two_level_peak, (self.period, self.snapshots),
-                            disk=actions.two_level_disk)
+                            disk=actions.two_level_disk, disk_store=disk.mapped)
 
 
 @dataclass(frozen=True, repr=False)

@@ -528,11 +528,6 @@ class Parser:
                                          "Revolve(snapshots=c), Online(snapshots=c) or "
                                          f"Bennett(k) in reversible code (or a TimeLoop for "
                                          f"{label})") from None
-        if getattr(schedule, "disk", None) is not None:
-            raise self.error(it.args[1], f"{label} keeps states on disk, which a TimeLoop does "
-                                         "(revbench.checkpoint.TimeLoop) but reversible code does "
-                                         "not yet: use Revolve(snapshots=c) or Online(snapshots=c) "
-                                         "here")
         if "new" not in keywords and schedule is not None:
             raise self.error(it, f"{label} keeps states of an out-of-place step, so the loop "
                                  "must say which variables hold the state: add `new=` and "
