@@ -271,7 +271,8 @@ def part_heat(quick: bool) -> dict:
                 ratios[label]["memory_revbench_over_jax_checkpoint"] = \
                     row["measured_peak_bytes"] / max(cm, 1)
                 print(f"  {label:<24} against lax.scan + jax.checkpoint: time "
-                      f"{row['seconds'] / ct:6.2f}x, memory {row['measured_peak_bytes'] / cm:6.2f}x")
+                      f"{row['seconds'] / ct:6.2f}x, memory "
+                      f"{ratios[label]['memory_revbench_over_jax_checkpoint']:6.2f}x")
         out["vs_jax"] = ratios
     else:
         print("  (JAX is not installed: pip install 'jax[cpu]' to add it)")
