@@ -3,9 +3,9 @@
 
 Run it as::
 
-    python benchmarks/bench_checkpoint.py [--quick] [--out PATH] [--parts overhead,memory,heat]
+    python benchmarks/bench_checkpoint.py [--quick] [--out PATH] [--parts overhead,memory,heat,wave]
 
-Three parts, each printing ratios against a reference measured in the same run:
+Four parts, each printing ratios against a reference measured in the same run:
 
 ``overhead``
     ``StoreAll()`` (out-of-place step) and ``Reverse()`` (in-place leapfrog step) against
@@ -21,7 +21,12 @@ Three parts, each printing ratios against a reference measured in the same run:
 ``heat``
     The heat equation (``experiments.WORKLOADS["heat"]``, n = 100) at T = 10^5 (10^3 with
     ``--quick``): Revolve and Bennett against JAX's ``lax.scan`` (and PyTorch) where
-    installed, through ``revbench.experiments.compare``.
+    installed, through ``revbench.experiments.compare``; then Revolve with as many snapshots
+    as fit in the memory JAX's checkpointed scan measured (the same memory, so about the
+    same recomputation: the comparison of the step kernels).
+``wave``
+    The in-place wave equation at T = 10^5 (10^3 with ``--quick``): ``Reverse()``, reverse
+    computing with two states, against JAX's ``lax.scan``, which keeps every state.
 
 Results go to ``benchmarks/results/bench_checkpoint.json`` (or ``--out``).  Timings are
 medians; the machine is shared and noisy, and its load average is recorded.
@@ -274,6 +279,8 @@ def part_heat(quick: bool) -> dict:
                       f"{row['seconds'] / ct:6.2f}x, memory "
                       f"{ratios[label]['memory_revbench_over_jax_checkpoint']:6.2f}x")
         out["vs_jax"] = ratios
+        if len(ckpt):
+            out["at_jax_memory"] = revolve_at_jax_memory(T, quick, ct, cm)
     else:
         print("  (JAX is not installed: pip install 'jax[cpu]' to add it)")
     out["model"] = {f"{r['strategy']}({r['knob']})": {"time_overhead": r["time_overhead"],
@@ -282,6 +289,60 @@ def part_heat(quick: bool) -> dict:
                     for _, r in df[df["framework"] == "revbench"].iterrows()}
     out["step_seconds"] = r.info["step_seconds"]
     out["in_language"] = in_language_heat(T, 1 if quick else 3)
+    return out
+
+
+def revolve_at_jax_memory(T: int, quick: bool, jax_seconds: float, jax_bytes: float) -> dict:
+    """Revolve given the memory JAX's checkpointed scan measured, no more: as many
+    snapshots as fit in it (Revolve(c) holds at most c + 2 states).  With that memory both
+    recompute about as much, so the time ratio compares the step kernels and the drivers."""
+    from revbench import experiments
+    from revbench.experiments import WORKLOADS
+
+    state_bytes = WORKLOADS["heat"].args(T)[0].nbytes
+    c = int(jax_bytes // state_bytes) - 2
+    if c < 3:  # (a short loop: JAX's memory is then below a page or two, the resolution)
+        why = (f"JAX's checkpointed scan measured {jax_bytes / 1e6:.3f} MB, less than five "
+               f"states of {state_bytes:,} bytes: too little to size a Revolve by")
+        print(f"\n== Revolve in the memory JAX's checkpointed scan took: skipped ({why}) ==")
+        return {"skipped": why}
+    r = experiments.compare("heat", n_steps=[T], strategies=[Revolve(snapshots=c)],
+                            repeats=1 if quick else 3, progress=False, peers=False)
+    row = r.table.iloc[0]
+    out = {"snapshots": c, "seconds": float(row["seconds"]),
+           "measured_peak_bytes": float(row["measured_peak_bytes"]),
+           "forward_steps": int(row["forward_steps"]), "model_seconds": float(row["model_seconds"]),
+           "time_over_jax_checkpoint": float(row["seconds"]) / jax_seconds,
+           "memory_over_jax_checkpoint": float(row["measured_peak_bytes"]) / max(jax_bytes, 1)}
+    print(f"\n== Revolve in the memory JAX's checkpointed scan took ({jax_bytes / 1e6:.2f} MB): "
+          f"snapshots={c} ==\n  {out['seconds']:.3f} s ({out['forward_steps']:,} forward steps, "
+          f"model {out['model_seconds']:.3f} s): time {out['time_over_jax_checkpoint']:.2f}x, "
+          f"memory {out['memory_over_jax_checkpoint']:.2f}x JAX lax.scan + jax.checkpoint")
+    return out
+
+
+def part_wave(quick: bool) -> dict:
+    """Reverse computing itself: the in-place leapfrog wave equation run backwards by
+    ``Reverse()`` (two states, no checkpoints) against JAX's ``lax.scan`` (every state kept)."""
+    from revbench import experiments
+
+    T = 1000 if quick else 100_000
+    r = experiments.compare("wave", n_steps=[T], strategies=[Reverse()],
+                            repeats=1 if quick else 3, progress=False)
+    df = r.table
+    from revbench.experiments.__main__ import format_table
+
+    print(f"\n== wave equation, T = {T:,}: Reverse() against the peers ==")
+    print(format_table(df))
+    out = {"rows": json.loads(df.to_json(orient="records"))}
+    ours = df[df["framework"] == "revbench"].iloc[0]
+    scan = df[(df["framework"] == "jax") & (df["strategy"] == "lax.scan")]
+    if len(scan):
+        out["time_reverse_over_jax_scan"] = float(ours["seconds"]) / float(scan["seconds"].iloc[0])
+        out["memory_jax_scan_over_reverse"] = (float(scan["measured_peak_bytes"].iloc[0])
+                                               / max(float(ours["measured_peak_bytes"]), 1))
+        print(f"  Reverse() / JAX lax.scan: time {out['time_reverse_over_jax_scan']:.2f}x; "
+              f"JAX's memory / Reverse()'s: {out['memory_jax_scan_over_reverse']:.0f}x")
     return out
 
 
@@ -329,10 +390,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     ap.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "bench_checkpoint.json")
-    ap.add_argument("--parts", default="overhead,memory,heat")
+    ap.add_argument("--parts", default="overhead,memory,heat,wave")
     ns = ap.parse_args()
     parts = [p.strip() for p in ns.parts.split(",") if p.strip()]
-    unknown = set(parts) - {"overhead", "memory", "heat"}
+    unknown = set(parts) - {"overhead", "memory", "heat", "wave"}
     if unknown:
         ap.error(f"unknown parts: {', '.join(sorted(unknown))}")
     results = {"benchmark": "bench_checkpoint", "quick": ns.quick,
@@ -345,6 +406,8 @@ def main() -> None:
         results["memory"] = part_memory(ns.quick)
     if "heat" in parts:
         results["heat"] = part_heat(ns.quick)
+    if "wave" in parts:
+        results["wave"] = part_wave(ns.quick)
     results["loadavg_end"] = _common.loadavg()
     _common.write_results(results, ns.out)
 

@@ -18,8 +18,8 @@ from typing import Any
 from revbench.backends import codegen, custom_sweep, loop_code
 from revbench.backends.loader import LOCK, hold, hold_module
 from revbench.backends.runtime import TABLES, CheckTable
-from revbench.lang import ir, suggest
-from revbench.lang.check import arity_message
+from revbench.lang import hints, ir, suggest
+from revbench.lang.check import arity_message, loop_var_message
 from revbench.lang.errors import ReversibilityTypeError
 from revbench.lang.types import VarType, infer
 from revbench.rules import adjoints as adjoint_rules
@@ -84,9 +84,14 @@ class Program:
     rtol: float | None = None
     namespace: Mapping[str, Any] = field(default_factory=dict)
     closure: Mapping[str, Any] = field(default_factory=dict)
+    #: a compiled call that fails without a line is run again on the Python backend to
+    #: find it (:meth:`ReversibleFunction._replay_on_python`); cell programs replay
+    #: themselves, with the cell's calling lines
+    replay_errors: bool = True
     _inverse_ir: ir.Function | None = None
     _written: frozenset[str] | None = None
     _effects: bool | None = None
+    _loop_args_checked: bool = False
     _cache: dict = field(default_factory=dict)
     views: dict = field(default_factory=dict)  # direction -> ReversibleFunction
     _loop_views: dict = field(default_factory=dict)  # its checkpointed loops' programs
@@ -293,6 +298,7 @@ class Program:
             # a callee was redefined since: compile again against the new one
             del self._cache[key]
             self._written = None
+            self._loop_args_checked = False
         guard = _in_progress()
         token = (id(self), key)
         if token in guard:
@@ -328,6 +334,7 @@ class Program:
                  shapes: tuple | None = None):
         """Stages types + codegen: the generated module and the globals it needs
         (``deps`` collects the callees compiled on the way)."""
+        self.refuse_written_loop_vars()
         rule = self.custom_adjoint() if direction == BACKWARD else None
         if backend == "cuda":
             self._refuse_on_gpu(rule)
@@ -426,6 +433,36 @@ class Program:
                 "run; use the CPU for it", function=self.ir.name, filename=self.ir.filename,
                 lineno=self.ir.firstlineno, stage="types")
 
+    def refuse_written_loop_vars(self) -> None:
+        """A loop variable passed straight to a call (``g(y, i)``) is read-only: the callee
+        must not change that parameter.  Refused at definition where the callee is defined
+        already (:func:`revbench.lang.check.check_calls`), else here, at the first call."""
+        if self._loop_args_checked:
+            return
+
+        def visit(body, loop_vars: frozenset[str]) -> None:
+            for st in body:
+                if isinstance(st, ir.Call):
+                    passed = [(k, a.name) for k, a in enumerate(st.args)
+                              if isinstance(a, ir.Var) and a.name in loop_vars]
+                    if passed:
+                        writes = self.callee_writes(st)
+                        prog, _ = self.callee(st)
+                        for k, name in passed:
+                            if writes[k]:
+                                raise ReversibilityTypeError(
+                                    loop_var_message(name, st.func, prog.ir.params[k]) + "\n  in "
+                                    f"reversible function {self.ir.name}, {self.ir.filename}, "
+                                    f"line {st.loc.line}: {self.ir.line_text(st.loc.line).strip()}",
+                                    variable=name, function=self.ir.name,
+                                    filename=self.ir.filename, lineno=st.loc.line, stage="types")
+                inner = loop_vars | {st.var} if isinstance(st, ir.For) else loop_vars
+                for child in ir.child_blocks(st):
+                    visit(child, inner)
+
+        visit(self.ir.body, frozenset())
+        self._loop_args_checked = True
+
     def refuse_written_inactive(self, inactive: frozenset[str]) -> None:
         bad = sorted(inactive & self.written_params())
         if bad:
@@ -456,7 +493,8 @@ class Program:
                                       inactive=inactive, deps=deps, shapes=shapes)
         func = self.ir  # (every direction's code runs these source lines)
         table = CheckTable(func.name, func.filename, direction.name, gen.checks, gen.linemap,
-                           {ln: func.line_text(ln) for ln in set(gen.linemap.values())})
+                           {ln: func.line_text(ln) for ln in set(gen.linemap.values())},
+                           hint=_cause_finder(func) if direction == FORWARD else None)
         TABLES[gen.module_key] = table
         if backend == "numba":
             from revbench.backends.numba_backend import compile_numba
@@ -695,3 +733,13 @@ def _in_progress() -> set:
     if not hasattr(_local, "guard"):
         _local.guard = set()
     return _local.guard
+
+
+def _cause_finder(func: ir.Function):
+    """What a failed check's message adds about its cause, from the forward program's IR
+    (:mod:`revbench.lang.hints`): for a dirty ancilla, the statement that broke its
+    uncompute."""
+    def cause(kind: str, var: str, line: int) -> str:
+        return hints.ancilla_culprit(func, var, line) if kind == "ancilla" else ""
+
+    return cause

@@ -11,8 +11,10 @@ check fails, so a failed call loses none of the caller's data.
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import importlib
+import io
 import linecache
 import sys
 from collections import ChainMap
@@ -23,6 +25,7 @@ from typing import Any, overload
 import numpy as np
 
 from revbench import tiering
+from revbench.backends.python_backend import Deadline, with_deadline
 from revbench.backends.runtime import TABLES, CheckFailed, to_user_error
 from revbench.compiler import BACKENDS, Program, ProgramView, lookup_name
 from revbench.config import get_tolerance
@@ -39,6 +42,12 @@ SOURCE_KINDS = ("forward", "inverse", "adjoint")
 _WIDE_INTS = (int, np.uint64)
 #: argument (type, dtype, ndim, writeable) key -> signature; skips re-deriving it per call
 _FAST_SIGNATURES: dict[tuple, tuple[VarType, ...]] = {}
+
+
+#: how long a failed compiled call may run again on the Python backend to find its line
+REPLAY_SECONDS = 2.0
+#: what compiled code raises without the user's line (an ``assert`` names its own line)
+_UNLOCATED = (IndexError, ZeroDivisionError)
 
 
 class ReversibleFunction(ProgramView):
@@ -232,6 +241,10 @@ class ReversibleFunction(ProgramView):
 
                 if is_numba_error(exc):
                     raise translate_numba_error(exc, self.__name__) from None
+                replayed = (self._replay_on_python(args, type(exc))
+                            if p.replay_errors and isinstance(exc, _UNLOCATED) else None)
+                if replayed is not None:  # the same error, with its line, index and size
+                    raise replayed.with_traceback(None) from None
             if not _add_user_line_note(exc) and hasattr(exc, "add_note"):
                 # compiled code (an IndexError, a ZeroDivisionError, ...): no line to show,
                 # but the message must still say where it came from
@@ -242,6 +255,33 @@ class ReversibleFunction(ProgramView):
         # raised outside the handler, so the generated code's CheckFailed is not its
         # __context__ (tools such as hypothesis tell failures apart by their context)
         raise error
+
+    def _replay_on_python(self, args: tuple, kind: type) -> BaseException | None:
+        """Compiled code raises an ``IndexError`` without a line (Numba's says only "index
+        is out of bounds"): run the same call again on the Python backend, on copies of
+        ``args`` (restored already), and return its error of the same kind -- NumPy's full
+        message, noted with the user's line.  None if it does not fail the same way within
+        ``REPLAY_SECONDS`` (then the compiled error is raised as it is)."""
+        p = self._program
+        twin = self.__dict__.get("_python_twin")
+        if twin is None:
+            twin = ReversibleFunction(
+                Program(p.ir, check=p.check, backend="python", fastmath=p.fastmath, atol=p.atol,
+                        rtol=p.rtol, namespace=p.namespace, closure=p.closure), self._direction)
+            self._python_twin = twin
+        copies = tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
+        atol, rtol = get_tolerance()
+        try:
+            compiled = twin._code_for_call(twin.signature_of(copies))
+            call_args = [a.item() if isinstance(a, np.generic) else a for a in copies]
+            with contextlib.redirect_stdout(io.StringIO()):  # its prints were printed once
+                with_deadline(lambda: compiled.run(*call_args, atol, rtol), REPLAY_SECONDS)
+        except Deadline:
+            return None
+        except Exception as exc:
+            if type(exc) is kind and _add_user_line_note(exc):
+                return exc
+        return None
 
     def kernel(self, kind: str = "forward", *example_args: Any, lanes: int = 1,
                wrt: tuple[str, ...] | None = None):

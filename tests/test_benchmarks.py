@@ -191,6 +191,13 @@ def test_bench_checkpoint_quick_writes_json(tmp_path):
     assert {r["strategy"] for r in heat if r["framework"] == "revbench"} == {"StoreAll", "Revolve",
                                                                             "Bennett"}
     assert all(r["grad_error"] < 1e-10 for r in heat if r["framework"] == "revbench")
+    if "at_jax_memory" in data["heat"]:  # JAX installed: Revolve in JAX's memory, no more
+        at = data["heat"]["at_jax_memory"]
+        assert "skipped" in at or (at["snapshots"] >= 3 and at["seconds"] > 0
+                                   and at["forward_steps"] >= 1000)
+    wave = data["wave"]
+    assert {r["strategy"] for r in wave["rows"] if r["framework"] == "revbench"} == {"Reverse"}
+    assert all(r["grad_error"] < 1e-10 for r in wave["rows"] if r["framework"] == "revbench")
 
 
 @pytest.mark.slow

@@ -175,7 +175,11 @@ def test_register_replaces_and_recompiles():
 
 
 def test_recursion_is_refused_clearly():
-    fns = revbench.define("def f(y):\n    if (y > 1.0, y > 1.0):\n        f(y)\n")
+    # a function calling itself: where it is written (issue 26); through another, at the call
+    with pytest.raises(revbench.ReversibilitySyntaxError, match="calls itself"):
+        revbench.define("def f(y):\n    if (y > 1.0, y > 1.0):\n        f(y)\n")
+    fns = revbench.define("def f(y):\n    g(y)\n\ndef g(y):\n    if (y > 1.0, y > 1.0):\n"
+                          "        f(y)\n")
     with pytest.raises(revbench.ReversibilityTypeError, match="calls itself"):
         fns["f"](0.0)
 

@@ -485,6 +485,41 @@ def test_help_prints_the_usage_and_runs_nothing(ip, flag):
     assert ip.user_ns["y"] == 0.0
 
 
+def test_a_loss_that_is_the_cells_own_ancilla_says_so(ip):
+    run_ok(ip, "import numpy as np\nx = np.array([1.0, -2.0, 3.0])")
+    ran = run(ip, "%%reversible --loss npos\nnpos = 0.0\nfor i in range(3):\n"
+                  "    npos += x[i] * x[i]\nnpos -= np.dot(x, x)\ndel npos\n")
+    assert not ran.success and len(ran.lines) == 1
+    assert "`npos` is the cell's own variable" in ran.out
+    assert "the loss must be a notebook variable" in ran.out
+    assert "does not use a variable" not in ran.out
+
+
+def test_the_del_after_a_routines_uncompute_is_named(ip):
+    run_ok(ip, "y = 0.0\nx = 2.0")
+    ran = run(ip, "%%reversible\nwith routine:\n    t = 0.0\n    t += x * x\ny += t\n"
+                  "~routine\ndel t\n")
+    assert not ran.success
+    assert "`t` was already deallocated by `~routine` (line 6)" in ran.out
+    assert "remove this `del t`" in ran.out
+    assert ip.user_ns["y"] == 0.0
+
+
+@pytest.mark.parametrize("cell", ["%%reversible --help", "%%reversible -h\n",
+                                  "  %%reversible --unchecked --help  "])
+def test_help_alone_in_a_cell_prints_the_usage(ip, cell):
+    """IPython refuses a cell magic with an empty body before calling it ("the cell body is
+    empty"): the help cell is let through."""
+    ran = run_ok(ip, cell)
+    assert ran.lines[0].startswith("usage: %%reversible [--no-jit]")
+    assert "cell body is empty" not in ran.out
+
+
+def test_an_empty_cell_without_help_is_still_ipythons_error(ip):
+    ran = run(ip, "%%reversible --unchecked")
+    assert not ran.success and "cell body is empty" in ran.out
+
+
 @pytest.mark.parametrize("line, near", [
     ("--los y", "--los: did you mean --loss?"),
     ("--no-ji", "--no-ji: did you mean --no-jit?"),

@@ -32,6 +32,7 @@ from revbench.ad.sweep import (
     as_names,
     check_loss,
     param_index,
+    refuse_wrt_without_gradient,
     require_reversible,
     resolve_loss,
 )
@@ -83,6 +84,7 @@ def value_and_grad(f: ReversibleFunction, loss: Loss, wrt: Any = None, batch: An
         if kwargs:
             raise positional_only(run.__name__, f.params, kwargs)
         sig, backward = b.prepare(args)
+        refuse_wrt_without_gradient(f, sig, wrt)
         seed = resolve_loss(f, loss, sig, args)
         outs = b.forward(args)
         values = b.snapshot(outs) if _keep_values else None
@@ -261,6 +263,7 @@ def vjp(f: ReversibleFunction, *args: Any, outputs: Any,
             raise ValueError(f"{api}: {what} names an argument twice")
     b = Backward(f, tuple(f.params[k] for k in kw + ko))
     sig, backward = b.prepare(args)
+    refuse_wrt_without_gradient(f, sig, wrt)  # (wrt=None: every argument, ints get None)
     for k in ko:
         if sig[k].dtype not in DIFFERENTIABLE:
             raise ReversibilityTypeError(

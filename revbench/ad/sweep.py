@@ -129,6 +129,23 @@ def loss_index(loss: tuple, index: Any) -> tuple[int, ...]:
     return tuple(int(i) for i in parts)
 
 
+def refuse_wrt_without_gradient(f: ReversibleFunction, sig: tuple[VarType, ...], wrt: Any) -> None:
+    """An argument the user names in ``wrt=`` must be able to have a gradient (a float or
+    complex): asked for by name, a gradient is never silently None."""
+    if wrt is None:
+        return
+    for w in (wrt,) if isinstance(wrt, (str, int)) else tuple(wrt):
+        k = param_index(f, w, "wrt")
+        t = sig[k]
+        if t.dtype not in DIFFERENTIABLE:
+            name = f.params[k]
+            raise ReversibilityTypeError(
+                f"`{name}` is named in wrt=, but it is {t} in this call: only float and "
+                f"complex arguments have a gradient. Leave `{name}` out of wrt=, or pass it "
+                "as a float (e.g. `1.0`, `x.astype(float)`)",
+                variable=name, function=f.name, stage="ad")
+
+
 class Backward:
     """Runs f forward, then its reverse sweep, on copies of the arguments."""
 

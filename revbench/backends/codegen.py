@@ -21,7 +21,7 @@ from pathlib import Path
 from revbench.backends import libm, runtime
 from revbench.backends.runtime import POLL_MASK, CheckInfo
 from revbench.backends.source import same_value
-from revbench.lang import ir
+from revbench.lang import ir, ranges
 from revbench.lang.text import conditional_syntax, expr_text
 from revbench.lang.types import NUMPY_NAMES, TypedFunction, VarType
 from revbench.rules import functions as fn_rules
@@ -225,6 +225,9 @@ class Emitter:
         self.polls = False  # whether one counts iterations between polls (from the prologue)
         #: array elements held in a local across the loops being generated -> the local
         self._promoted: dict[ir.Elem, str] = {}
+        #: the loops around the statement being generated: what their ranges prove
+        #: (:mod:`revbench.lang.ranges`: integer sums that cannot overflow go unchecked)
+        self._ranges: dict[str, ranges.LoopRange] = {}
         #: arrays allocated inside loops reuse one buffer per allocation site: (name, ndim, dtype)
         self.buffers: list[tuple[str, int, str]] = []
 
@@ -369,7 +372,8 @@ class Emitter:
                 return f"(_rb_np.float64({left}) ** {right})"
             return f"({self.cast(left, lt, 'float')} ** {self.cast(right, rt, 'int')})"
         left, right = self.cast(left, lt, "int"), self.cast(right, rt, "int")
-        if d == "int" and self.opt.check and e.op in INT_HELPERS:
+        if d == "int" and self.opt.check and e.op in INT_HELPERS \
+                and not ranges.cannot_overflow(e, self._ranges):
             return self.int_helper(e.op, e, left, right)
         if d == "int" and self.opt.wrap_ints and e.op in INT_HELPERS:
             return f"_rb_int_wrap({left} {e.op} {right})"
@@ -1092,8 +1096,14 @@ class Emitter:
             self.emit(f"for {s.var} in range({a} + ({n} - 1) * {st}, {a} - {st}, -{st}):", s.loc)
         self.level += 1
         self._loops += 1
+        outer = self._ranges.get(s.var)
+        self._ranges[s.var] = ranges.loop_range(s)
         self.poll(s)
         self.body(s.body)
+        if outer is None:
+            del self._ranges[s.var]
+        else:
+            self._ranges[s.var] = outer
         self._loops -= 1
         self.level -= 1
         for elem, _ in promoted:

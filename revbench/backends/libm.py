@@ -102,8 +102,39 @@ def atanh(x: float) -> float:
     return _NAN
 
 
+def _c_lgamma():
+    """The C library's ``lgamma``, which Numba compiles ``math.lgamma`` to (CPython's
+    :func:`math.lgamma` is its own algorithm: they differ in the last bit for about half
+    of all arguments); None where no C library can be loaded."""
+    import ctypes
+    import ctypes.util
+
+    for name in (ctypes.util.find_library("m"), None):
+        try:
+            fn = ctypes.CDLL(name).lgamma
+        except (OSError, AttributeError):
+            continue
+        fn.restype, fn.argtypes = ctypes.c_double, [ctypes.c_double]
+        return fn
+    return None
+
+
+_C_LGAMMA = _c_lgamma()
+
+
+def lgamma(x: float) -> float:
+    """log|Gamma(x)|, as compiled code computes it: inf at the poles (0, -1, ...) and
+    beyond 2.5e305, where :mod:`math` raises."""
+    if _C_LGAMMA is not None:
+        return _C_LGAMMA(x)
+    try:
+        return math.lgamma(x)
+    except (ValueError, OverflowError):
+        return _INF
+
+
 #: the revbench function names (:mod:`revbench.rules.functions`) computed here for real
 #: arguments under the Python backend
 FUNCTIONS = frozenset({
     "exp", "expm1", "log", "log2", "log10", "log1p", "sqrt", "sin", "cos", "tan", "tanh",
-    "atan", "asinh", "sinh", "cosh", "asin", "acos", "acosh", "atanh"})
+    "atan", "asinh", "sinh", "cosh", "asin", "acos", "acosh", "atanh", "lgamma"})

@@ -54,6 +54,9 @@ _dispatchers: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 _poll_registered: list[bool] = []
 
+#: the LLVM global a module's polls count down (internal: one per compiled module)
+_POLL_COUNTDOWN = "revbench_poll_countdown"
+
 
 def _register_interrupt_poll() -> None:
     """Compiled code's :func:`revbench.backends.runtime.interrupted`: a call of CPython's
@@ -61,6 +64,10 @@ def _register_interrupt_poll() -> None:
     another process), which runs Python's signal handlers -- Ctrl-C's raises -- in the
     main thread; true when one raised (the kernel then raises ``Interrupted``).
 
+    Only every ``POLL_EVERY``-th poll asks CPython: the others count down a counter in
+    the kernel's own module (a relaxed atomic, so threads may share it), a nanosecond.
+    Asking costs about ten (two calls into CPython), which a loop around a short loop --
+    a sparse product's rows -- paid at every row: it doubled the heat equation's step.
     Only a thread that holds the GIL asks (``PyGILState_Check``): a batched driver's
     workers run without it (``nogil``), and the thread waiting for them takes Ctrl-C."""
     if _poll_registered:
@@ -75,14 +82,30 @@ def _register_interrupt_poll() -> None:
     @intrinsic
     def check_signals(typingctx):
         def codegen(context, builder, signature, args):
-            fnty = lir.FunctionType(lir.IntType(32), [])
-            zero = lir.Constant(lir.IntType(32), 0)
-            held = cgutils.get_or_insert_function(builder.module, fnty, "PyGILState_Check")
-            fn = cgutils.get_or_insert_function(builder.module, fnty, "PyErr_CheckSignals")
+            i32 = lir.IntType(32)
+            fnty = lir.FunctionType(i32, [])
+            zero = lir.Constant(i32, 0)
+            countdown = builder.module.globals.get(_POLL_COUNTDOWN)
+            if countdown is None:
+                countdown = lir.GlobalVariable(builder.module, i32, _POLL_COUNTDOWN)
+                countdown.linkage = "internal"
+                countdown.initializer = zero
+            left = builder.load_atomic(countdown, "monotonic", 4)
+            due = builder.icmp_signed("<=", left, zero)
             result = cgutils.alloca_once_value(builder, lir.Constant(lir.IntType(1), 0))
-            with builder.if_then(builder.icmp_signed("!=", builder.call(held, []), zero),
-                                 likely=True):
-                builder.store(builder.icmp_signed("!=", builder.call(fn, []), zero), result)
+            with builder.if_else(due, likely=False) as (then, otherwise):
+                with then:
+                    builder.store_atomic(lir.Constant(i32, runtime.POLL_EVERY - 1), countdown,
+                                         "monotonic", 4)
+                    held = cgutils.get_or_insert_function(builder.module, fnty, "PyGILState_Check")
+                    fn = cgutils.get_or_insert_function(builder.module, fnty, "PyErr_CheckSignals")
+                    with builder.if_then(builder.icmp_signed("!=", builder.call(held, []), zero),
+                                         likely=True):
+                        builder.store(builder.icmp_signed("!=", builder.call(fn, []), zero),
+                                      result)
+                with otherwise:
+                    builder.store_atomic(builder.sub(left, lir.Constant(i32, 1)), countdown,
+                                         "monotonic", 4)
             return builder.load(result)
 
         return ntypes.boolean(), codegen

@@ -11,7 +11,7 @@ variable, the expected and actual values, the function and the source line.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from revbench.lang.errors import ReversibilityError
@@ -33,6 +33,11 @@ class Interrupted(KeyboardInterrupt, Exception):
 
 #: how often a long-running loop asks whether Ctrl-C was pressed (a power of two, minus one)
 POLL_MASK = 65535
+
+#: compiled code asks CPython for Ctrl-C at every ``POLL_EVERY``-th poll (the others only
+#: count down, ``numba_backend``): a poll sits in a loop around loops or calls, so even an
+#: iteration of a millisecond answers Ctrl-C within a tenth of a second
+POLL_EVERY = 128
 
 
 def interrupted() -> bool:
@@ -74,6 +79,9 @@ class CheckTable:
     linemap: dict[int, int] = field(default_factory=dict)  # generated line -> user line
     source_lines: dict[int, str] = field(default_factory=dict)  # user line -> text
     path: str = ""
+    #: (check kind, variable, line) -> a sentence on the cause, or "" (the compiler's, from
+    #: the function's IR: :func:`revbench.lang.hints.ancilla_culprit`)
+    hint: Callable[[str, str, int], str] | None = field(default=None, repr=False, compare=False)
 
 
 #: module key -> its table (filled when a generated module is loaded)
@@ -124,6 +132,9 @@ def to_user_error(exc: CheckFailed, tables: Mapping[int, CheckTable] | None = No
     direction = "" if table.direction == "forward" else f" (running its {table.direction})"
     msg = (f"{what}: {values}\n  in reversible function {table.function}{direction}, "
            f"{table.filename}, line {info.line}: {text}")
+    cause = table.hint(info.kind, info.variable, info.line) if table.hint is not None else ""
+    if cause:
+        msg += f"\n  {cause}"
     return ReversibilityError(msg, variable=var, expected=expected, actual=actual,
                               function=table.function, filename=table.filename, lineno=info.line)
 

@@ -23,8 +23,7 @@ import linecache
 import numbers
 import re
 import sys
-import time
-from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import combinations
@@ -33,10 +32,12 @@ from typing import Any, Literal
 import numpy as np
 
 from revbench.ad import value_and_grad
+from revbench.backends.python_backend import Deadline, with_deadline
 from revbench.backends.runtime import TABLES, CheckFailed, to_user_error
 from revbench.compiler import Program
 from revbench.config import get_tolerance
 from revbench.function import ReversibleFunction, define
+from revbench.lang import ir
 from revbench.lang.check import check_function
 from revbench.lang.errors import ReversibilityError, ReversibilitySyntaxError, ReversibilityTypeError
 from revbench.lang.parse import INVERTED, ROUTINE, SourceInfo, parse_definition
@@ -227,6 +228,16 @@ class CellProgram:
     def values(self, namespace: Mapping[str, Any]) -> tuple:
         return tuple(namespace[n] for n in self.names)
 
+    def local_names(self) -> frozenset[str]:
+        """The cell's own variables: its ancillas and loop variables (gone after it runs)."""
+        out: set[str] = set()
+        for st in ir.walk_stmts(self.function._program.ir.body):
+            if isinstance(st, ir.Alloc):
+                out.add(st.name)
+            elif isinstance(st, ir.For):
+                out.add(st.var)
+        return frozenset(out)
+
     def written(self) -> frozenset[str]:
         """The notebook variables the cell may change (what a failure must restore)."""
         return self.function._program.written_params()
@@ -384,8 +395,8 @@ class CellProgram:
         call_args = [a.item() if isinstance(a, np.generic) else a for a in copies]
         atol, rtol = get_tolerance()
         try:
-            _with_deadline(lambda: compiled.run(*call_args, atol, rtol), REPLAY_SECONDS)
-        except _Deadline:
+            with_deadline(lambda: compiled.run(*call_args, atol, rtol), REPLAY_SECONDS)
+        except Deadline:
             return None
         except CheckFailed as exc:
             return to_user_error(exc), _frames(exc.__traceback__)
@@ -401,32 +412,6 @@ class CellProgram:
             p = self.function._program
             self._twin = compile_program(self.cell, p.namespace, check=p.check, backend="python")
         return self._twin
-
-
-class _Deadline(BaseException):
-    """Raised into a replay that ran out of time."""
-
-
-def _with_deadline(call: Callable[[], Any], seconds: float) -> Any:
-    """``call()``, stopped with :class:`_Deadline` after ``seconds`` (it runs generated Python)."""
-    end = time.perf_counter() + seconds
-
-    def local(frame, event, arg):
-        if time.perf_counter() > end:
-            raise _Deadline
-        return local
-
-    def calls(frame, event, arg):
-        if time.perf_counter() > end:
-            raise _Deadline
-        return local if "rbgen_" in frame.f_code.co_filename else None
-
-    old = sys.gettrace()
-    sys.settrace(calls)
-    try:
-        return call()
-    finally:
-        sys.settrace(old)
 
 
 def _frames(tb) -> list[Place]:
@@ -535,12 +520,14 @@ def compile_program(cell: Cell, namespace: MutableMapping[str, Any], *, check: b
         checked = check_function(parse_definition(node, info, namespace))
     except ReversibilitySyntaxError as exc:
         raise cell_wording_syntax(exc) from None
-    program = Program(checked, check=check, backend=backend, namespace=namespace)
+    program = Program(checked, check=check, backend=backend, namespace=namespace,
+                      replay_errors=False)  # (CellProgram replays, with the calling lines)
     return CellProgram(ReversibleFunction(program), names, cell)
 
 
 def parse_loss(spec: str, names: tuple[str, ...],
-               namespace: Mapping[str, Any] | None = None) -> str | tuple[str, tuple[int, ...]]:
+               namespace: Mapping[str, Any] | None = None,
+               local_names: frozenset[str] = frozenset()) -> str | tuple[str, tuple[int, ...]]:
     """``--loss y`` or ``--loss r[3]`` / ``--loss A[1, 2]`` -> the ``loss=`` of :func:`value_and_grad`.
 
     With the notebook's ``namespace``, the variable's value is checked too: a
@@ -552,6 +539,11 @@ def parse_loss(spec: str, names: tuple[str, ...],
         raise ValueError(f"--loss {spec}: write a variable name, or one element of an array "
                          "variable such as `r[3]` or `A[1, 2]`")
     name, index = m.group(1), m.group(2)
+    if name not in names and name in local_names:
+        raise ValueError(f"--loss {name}: `{name}` is the cell's own variable (an ancilla or a "
+                         "loop variable, gone once the cell has run); the loss must be a notebook "
+                         f"variable the cell updates. Add into one instead (`loss += {name}` with "
+                         "`loss = 0.0` set in the notebook before), and give --loss loss")
     if name not in names:
         uses = ", ".join(names) if names else "none"
         raise ValueError(f"--loss {name}: the cell program does not use a variable `{name}` "
@@ -785,6 +777,8 @@ def fix_hint(exc: BaseException, place: Place | None) -> str | None:
         return None
     message = str(exc)
     try:
+        if message.startswith("ancilla `") and " changes at line " in message:
+            return None  # the message names the statement that broke the uncompute
         if message.startswith("ancilla `"):
             return _ancilla_hint(message.split("`")[1].split("[")[0], place)
         if message.startswith("postcondition `") and "of the if statement" in message:

@@ -225,7 +225,7 @@ class ReversibleMagics(Magics):
     @staticmethod
     def _loss(spec: str, program: CellProgram, ns) -> str | tuple:
         try:
-            return parse_loss(spec, program.names, ns)
+            return parse_loss(spec, program.names, ns, program.local_names())
         except ValueError as exc:
             raise UsageError(str(exc)) from None
 
@@ -537,14 +537,30 @@ def load_ipython_extension(ip: InteractiveShell) -> None:
     ip.register_magics(ReversibleMagics)
     ip.ast_transformers[:] = [t for t in ip.ast_transformers if not _is_invert_call(t)]
     ip.ast_transformers.append(_InvertCall())
+    cleanup = ip.input_transformers_cleanup
+    cleanup[:] = [t for t in cleanup if getattr(t, "__name__", "") != _help_alone.__name__]
+    cleanup.append(_help_alone)
     if not ip.custom_exceptions or ip.custom_exceptions == _SHOWN:
         # the one handler slot is free: show revbench's errors at the user's lines
         ip.set_custom_exc(_SHOWN, _show_error)
 
 
+def _help_alone(lines: list[str]) -> list[str]:
+    """``%%reversible --help`` alone in a cell prints the flags.  IPython refuses a cell
+    magic whose body is empty before calling it, so such a cell is given an empty body
+    (a blank line, which nothing runs) here, on its way in."""
+    text = "".join(lines).strip()
+    if text.startswith("%%reversible") and "\n" not in text \
+            and _asks_for_help(text[len("%%reversible"):]):
+        return [text + "\n", "\n"]
+    return lines
+
+
 def unload_ipython_extension(ip: InteractiveShell) -> None:
     """Remove ``%%reversible``, the ``~f(...)`` rewriting and the syntax error display."""
     ip.magics_manager.magics["cell"].pop("reversible", None)
+    ip.input_transformers_cleanup[:] = [t for t in ip.input_transformers_cleanup
+                                        if getattr(t, "__name__", "") != _help_alone.__name__]
     ip.ast_transformers[:] = [t for t in ip.ast_transformers if not _is_invert_call(t)]
     if ip.custom_exceptions == _SHOWN:
         ip.set_custom_exc((), None)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from itertools import count
 from typing import Any
 
-from revbench.lang import ir, suggest
+from revbench.lang import ir, ranges, suggest
 from revbench.lang.errors import ReversibilitySyntaxError
 from revbench.lang.text import expr_text
 from revbench.rules.instructions import MUL, UPDATES
@@ -42,9 +42,14 @@ class _Scope:
     params: frozenset[str]
     ancillas: dict[str, _Ancilla] = field(default_factory=dict)
     loop_vars: dict[str, ir.Loc] = field(default_factory=dict)
+    #: what each loop variable's range proves (:mod:`revbench.lang.ranges`)
+    loop_ranges: dict[str, ranges.LoopRange] = field(default_factory=dict)
+    #: ancillas a routine's uncompute freed: name -> (`~routine`, its line)
+    freed_by: dict[str, tuple[str, int]] = field(default_factory=dict)
 
     def child(self) -> _Scope:
-        return _Scope(self.params, dict(self.ancillas), dict(self.loop_vars))
+        return _Scope(self.params, dict(self.ancillas), dict(self.loop_vars),
+                      dict(self.loop_ranges), dict(self.freed_by))
 
     def defined(self, name: str) -> bool:
         return name in self.params or name in self.ancillas or name in self.loop_vars
@@ -168,6 +173,7 @@ class Checker:
                                     "choose a new name")
         inner = scope.child()
         inner.loop_vars[s.var] = s.loc
+        inner.loop_ranges[s.var] = ranges.loop_range(s)
         return replace(s, body=self.block(s.body, inner, new_block=True))
 
     def s_Print(self, s: ir.Print, scope: _Scope, bid: int, routines) -> ir.Stmt:
@@ -199,6 +205,7 @@ class Checker:
                                     "reuse the name")
         self.reads(s.init, scope)
         scope.ancillas[name] = _Ancilla(s, bid)
+        scope.freed_by.pop(name, None)
         return s
 
     def dealloc(self, s: ir.Dealloc, scope: _Scope, bid: int) -> ir.Stmt:
@@ -209,6 +216,11 @@ class Checker:
         if name in scope.loop_vars:
             raise self.error(s.loc, f"`{name}` is the loop variable and cannot be deallocated")
         anc = scope.ancillas.get(name)
+        if anc is None and name in scope.freed_by:
+            undo, line = scope.freed_by[name]
+            raise self.error(s.loc, f"`del {name}`: `{name}` was already deallocated by `{undo}` "
+                                    f"(line {line}), which undoes the routine that allocated it: "
+                                    f"remove this `del {name}`")
         if anc is None:
             raise self.error(s.loc, f"`del {name}`: `{name}` is not an allocated ancilla here")
         if anc.block != bid:
@@ -275,11 +287,16 @@ class Checker:
                 raise self.error(s.loc, f"`{undo}` {did} `{_text(st.init)}`, which reads {what}, "
                                         f"deallocated since: deallocate {what} after `{undo}`")
 
+        before = set(scope.ancillas)
         _scope_effect(invert_body(blk.body), scope, bid, check)
+        for name in before - set(scope.ancillas):  # for a `del` of one of them later
+            scope.freed_by[name] = (undo, s.loc.line)
         return ir.Inverted(blk.body, "~" + blk.label, s.loc)
 
     # -- updates -------------------------------------------------------------
     def writable(self, t: ir.Target, scope: _Scope, what: str) -> None:
+        if what == "pass" and isinstance(t, ir.Var) and t.name in scope.loop_vars:
+            return  # read-only unless the callee changes it: the compiler asks the callee
         if t.name in scope.loop_vars:
             raise self.error(t.loc, f"`{t.name}` is a for-loop variable, which is read-only; "
                                     f"copy it into an ancilla to {what} it")
@@ -314,7 +331,7 @@ class Checker:
                     raise self.error(e.loc, f"`{_text(t)}` is read on its own right-hand side "
                                             f"(`{text}`): the update could not be undone. Compute "
                                             "the right-hand side into an ancilla first")
-                if not _provably_distinct(t, e):
+                if not ranges.provably_distinct(t, e, scope.loop_ranges):
                     checks.append(e)
         return replace(s, alias_checks=tuple(checks))
 
@@ -343,7 +360,7 @@ class Checker:
                 if a.name != b.name:
                     continue
                 if isinstance(a, ir.Elem) and isinstance(b, ir.Elem) and a.indices != b.indices:
-                    if not _provably_distinct(a, b):
+                    if not ranges.provably_distinct(a, b, scope.loop_ranges):
                         pairs.append((a, b))
                     continue
                 raise self.error(b.loc, f"`{_text(b)}` is passed twice to `{s.func}` (as "
@@ -412,20 +429,6 @@ def _literal_zero(e: ir.Expr) -> bool:
     return isinstance(e, ir.Const) and e.value == 0
 
 
-def _provably_distinct(a: ir.Target, b: ir.Expr) -> bool:
-    """Two elements of one array that can never be the same: some axis indexes both
-    with different non-negative constants (``A[i, 0]`` and ``A[i, 1]``)."""
-    if not (isinstance(a, ir.Elem) and isinstance(b, ir.Elem)):
-        return False
-    for i, j in zip(a.indices, b.indices):
-        # integer constants only: a float, complex or bool index is refused later (by type)
-        if isinstance(i, ir.Const) and isinstance(j, ir.Const) \
-                and type(i.value) is int and type(j.value) is int \
-                and i.value >= 0 and j.value >= 0 and i.value != j.value:
-            return True
-    return False
-
-
 def _scope_effect(body, scope: _Scope, bid: int,
                   check: Callable[[ir.Alloc | ir.Dealloc, _Scope], None] | None = None) -> None:
     """Apply what an already-checked statement list allocates and frees to ``scope``.
@@ -468,14 +471,31 @@ def check_calls(func: ir.Function, lookup: Callable[[str], Any]) -> None:
     where ``lookup(name)`` already finds the callee (a reversible function); the error
     points at the call.  A callee not defined yet is checked at the first call instead
     (:meth:`revbench.compiler.Program.callee`)."""
-    for s in ir.walk_stmts(func.body):
-        if not isinstance(s, ir.Call) or s.func == func.name:
-            continue  # (its own name is about to mean this very function)
-        callee = lookup(s.func)
-        params = getattr(callee, "params", None) if type(callee).__name__ == "ReversibleFunction" \
-            else None
-        if params is not None and len(params) != len(s.args):
-            raise Checker(func).error(s.loc, arity_message(s, params))
+    def visit(body, loop_vars: frozenset[str]) -> None:
+        for s in body:
+            for child in ir.child_blocks(s):
+                visit(child, loop_vars | {s.var} if isinstance(s, ir.For) else loop_vars)
+            if not isinstance(s, ir.Call) or s.func == func.name:
+                continue  # (its own name is about to mean this very function)
+            callee = lookup(s.func)
+            if type(callee).__name__ != "ReversibleFunction":
+                continue
+            params = callee.params
+            if len(params) != len(s.args):
+                raise Checker(func).error(s.loc, arity_message(s, params))
+            written = callee._program.written_params()
+            for a, p in zip(s.args, params):
+                if isinstance(a, ir.Var) and a.name in loop_vars and p in written:
+                    raise Checker(func).error(a.loc, loop_var_message(a.name, s.func, p))
+
+    visit(func.body, frozenset())
+
+
+def loop_var_message(var: str, callee: str, param: str) -> str:
+    """A loop variable passed to a call that may change it."""
+    return (f"`{var}` is a for-loop variable, which is read-only, and `{callee}` may change its "
+            f"parameter `{param}`: copy `{var}` into an ancilla to pass it (`j = {var}`, then "
+            "`del j` after the call)")
 
 
 def arity_message(call: ir.Call, params: tuple[str, ...]) -> str:

@@ -18,6 +18,7 @@ import inspect
 import math
 import numbers
 import operator
+import sys
 import typing
 import warnings
 from collections.abc import Mapping
@@ -392,6 +393,8 @@ class Parser:
             raise self.error(c, "call a reversible function by name: `f(x, y)` or `~f(x, y)`")
         if name.split(".")[0] in self.local_names:
             raise self.error(c, f"`{name}` is a variable of this function, not a reversible function")
+        if name == self.function_name:
+            raise self.error(c, self._recursion_message(name))
         if c.keywords:
             raise self.error(c, "reversible calls take positional arguments only")
         if not self._is_reversible_object(name) and (
@@ -793,6 +796,8 @@ class Parser:
                 return "np." + rest
             if mod is math:
                 return "math." + rest
+            if getattr(mod, "__name__", None) == "scipy.special":
+                return "scipy.special." + rest  # import scipy.special as sc; sc.gammaln
             return dotted
         obj = self._lookup_global(head)
         if obj is not None and not isinstance(obj, type):
@@ -883,9 +888,7 @@ class Parser:
                 return ir.Shape(base.value.id, k.value, loc)
             raise self.error(e, "x.shape[k] needs a constant axis k")
         if not (isinstance(base, ast.Name) and base.id in self.local_names):
-            hint = suggest.did_you_mean(base.id, self.local_names) \
-                if isinstance(base, ast.Name) else ""
-            raise self.error(e, f"`{ast.unparse(e)}`: only local arrays can be indexed.{hint}")
+            raise self.error(e, self._not_indexable(e))
         idx = e.slice
         parts = idx.elts if isinstance(idx, ast.Tuple) else [idx]
         for p in parts:
@@ -904,11 +907,72 @@ class Parser:
                                     f"integer: write `{base.id}[{int(i.value)}]`")
         return ir.Elem(base.id, indices, loc)
 
+    @staticmethod
+    def _recursion_message(name: str) -> str:
+        return (f"`{name}` calls itself: recursion is not supported. A reversible function's "
+                "inverse and derivative are generated, and compiled, as whole loops; write the "
+                "recursion as a loop (an explicit stack array if needed), or a fixed depth of "
+                "separate functions")
+
+    def _not_indexable(self, e: ast.Subscript) -> str:
+        """Why ``e`` cannot be indexed: a name that is not defined, an array of the
+        module, a derivative taken inside reversible code, or some other expression."""
+        base, text = e.value, ast.unparse(e)
+        if isinstance(base, ast.Name):
+            obj = self._lookup_global(base.id)
+            if obj is None:
+                return (f"`{base.id}` is not defined here (not an argument, a live ancilla or a "
+                        f"loop variable of this block).{suggest.did_you_mean(base.id, self.local_names)}")
+            if isinstance(obj, np.ndarray):
+                return (f"`{base.id}` is an array of the module, not of this function: a reversible "
+                        f"function reads arrays only through its arguments. Pass `{base.id}` in as "
+                        "an argument")
+        for node in ast.walk(base):  # revbench.grad(f, ...)(x)[1][0]
+            if isinstance(node, ast.Call) and self._derivative_name(node.func) is not None:
+                return self._derivative_message(_dotted(node.func) or "")
+        if isinstance(base, (ast.Call, ast.Subscript)):
+            return (f"`{text}`: the result of a call cannot be indexed. Compute it into an "
+                    "ancilla first (`t = f(x)`, or a reversible call that fills an array)")
+        return f"`{text}`: only the function's own arrays can be indexed (arguments and ancillas)"
+
+    def _derivative_name(self, func: ast.expr) -> str | None:
+        """``revbench.grad`` (or ``grad``, ``jacobian``, ... imported from revbench) when
+        ``func`` names one of revbench's derivative functions; otherwise None."""
+        dotted = _dotted(func)
+        if dotted is None:
+            return None
+        head, *rest = dotted.split(".")
+        obj = self._lookup_global(head)
+        for attr in rest:
+            obj = getattr(obj, attr, None)
+        name = getattr(obj, "__name__", "")
+        module = getattr(obj, "__module__", "") or ""
+        return dotted if module.startswith("revbench") and name in _DERIVATIVES else None
+
+    @staticmethod
+    def _derivative_message(what: str) -> str:
+        return (f"`{what}` inside a reversible function: derivatives cannot be taken inside "
+                "reversible code (yet). Take it outside -- `g = revbench.grad(f, loss=...)(...)` "
+                "-- and pass the result in as an argument")
+
     def _pure_call(self, e: ast.Call) -> ir.Expr:
         loc = self.loc(e)
-        if e.keywords:
-            raise self.error(e, "functions in expressions take positional arguments only")
         name = self._resolve_callable_name(e.func)
+        if self._derivative_name(e.func) is not None:
+            raise self.error(e, self._derivative_message(_dotted(e.func) or ""))
+        if name == self.function_name:
+            raise self.error(e, self._recursion_message(name))
+        if e.keywords:
+            kw = e.keywords[0].arg
+            if name in _SUMS or name in _EXTREMES or name in _DOTS:
+                raise self.error(e, (
+                    f"`{kw}=` is not supported (yet) in `{name}`: it reduces a whole array "
+                    f"expression. Along an axis, loop over the other one: `for i in range(n): "
+                    f"y[i] += {name}(A[i])`" if kw == "axis" else
+                    f"`{kw}=` is not supported in `{name}`: it takes one array expression, "
+                    f"`{name}(a * b)`"))
+            raise self.error(e, f"`{kw}=`: functions in expressions take positional arguments "
+                                f"only (in `{ast.unparse(e)}`)")
         if name == "len":
             if len(e.args) == 1 and isinstance(e.args[0], ast.Name) and e.args[0].id in self.local_names:
                 return ir.Len(e.args[0].id, loc)
@@ -928,8 +992,8 @@ class Parser:
                                     f"(`y += 2.0 * {what}(x)`, computed into an ancilla and "
                                     f"uncomputed) or to allocate an ancilla (`t = {what}(x)`), "
                                     "not in a condition, an index or a bound")
-            raise self.error(e, f"`{what}` is not a revbench function.{self._function_hint(what)}"
-                                " The built-ins are "
+            raise self.error(e, f"`{what}` is not a revbench function."
+                                f"{self._function_hint(what, len(e.args))} The built-ins are "
                                 f"{', '.join(sorted(fn_rules.BUILTIN_FUNCTIONS))}, and "
                                 "revbench.register(fn, partials=...) adds your own")
         rule = fn_rules.lookup(canon)
@@ -954,10 +1018,23 @@ class Parser:
         # Python's sum() of a 2-D array would be a row, NumPy's np.sum() every element
         return ir.Reduce("sum" if name != "sum" else "sum1", self.expr(e.args[0]), loc)
 
-    def _function_hint(self, what: str) -> str:
-        """" Did you mean `sin`?" for a misspelt pure function (or reversible function)."""
+    def _function_hint(self, what: str, nargs: int) -> str:
+        """" Did you mean `sin`?" for a misspelt pure function (or reversible function);
+        for a function that exists (``np.sign``, ``math.lgamma``), that it is not supported
+        yet: a name close in spelling is then no suggestion (``sign`` is not ``sin``)."""
+        head, *rest = what.split(".")
+        obj = self._lookup_global(head)
+        for attr in rest:
+            obj = getattr(obj, attr, None)
+        if callable(obj) and not type(obj).__name__ == "ReversibleFunction":
+            owner = {"np": "a NumPy", "numpy": "a NumPy", "math": "a `math`", "scipy": "a SciPy"}
+            return (f" It is {owner.get(head, 'a Python') if rest else 'a Python'} function that "
+                    "revbench does not "
+                    "support (yet): write it with the built-ins, or register it with its "
+                    "derivatives, `revbench.register(fn, partials=...)` (docs/language.md).")
         near = suggest.close_function(what)
-        if near is not None:
+        rule = fn_rules.lookup(fn_rules.canonical(near)) if near is not None else None
+        if near is not None and (rule is None or rule.nargs == nargs):
             return f" Did you mean `{near}`?"
         rev = suggest.close_reversible(what, self.namespace)
         if rev is not None:
@@ -1046,6 +1123,11 @@ def _own_expressions(s: ir.Stmt):
                 yield item
 
 
+#: revbench's derivative functions: they cannot be called inside reversible code (yet)
+_DERIVATIVES = frozenset({"grad", "value_and_grad", "vjp", "jvp", "jacobian", "hvp", "hessian",
+                          "check_grad"})
+
+
 def _dotted(node: ast.expr) -> str | None:
     if isinstance(node, ast.Name):
         return node.id
@@ -1082,14 +1164,18 @@ def _bound_names(body: list[ast.stmt]) -> set[str]:
 
 
 _KNOWN_OBJECTS: dict[int, str] = {}
+_KNOWN_WITH_SCIPY: list[bool] = []  # (a True once built after SciPy's special was imported)
 
 
 def _known_function_objects() -> dict[int, str]:
     """Map ids of numpy/math function objects to canonical names (``from math import sin``)."""
-    if not _KNOWN_OBJECTS:
+    with_scipy = "scipy.special" in sys.modules
+    if not _KNOWN_OBJECTS or (with_scipy and not any(_KNOWN_WITH_SCIPY)):
+        _KNOWN_WITH_SCIPY.append(with_scipy)
         for spelling, canon in fn_rules.SPELLINGS.items():
             mod_name, _, attr = spelling.rpartition(".")
-            mod = {"np": np, "numpy": np, "math": math}.get(mod_name)
+            mod = {"np": np, "numpy": np, "math": math,  # (SciPy only if the user imported it)
+                   "scipy.special": sys.modules.get("scipy.special")}.get(mod_name)
             obj = getattr(mod, attr, None) if mod is not None else None
             if obj is not None:
                 _KNOWN_OBJECTS[id(obj)] = canon

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from revbench.lang.ir import BinOp, Compare, Const, Expr, Func, IfExp, UnaryOp
+from revbench.rules import special
 from revbench.rules.digest import fingerprint
 
 Partial = Callable[..., Expr]
@@ -139,6 +140,19 @@ _BUILTIN: list[FunctionRule] = [
                  partials=(lambda x: IfExp(Compare((">",), (x, _c(0))), _c(1.0),
                                            IfExp(Compare(("<",), (x, _c(0))), _c(-1.0), _c(0.0))),),
                  complex_vjp=(lambda seed, z: _mul(seed, _div(z, _f("abs", z))),)),
+    # log|Gamma(x)| (math.lgamma, scipy.special.gammaln) and its derivatives, digamma and
+    # trigamma (revbench.rules.special: compiled from the same Python by both backends)
+    FunctionRule("lgamma", "_rb_math.lgamma", 1, ("lgamma", "gammaln"), complex_ok=False,
+                 partials=(lambda x: _f("digamma", x),)),
+    FunctionRule("digamma", "_rb_digamma", 1, ("digamma", "psi"), complex_ok=False,
+                 partials=(lambda x: _f("trigamma", x),), user_function=special.digamma,
+                 fingerprint=fingerprint(special.digamma)),
+    FunctionRule("trigamma", "_rb_trigamma", 1, ("trigamma",), complex_ok=False,
+                 user_function=special.trigamma, fingerprint=fingerprint(special.trigamma)),
+    # sign(x): -1, 0 or 1 (nan for nan); its derivative is 0 wherever it has one (everywhere
+    # but 0, where the jump has none: 0 there too, as JAX gives)
+    FunctionRule("sign", "_rb_np.sign", 1, ("sign",), result="same", complex_ok=False,
+                 partials=(lambda x: _c(0.0),)),
     FunctionRule("conj", "_rb_np.conj", 1, ("conj", "conjugate"), result="keep",
                  partials=(lambda x: _c(1.0),), complex_vjp=(lambda seed, z: _f("conj", seed),)),
     # the parts of a complex number; of a real number, the number and 0.  A real
@@ -166,6 +180,10 @@ for _r in _BUILTIN:
         SPELLINGS["math." + _s] = _r.name
 for _builtin_only in ("min", "max", "abs"):  # min/max/abs are not in math
     SPELLINGS.pop("math." + _builtin_only, None)
+#: SciPy's spellings of the special functions
+SPECIAL_SPELLINGS = {"gammaln": "lgamma", "digamma": "digamma", "psi": "digamma"}
+for _s, _canon in SPECIAL_SPELLINGS.items():
+    SPELLINGS["scipy.special." + _s] = _canon
 
 #: functions added by users with :func:`register`, by name
 USER_FUNCTIONS: dict[str, FunctionRule] = {}
