@@ -28,6 +28,10 @@ Workloads:
   documented ``TimeLoop`` (``StoreAll()``);
 * ``dot``: ``s += np.dot(x, y)`` for n = 1,000,000 (100,000 with ``--quick``), exact and
   with ``fastmath=True`` (sums reassociated, docs/performance.md section 4);
+* ``mlp``: a two-layer network's squared error over N samples, written with matrix
+  products as the formula reads (``h += np.tanh(W1 @ X[s] + b1)``,
+  ``loss += np.sum((W2 @ h + b2 - Y[s]) ** 2)``), gradient w.r.t. the weights and biases;
+  N = 2000, 32 inputs, 64 hidden, 8 outputs (200, 16, 32, 4 with ``--quick``);
 * ``compile``: the cold first gradient of the ~45-line GMM objective in a fresh process
   (empty revbench cache), then again in a second fresh process (cache filled); checks on
   and ``check=False`` (checks on only with ``--quick``); the ratio is to the cold compile
@@ -86,12 +90,14 @@ import numpy as np  # noqa: E402
 from revbench import jacobian, value_and_grad  # noqa: E402
 from revbench.checkpoint import StoreAll, TimeLoop  # noqa: E402
 
-WORKLOADS = ("gmm", "ba", "sparse", "heat", "dot", "compile")
+WORKLOADS = ("gmm", "ba", "sparse", "heat", "dot", "mlp", "compile")
 GMM_SIZES = [(2, 5), (10, 5), (2, 10), (10, 10), (20, 50), (64, 5), (64, 10)]
 FULL = {"gmm_n": 1000, "gmm_sizes": GMM_SIZES, "ba_n": 10_000, "sparse_n": 100_000,
-        "sparse_per_row": 10, "heat_n": 1000, "heat_steps": 1000, "dot_n": 1_000_000, "reps": 7}
+        "sparse_per_row": 10, "heat_n": 1000, "heat_steps": 1000, "dot_n": 1_000_000,
+        "mlp": (2000, 32, 64, 8), "reps": 7}
 QUICK = {"gmm_n": 1000, "gmm_sizes": [(2, 5), (10, 5)], "ba_n": 1000, "sparse_n": 10_000,
-         "sparse_per_row": 10, "heat_n": 200, "heat_steps": 200, "dot_n": 100_000, "reps": 3,
+         "sparse_per_row": 10, "heat_n": 200, "heat_steps": 200, "dot_n": 100_000,
+         "mlp": (200, 16, 32, 4), "reps": 3,
          "compile_checked_only": True}
 RTOL, ATOL = 1e-7, 1e-9
 REF = "njit (hand)"
@@ -584,6 +590,45 @@ def bench_dot(cfg: dict, peers: dict, rows: list, checks: list) -> None:
     add_rows(rows, "dot", size, "value_and_grad", time_cases(vg, cfg["reps"]))
 
 
+def mlp_data(n: int, n_in: int, n_hidden: int, n_out: int, seed: int = 11) -> tuple:
+    """Weights (scaled so tanh is not saturated), biases, inputs and targets."""
+    rng = np.random.default_rng(seed)
+    return (rng.normal(size=(n_hidden, n_in)) / np.sqrt(n_in), rng.normal(size=n_hidden) * 0.1,
+            rng.normal(size=(n_out, n_hidden)) / np.sqrt(n_hidden), rng.normal(size=n_out) * 0.1,
+            rng.normal(size=(n, n_in)), rng.normal(size=(n, n_out)))
+
+
+def bench_mlp(cfg: dict, peers: dict, rows: list, checks: list) -> None:
+    """A dense network written with ``@``: the lowered loops against hand-written
+    backpropagation in ``@njit`` and JAX's ``value_and_grad`` of the array expression."""
+    n, n_in, n_hidden, n_out = cfg["mlp"]
+    size = f"N={n} {n_in}-{n_hidden}-{n_out}"
+    log(f"mlp {size}")
+    args = mlp_data(n, n_in, n_hidden, n_out)
+    want_val = float(R.mlp_value(*args))
+    want = R.mlp_value_and_grad(*args)
+    check_close("mlp: hand gradient value", want[0], want_val)
+    obj = {REF: lambda: R.mlp_value(*args)}
+    vg = {REF: lambda: R.mlp_value_and_grad(*args)}
+    for name, fn in (("revbench", P.mlp), ("revbench check=False", P.mlp_fast)):
+        check_close(f"mlp: {name} objective", fn(0.0, *args)[0], want_val, rtol=1e-10)
+        run = value_and_grad(fn, loss="loss", wrt=("W1", "b1", "W2", "b2"))
+        outs, grads = run(0.0, *args)
+        check_all(f"mlp: {name} value_and_grad", (outs[0], *grads[1:5]), want, rtol=1e-10)
+        obj[name] = lambda fn=fn: fn(0.0, *args)
+        vg[name] = lambda run=run: run(0.0, *args)
+    jx = peers.get("jax")
+    if jx is not None:
+        import jax.numpy as jnp
+        ja = tuple(jnp.asarray(a) for a in args)
+        jv, jg = jx["mlp_value_and_grad"](*ja)
+        check_all("mlp: jax", (float(jv), *jg), want, rtol=1e-9)
+        vg["jax"] = lambda: jax_block(jx["mlp_value_and_grad"](*ja))
+    checks.append(f"mlp {size}")
+    add_rows(rows, "mlp", size, "objective", time_cases(obj, cfg["reps"]))
+    add_rows(rows, "mlp", size, "value_and_grad", time_cases(vg, cfg["reps"]))
+
+
 def bench_heat(cfg: dict, peers: dict, rows: list, checks: list) -> None:
     h = heat_data(cfg["heat_n"], cfg["heat_steps"])
     size = f"n={cfg['heat_n']} T={cfg['heat_steps']}"
@@ -770,7 +815,7 @@ def main(argv: list[str] | None = None) -> int:
             bench_compile(cfg, peers, rows, checks, results)
         else:
             {"gmm": bench_gmm, "ba": bench_ba, "sparse": bench_sparse,
-             "heat": bench_heat, "dot": bench_dot}[w](cfg, peers, rows, checks)
+             "heat": bench_heat, "dot": bench_dot, "mlp": bench_mlp}[w](cfg, peers, rows, checks)
     results["checked"] = checks
     results["rows"] = rows
     results["seconds"] = time.perf_counter() - started

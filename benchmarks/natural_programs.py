@@ -226,3 +226,21 @@ def dot_src(s, x, y):
 dot = reversible(dot_src)
 dot_fast = reversible(check=False)(dot_src)
 dot_fastmath = reversible(check=False, fastmath=True)(dot_src)
+
+
+# ---------------------------------------------------------------------------------------
+# 6. A two-layer network's squared error, with matrix products (docs/language.md §9)
+# ---------------------------------------------------------------------------------------
+
+
+def mlp_src(loss, W1, b1, W2, b2, X, Y):
+    for s in range(X.shape[0]):
+        with routine as hidden:                    # noqa: F821 (a revbench keyword)
+            h = np.zeros(len(b1))
+            h += np.tanh(W1 @ X[s] + b1)
+        loss += np.sum((W2 @ h + b2 - Y[s]) ** 2)
+        ~hidden
+
+
+mlp = reversible(mlp_src)
+mlp_fast = reversible(check=False)(mlp_src)

@@ -163,6 +163,59 @@ def dot_value_and_grad(x, y):
     return dot_value(x, y), y.copy(), x.copy()
 
 
+@njit
+def _mlp_layers(W1, b1, W2, b2, x, y, h, o):
+    """One sample: h = tanh(W1 x + b1), o = W2 h + b2 - y; returns |o|^2."""
+    for i in range(W1.shape[0]):
+        a = b1[i]
+        for j in range(W1.shape[1]):
+            a += W1[i, j] * x[j]
+        h[i] = np.tanh(a)
+    total = 0.0
+    for k in range(W2.shape[0]):
+        v = b2[k] - y[k]
+        for i in range(W1.shape[0]):
+            v += W2[k, i] * h[i]
+        o[k] = v
+        total += v * v
+    return total
+
+
+@njit
+def mlp_value(W1, b1, W2, b2, X, Y):
+    """sum_s |W2 tanh(W1 x_s + b1) + b2 - y_s|^2, as loops."""
+    h, o = np.empty(W1.shape[0]), np.empty(W2.shape[0])
+    total = 0.0
+    for s in range(X.shape[0]):
+        total += _mlp_layers(W1, b1, W2, b2, X[s], Y[s], h, o)
+    return total
+
+
+@njit
+def mlp_value_and_grad(W1, b1, W2, b2, X, Y):
+    """The loss and its gradient w.r.t. (W1, b1, W2, b2), backpropagated by hand."""
+    n_hidden, n_in = W1.shape
+    gW1, gb1 = np.zeros_like(W1), np.zeros_like(b1)
+    gW2, gb2 = np.zeros_like(W2), np.zeros_like(b2)
+    h, gh, o = np.empty(n_hidden), np.empty(n_hidden), np.empty(W2.shape[0])
+    total = 0.0
+    for s in range(X.shape[0]):
+        total += _mlp_layers(W1, b1, W2, b2, X[s], Y[s], h, o)
+        gh[:] = 0.0
+        for k in range(W2.shape[0]):
+            go = 2.0 * o[k]
+            gb2[k] += go
+            for i in range(n_hidden):
+                gW2[k, i] += go * h[i]
+                gh[i] += go * W2[k, i]
+        for i in range(n_hidden):
+            ga = gh[i] * (1.0 - h[i] * h[i])
+            gb1[i] += ga
+            for j in range(n_in):
+                gW1[i, j] += ga * X[s, j]
+    return total, gW1, gb1, gW2, gb2
+
+
 def gmm_lower_indices(d: int) -> tuple[np.ndarray, np.ndarray]:
     """Rows and columns of the packed lower triangle (column by column, as ADBench)."""
     rows, cols = [], []
@@ -507,6 +560,9 @@ def jax_versions():
         "heat_value_and_grad": jax.jit(jax.value_and_grad(heat, argnums=(0, 1)),
                                        static_argnums=2),
         "dot_value_and_grad": jax.jit(jax.value_and_grad(lambda x, y: x @ y, argnums=(0, 1))),
+        "mlp_value_and_grad": jax.jit(jax.value_and_grad(
+            lambda W1, b1, W2, b2, X, Y: jnp.sum((jnp.tanh(X @ W1.T + b1) @ W2.T + b2 - Y) ** 2),
+            argnums=(0, 1, 2, 3))),
         "version": jax.__version__,
     }
 

@@ -17,6 +17,7 @@ import re
 import shutil
 import textwrap
 from html.parser import HTMLParser
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -246,7 +247,8 @@ def test_a_dirty_ancilla_stands_out():
     row = dom(w.ancillas.value).one("tr", data_name="t")
     assert row.attrs["data-state"] == "dirty" and "rb-dirty" in row.classes
     assert "rb-failed" in current_line(w).classes
-    assert "not back at its allocated value" in status(w)
+    assert "✗ fails here" in status(w) and "✗ del t" in status(w)
+    assert "not back at its allocated value" not in status(w)  # told once, in the error box
 
 
 def test_play_and_slider_drive_the_same_position():
@@ -378,17 +380,187 @@ def test_errors_name_the_cell_as_the_magic_does(monkeypatch):
     monkeypatch.setitem(cell.CELL_LABELS, filename, "Cell In[7]")
     fns = revbench.define(textwrap.dedent(LEAKY_CELL), {"np": np}, backend="python", filename=filename)
     w = revbench.debug(fns["outer"], 0.0, 2.0)
-    panel = dom(w.error.value).text
-    assert "revbench-cell" not in panel and "revbench-cell" not in w.source.value
-    assert "Cell In[7], line 10: leaky(y, x)\nCell In[7], line 6: del t\n" in panel, panel
-    assert "ReversibilityError: ancilla `t` is not back at its allocated value" in panel
-    assert "to fix it" in panel  # the magic's advice too
+    box = dom(w.error.value).one("div", "rb-error")
+    assert "revbench-cell" not in box.text and "revbench-cell" not in w.source.value
+    assert [d.text for d in box.select("div", "rb-error-where")] == [
+        "Cell In[7], line 10: leaky(y, x)", "Cell In[7], line 6: del t"]
+    message = box.one("div", "rb-error-message").text
+    assert message.startswith("ReversibilityError: ancilla `t` is not back at its allocated value")
+    assert "to fix it" in message  # the magic's advice too
     w.go(w.trace.error_step)
     assert "revbench-cell" not in w.status.value
-    assert "✗ ReversibilityError: ancilla `t`" in status(w)
+    assert "✗ fails here" in status(w) and "ancilla `t`" not in status(w)
     assert "(Cell In[7])" in dom(w.source.value).one(cls="rb-head").text
     rows = dom(w.stack.value).select("tr", "rb-frame")
     assert rows[0].attrs["title"] == "Cell In[7], line 6"
+
+
+#: sub-arrays passed to a call, a long commented line, and an error in a cell's file
+SUBARRAY_CELL = """
+    def axpy(y, x):
+        y += 2.0 * x
+
+    def spread(y, x):
+        t = 0.0
+        t += x[0]  # a long comment, """ + "and on " * 20 + """
+        axpy(y[0:2], x[1:3])
+        y[0] += t
+        axpy(y[1:5], x[0:4])
+        t -= x[0]
+        del t
+"""
+
+
+def cell_function(source: str, name: str, monkeypatch, label: str | None = "Cell In[7]"):
+    """``name`` defined in a ``%%reversible`` cell's file (labelled ``label`` as the magic
+    labels it; None: a cell IPython has not numbered)."""
+    from revbench.jupyter import cell
+
+    filename = cell.cell_filename("%%reversible\n" + source)
+    if label is not None:
+        monkeypatch.setitem(cell.CELL_LABELS, filename, label)
+    return revbench.define(textwrap.dedent(source), {"np": np}, backend="python",
+                           filename=filename)[name]
+
+
+def shown_text(w: Debugger) -> str:
+    """Everything the widget shows at its current step, as text."""
+    parts = [w.status.value, w.error.value if w.error in w.children else "", w.source.value,
+             w.stack.value, w.variables.value, w.ancillas.value]
+    return " ".join(dom(p).text for p in parts)
+
+
+@pytest.mark.parametrize("label", ["Cell In[7]", None])
+def test_a_sub_array_error_names_the_cell_not_its_file(monkeypatch, label):
+    """Sub-arrays are stepped (no refusal); the error of one out of range says where in the
+    cell's terms -- never the internal ``<revbench-cell-…>`` file -- and names the function
+    once."""
+    f = cell_function(SUBARRAY_CELL, "spread", monkeypatch, label)
+    w = revbench.debug(f, np.zeros(3), np.ones(3))
+    assert "revbench-cell" in str(w.trace.error)  # the raw message has the file: not shown
+    stepped = [s for s in w.trace if s.function == "axpy" and s.kind == "update"]
+    assert stepped, "the call with sub-arrays is stepped into"
+    where = label or "this cell"
+    box = dom(w.error.value).one("div", "rb-error")
+    assert [d.text for d in box.select("div", "rb-error-where")] == [
+        f"{where}, line 10: axpy(y[1:5], x[0:4])"]
+    message = box.one("div", "rb-error-message").text
+    assert message.startswith("ReversibilityError: the sub-array `y[1:5]` is out of range")
+    assert message.count("spread") <= 1 and "axpy" not in message
+    for k in range(len(w.trace)):
+        w.go(k)
+        assert "revbench-cell" not in shown_text(w), k
+        assert "revbench-cell" not in w.stack.value  # (the frames' tooltips too)
+    page = w.export_html(Path(os.environ.get("TMPDIR", "/tmp")) / f"subarray-{os.getpid()}.html")
+    try:
+        assert "revbench-cell" not in page.read_text(encoding="utf-8")
+    finally:
+        page.unlink()
+
+
+def test_a_message_that_places_itself_is_told_in_user_terms(monkeypatch):
+    """A message that names its place in internal terms (as the debugger's old refusal of
+    sub-arrays did: ``(in reversible function f, <revbench-cell-…>, line 3); ...``) loses
+    that place -- the box shows it on a line of its own -- and never repeats the function."""
+    from revbench.jupyter.debugger import error_headline, error_text
+
+    f = cell_function(SUBARRAY_CELL, "spread", monkeypatch)
+    w = revbench.debug(f, np.zeros(3), np.ones(3))
+    step = w.trace[w.trace.error_step]
+    internal = f._program.ir.filename
+    exc = revbench.ReversibilityError(
+        f"the debugger cannot step through sub-arrays yet: `y[1:5]` (in reversible function "
+        f"spread, {internal}, line 10); run the function itself instead\n  in reversible "
+        f"function spread, {internal}, line 10: axpy(y[1:5], x[0:4])")
+    for text in (error_headline(exc, step), error_text(exc, step), error_headline(exc, None)):
+        assert "revbench-cell" not in text, text
+        assert text.count("spread") <= 1, text
+    assert error_text(exc, step).startswith("Cell In[7], line 10: axpy(y[1:5], x[0:4])\n")
+
+
+def test_the_error_is_told_once_in_one_box():
+    """One box: the place on a line of its own, the message below; the failing step's
+    status says only that it failed (before: a red box in the status, then the place and
+    the message run together in a second box)."""
+    f = define(LEAKY_CELL)
+    w = revbench.debug(f, 0.0, 2.0)
+    w.go(w.trace.error_step)
+    box = dom(w.error.value).one("div", "rb-error")
+    assert box.one("div", "rb-error-title").text == f"✗ The trace stopped at step {len(w.trace)} of " \
+        f"{len(w.trace)}"
+    wheres = [d.text for d in box.select("div", "rb-error-where")]
+    assert len(wheres) == 2 and wheres[0].endswith("line 10: leaky(y, x)") and \
+        wheres[1].endswith("line 6: del t")
+    message = box.one("div", "rb-error-message").text
+    assert message.startswith("ReversibilityError: ancilla `t` is not back")
+    assert shown_text(w).count("is not back at its allocated value") == 1
+    # above the source, under the status line
+    order = [c for c in w.children if c in (w.status, w.error) or "rb-main" in c._dom_classes]
+    assert order[0] is w.status and order[1] is w.error
+    # the static page: the same box, once, in the same place
+    page = dom(page_html(w.trace, around=w.trace.error_step))
+    root = page.one(cls="rb-debugger")
+    assert root.one("div", "rb-error").text == box.text
+    kids = [c for c in root.children if c.classes & {"rb-status", "rb-error", "rb-main"}]
+    assert [sorted(c.classes)[0] for c in kids] == ["rb-status", "rb-error", "rb-main"]
+    panels = page_data(page)
+    shown = [panels["panels"][j] for j in panels["steps"][w.trace.error_step]]
+    assert not any("is not back at its allocated value" in p for p in shown)
+
+
+def test_the_executed_line_adds_to_the_line_never_repeats_it(monkeypatch):
+    """The ``↳ runs`` line shows what the step runs beyond the line as written: nothing for
+    a commented line run forward, ``~axpy, the inverse of axpy`` (not the call again) for a
+    call run backwards, ``the reverse sweep of axpy`` in the reverse sweep."""
+    f = define("""
+        def axpy(y, x):
+            y += 2.0 * x
+
+        def spread(y, x):
+            t = 0.0
+            t += x[0]  # a comment the tracer does not print
+            axpy(y[0:2], x[1:3])
+            y[0] += t
+            t -= x[0]
+            del t
+    """)
+
+    def norm(code: str) -> str:
+        return re.sub(r"[\s()]", "", code.split("#")[0]).rstrip(":")
+
+    calls = {}
+    for loss in (None, ("y", 0)):
+        w = revbench.debug(f, np.zeros(3), np.ones(3), loss=loss)
+        for k, step in enumerate(w.trace):
+            w.go(k)
+            line = current_line(w)
+            code = "".join(p for p in line.parts if isinstance(p, str))
+            for stmt in executed(w):
+                assert norm(stmt) != norm(code), (k, stmt, code)
+            if step.lineno == 7 and step.direction == "forward":
+                assert executed(w) == [], k  # (before: "runs t += x[0]", the line again)
+            if step.lineno == 8 and step.kind == "return" and step.direction == "backward":
+                calls[loss is not None] = executed(w)
+    assert calls == {False: ["~axpy, the inverse of axpy"], True: ["the reverse sweep of axpy"]}
+
+
+def test_play_is_a_labelled_button_as_on_the_page():
+    """*▶ play* is a button with a label (the widget's own timer is hidden), the same as on
+    the static page; it reads *⏸ pause* while playing."""
+    w = revbench.debug(define(POLY), 0.0, 2.0)
+    play = [x for x in descendants(w) if "rb-play" in getattr(x, "_dom_classes", ())]
+    assert play == [w.play_button] and isinstance(w.play_button, widgets.Button)
+    assert w.play_button.description == "▶ play" and w.play_button.tooltip
+    assert w.play.layout.display == "none" and "rb-play-timer" in w.play._dom_classes
+    w.play_button.click()
+    assert w.play.playing and w.play_button.description == "⏸ pause"
+    w.play.value = 12  # the browser's timer reached the end, and stops
+    w.play.playing = False
+    assert w.play_button.description == "▶ play" and status(w).startswith("step 12 / 12")
+    page = dom(page_html(w.trace))
+    button = page.one("button", "rb-play")
+    assert button.text == w.play_button.description and button.attrs["title"] == w.play_button.tooltip
+    assert page_data(page)["labels"] == ["▶ play", "⏸ pause"]
 
 
 def test_export_button_writes_the_page_and_offers_it(tmp_path, monkeypatch):
@@ -603,3 +775,49 @@ def test_the_static_iframe_steps_in_a_browser(tmp_path, monkeypatch):
         assert frame.locator(".rb-executed-stmt").first.inner_text() == "t += x * x"
         assert frame.locator("th.rb-adjoint-head").inner_text() == "adjoint ∂y/∂·"
         assert errors == []
+
+
+#: what JupyterLab Dark sets, for a page shown inside it (the page's own fallbacks are light)
+_DARK = """() => {
+  document.body.setAttribute('data-jp-theme-light', 'false');
+  const vars = {'--jp-layout-color0': '#111111', '--jp-content-font-color1': 'rgba(255,255,255,1)',
+    '--jp-content-font-color2': 'rgba(255,255,255,0.7)', '--jp-content-font-color3': 'rgba(255,255,255,0.5)',
+    '--jp-border-color1': '#616161', '--jp-border-color2': '#424242',
+    '--jp-cell-editor-background': '#212121', '--jp-rendermime-error-background': '#460000'};
+  for (const [k, v] of Object.entries(vars)) { document.documentElement.style.setProperty(k, v); }
+  document.body.style.background = '#111111';
+}"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_the_page_keeps_long_lines_in_the_source_column(tmp_path, monkeypatch, theme):
+    """The static page (the widget's HTML and CSS) in chromium, in a narrow window: a long
+    commented line scrolls inside the source column, never over the variables (a DOM
+    measurement); the error is told once, its place above its message; *▶ play* is
+    labelled.  The same checks run on the widget in JupyterLab (tests/test_jupyterlab.py)."""
+    if _chromium() is None:
+        pytest.skip("no chromium (/usr/bin/chromium or `chromium` on PATH)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    from test_jupyterlab import assert_error_told_once, assert_laid_out, assert_play_labelled
+
+    f = cell_function(SUBARRAY_CELL, "spread", monkeypatch)
+    w = revbench.debug(f, np.zeros(3), np.ones(3))
+    path = w.export_html(tmp_path / "page.html")
+    with headless_page(sync_api) as (page, errors):
+        page.set_viewport_size({"width": 900, "height": 800})
+        page.goto(path.as_uri())
+        if theme == "dark":
+            page.evaluate(_DARK)
+        root = page.locator(".rb-debugger")
+        assert_play_labelled(root)
+        for _ in range(2):  # on to the long line
+            page.locator(".rb-forward").click()
+        assert "a long comment" in page.locator(".rb-current").inner_text()
+        assert_laid_out(root, theme)
+        page.locator(".rb-goto-error").click()
+        assert_error_told_once(root, "is out of range along axis 0")
+        assert_laid_out(root, theme)
+        page.screenshot(path=str(tmp_path / f"page-{theme}.png"), full_page=True)
+        assert errors == []
+

@@ -33,7 +33,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = ("docs/language.md", "docs/architecture.md", "docs/ad.md", "docs/checkpointing.md",
-             "docs/performance.md", "docs/interop.md", "docs/gpu.md", "README.md")
+             "docs/experiments.md", "docs/performance.md", "docs/interop.md", "docs/gpu.md", "README.md")
 #: documents whose examples need optional packages: skipped, saying so, where one is missing
 #: (docs/gpu.md runs in Numba's CUDA simulator: conftest.py sets NUMBA_ENABLE_CUDASIM=1)
 NEEDS = {"docs/interop.md": ("jax", "torch"), "docs/gpu.md": ("numba_cuda",)}

@@ -14,8 +14,9 @@ pd = pytest.importorskip("pandas")
 
 from revbench import experiments, reversible  # noqa: E402
 from revbench.checkpoint import Bennett, Periodic, Reverse, Revolve, StoreAll, TimeLoop  # noqa: E402
-from revbench.experiments.__main__ import main, parse_strategy  # noqa: E402
-from revbench.experiments.memory import peak_during  # noqa: E402
+from revbench.experiments import memory  # noqa: E402
+from revbench.experiments.__main__ import format_table, legend, main, parse_strategy  # noqa: E402
+from revbench.experiments.memory import measure_call, measurement_floor, peak_during  # noqa: E402
 
 COLUMNS = ["workload", "strategy", "knob", "n_steps", "seconds", "forward_steps", "inverse_steps",
            "reverse_steps", "peak_states", "peak_bytes", "measured_peak_bytes", "grad_error",
@@ -46,6 +47,11 @@ def test_compare_every_fitting_strategy(name):
     assert (rb["reverse_steps"] == rb["n_steps"]).all()
     assert (rb["grad_error"] < 1e-10).all()
     assert (rb["seconds"] > 0).all() and (rb["measured_peak_bytes"] >= 0).all()
+    assert (rb["timed_runs"] >= 1).all() and (rb["timed_runs"] % 1 == 0).all()
+    floor = r.info["memory_floor_bytes"]
+    if floor is not None:
+        assert (t["memory_floor_bytes"] == floor).all()
+        assert (t["measured_below_floor"] == (t["measured_peak_bytes"] < floor)).all()
     store = rb[rb["strategy"] == "StoreAll"]
     assert (store["peak_states"] == store["n_steps"] + 1).all()
     assert (store["forward_steps"] == store["n_steps"]).all()
@@ -179,6 +185,104 @@ def test_memory_measurement_sees_numba_allocations():
     assert big > 100 * 2**20 and small < 10 * 2**20
 
 
+def _fake_clock(monkeypatch, per_read: float) -> None:
+    """measure_call's clock advances ``per_read`` seconds each time it is read."""
+    now = [0.0]
+
+    def clock():
+        now[0] += per_read
+        return now[0]
+
+    monkeypatch.setattr(memory, "_clock", clock)
+
+
+def test_measure_call_repeats_a_short_call_until_a_sample_is_long_enough(monkeypatch):
+    calls = []
+    _fake_clock(monkeypatch, 0.001)  # every sample reads 1 ms, however many calls it holds
+    result, seconds, _, runs = measure_call(lambda: calls.append(1) or len(calls), repeats=3,
+                                            min_seconds=0.02)
+    per_sample = math.ceil(1.2 * 0.02 / 0.001)
+    assert runs == 3 * per_sample > 3
+    assert len(calls) == 1 + runs  # one untimed call that chose the number, then the samples
+    assert result == len(calls)
+    assert seconds == pytest.approx(0.001 / per_sample)
+
+
+def test_measure_call_times_a_long_call_once_per_sample(monkeypatch):
+    calls = []
+    _fake_clock(monkeypatch, 0.05)
+    _, seconds, _, runs = measure_call(lambda: calls.append(1), repeats=3, min_seconds=0.02)
+    assert runs == 3 and len(calls) == 3  # the first call is the first sample
+    assert seconds == pytest.approx(0.05)
+    with pytest.raises(ValueError, match="repeats"):
+        measure_call(lambda: None, repeats=0)
+
+
+def test_a_short_row_is_repeated(monkeypatch):
+    _fake_clock(monkeypatch, 0.001)
+    r = experiments.compare("heat", n_steps=[4], strategies=[StoreAll()], repeats=2,
+                            progress=False, peers=False)
+    row = r.table.iloc[0]
+    assert row["timed_runs"] == 2 * math.ceil(1.2 * 0.02 / 0.001)
+    assert r.info["min_sample_seconds"] == 0.02
+    with pytest.raises(ValueError, match="min_seconds"):
+        experiments.compare("heat", n_steps=[4], min_seconds=-1)
+
+
+def test_the_memory_floor_is_calibrated(monkeypatch):
+    floor = measurement_floor()
+    if floor is None:
+        pytest.skip("peak memory cannot be measured here")
+    assert floor >= memory.MIN_FLOOR_BYTES and floor % (128 * 1024) == 0
+    assert measurement_floor() == floor  # measured once per process
+    try:
+        # every figure 300 KiB off: the floor is twice that, rounded up to 128 KiB
+        monkeypatch.setattr(memory, "peak_during",
+                            lambda fn: (fn(), 8 * fn.__defaults__[0] + 300 * 1024))
+        assert measurement_floor(refresh=True) == 640 * 1024
+        monkeypatch.setattr(memory, "peak_during", lambda fn: (fn(), None))
+        assert measurement_floor(refresh=True) is None
+    finally:
+        monkeypatch.undo()
+        measurement_floor(refresh=True)
+
+
+def _rows(**changes):
+    row = {"workload": "heat", "framework": "revbench", "strategy": "Bennett", "knob": "k=2",
+           "n_steps": 10, "seconds": 1e-3, "timed_runs": 40, "model_seconds": 5e-4,
+           "time_overhead": 2.0, "forward_steps": 10, "inverse_steps": 0, "reverse_steps": 10,
+           "peak_states": 11, "peak_bytes": 8800, "measured_peak_bytes": 4096,
+           "memory_floor_bytes": 256 * 1024, "measured_below_floor": True,
+           "memory_overhead_bytes": 4096 - 8800, "grad_error": 0.0, "roundtrip_error": 0.0,
+           "error": ""}
+    big = dict(row, n_steps=1000, peak_states=1001, peak_bytes=880_000,
+               measured_peak_bytes=3 * 2**20, measured_below_floor=False,
+               memory_overhead_bytes=3 * 2**20 - 880_000)
+    failed = dict(row, n_steps=10**9, seconds=math.nan, timed_runs=math.nan,
+                  measured_peak_bytes=math.nan, measured_below_floor=False,
+                  memory_overhead_bytes=math.nan,
+                  error="InsufficientMemoryError: Bennett(k=2) needs 8.8 TB")
+    return pd.DataFrame([dict(r, **changes) for r in (row, big, failed)])
+
+
+def test_the_table_shows_a_figure_below_the_floor_as_such():
+    lines = format_table(_rows()).splitlines()
+    header = lines[0].split()
+    small, big, failed = ([dict(zip(header, line.split())) for line in lines[1:]])
+    assert small["measured_MB"] == "<0.25" and small["extra_MB"] == "-"
+    assert big["measured_MB"] == "3.000" and big["extra_MB"] == f"{(3 * 2**20 - 880_000) / 2**20:.3f}"
+    assert small["runs"] == "40" and failed["runs"] == "-" and failed["measured_MB"] == "-"
+    assert "error" not in header
+
+
+def test_the_legend_lists_the_rows_that_failed():
+    text = legend(_rows())
+    assert "(here 0.25 MB)" in text and "20 ms" in text
+    assert "rows without figures:" in text
+    assert "revbench Bennett k=2 n_steps=1000000000: InsufficientMemoryError" in text
+    assert "rows without figures" not in legend(_rows().iloc[:2])
+
+
 def test_parse_strategy():
     assert parse_strategy("revolve:10") == Revolve(snapshots=10)
     assert parse_strategy("Revolve(snapshots=4)") == Revolve(snapshots=4)
@@ -203,6 +307,18 @@ def test_cli_runs_and_writes(tmp_path, capsys):
                  str(tmp_path), "--no-progress", "--no-peers", "--repeats", "1"]) == 0
     out = capsys.readouterr().out
     assert "Bennett" in out and "k=2" in out
+    lines = out.splitlines()
+    header = lines[1].split()
+    assert header[:4] == ["framework", "strategy", "knob", "n_steps"]
+    assert "error" not in header and "runs" in header  # failures are listed, not a column
+    # the legend under the table explains every column it printed
+    legend_at = lines.index("columns:")
+    explained = {line.split()[0] for line in lines[legend_at + 1:] if line.startswith("  ")
+                 and not line.startswith("   ")}
+    assert set(header) - {"framework", "strategy", "knob", "n_steps"} <= explained
+    floor = measurement_floor()
+    if floor is not None:
+        assert f"(here {floor / 2**20:.3g} MB)" in " ".join(lines[legend_at:])
     for ext in ("json", "csv", "png"):
         assert (tmp_path / f"heat.{ext}").exists()
 

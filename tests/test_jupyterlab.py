@@ -362,6 +362,24 @@ t = 0.0
 t += x
 del t"""
 DIRTY_DEL_LINE = 4
+#: a function with a long commented line that calls another on sub-arrays, and the cell
+#: that debugs it (the third debugger of the page): the layout test's program
+LONG_COMMENT = "# " + "a comment that goes on and on, " * 6
+LAYOUT_CELLS = [
+    "import numpy as np\nv = np.zeros(3)\nw = np.ones(3)",
+    "%%reversible --no-jit\n"
+    "def axpy(p, q):\n"
+    "    p += 2.0 * q\n"
+    "\n"
+    "def spread(p, q):  # (not y, x: DebuggerView reads those as the scalars of DEBUG_CELL)\n"
+    "    t = 0.0\n"
+    f"    t += q[0]  {LONG_COMMENT}\n"
+    "    axpy(p[0:2], q[1:3])\n"
+    "    p[0] += t\n"
+    "    t -= q[0]\n"
+    "    del t",
+    "%%reversible --no-jit --debug --loss v[0]\nspread(v, w)",
+]
 
 _STATUS = re.compile(r"step (\d+) / (\d+) · (forward|backward) · line (\d+)")
 
@@ -447,6 +465,7 @@ def debugger_page(lab: LabServer, browser, tmp_path_factory: pytest.TempPathFact
         f"x = {X0!r}\ny = {Y0!r}",
         DEBUG_CELL,
         DIRTY_CELL,
+        *LAYOUT_CELLS,
     ])
     context = browser.new_context(viewport={"width": 1400, "height": 1200})
     page = context.new_page()
@@ -454,7 +473,7 @@ def debugger_page(lab: LabServer, browser, tmp_path_factory: pytest.TempPathFact
         with explained(page, lab, "the notebook with the debugger did not run", shots / "run.png"):
             open_and_run_all(page, lab, nb)
             wait_for_cells(page, ".rb-debugger .rb-status")
-            page.locator(".rb-debugger").nth(1).wait_for(state="visible", timeout=CELL_RUN_S * 1000)
+            page.locator(".rb-debugger").nth(2).wait_for(state="visible", timeout=CELL_RUN_S * 1000)
         yield page, shots
     finally:
         context.close()
@@ -514,6 +533,100 @@ def test_debugger_shows_a_dirty_ancilla(lab: LabServer, debugger_page) -> None:
         assert row.get_attribute("data-state") == "dirty", row.evaluate("e => e.outerHTML")
         assert "rb-dirty" in (row.get_attribute("class") or "").split()
         assert "del t" in dbg.root.inner_text(), "the failed step names its statement"
+        assert_error_told_once(dbg.root, "is not back at its allocated value")
+        dbg.root.locator(".rb-error").first.screenshot(path=str(shots / "error-box.png"))
+
+
+def assert_error_told_once(root, message: str) -> None:
+    """One error box: its place on a line of its own, the message below it, and the message
+    nowhere else in the debugger (before: a red box in the status line, then place and
+    message run together in a second box)."""
+    text = root.inner_text()
+    assert text.count(message) == 1, f"the error is told {text.count(message)} times: {text}"
+    boxes = root.locator(".rb-error")
+    assert boxes.count() == 1, root.evaluate("e => e.outerHTML")[-3000:]
+    where = boxes.first.locator(".rb-error-where").last.bounding_box()
+    said = boxes.first.locator(".rb-error-message").first
+    assert message in said.inner_text()
+    assert said.bounding_box()["y"] >= where["y"] + where["height"] - 1, (where, said.bounding_box())
+    assert boxes.first.evaluate("e => getComputedStyle(e).whiteSpace") == "pre-wrap"
+
+
+#: the debugger's layout as chromium draws it: the source column's right edge, the side
+#: column's edges, anything of the source column drawn past its right edge (an element's
+#: box clipped by the scrolling boxes it sits in), and whether the code box scrolls
+_LAYOUT_JS = """(root) => {
+  const source = root.querySelector('.rb-source'), side = root.querySelector('.rb-side');
+  const code = source.querySelector('.rb-code');
+  const s = source.getBoundingClientRect(), d = side.getBoundingClientRect();
+  const spill = [];
+  for (const el of source.querySelectorAll('*')) {
+    let right = el.getBoundingClientRect().right;
+    for (let p = el.parentElement; p && p !== root; p = p.parentElement) {
+      if (getComputedStyle(p).overflowX !== 'visible') {
+        right = Math.min(right, p.getBoundingClientRect().right);
+      }
+    }
+    if (right > s.right + 0.5) { spill.push(`${el.tagName}.${el.className}: ${right} > ${s.right}`); }
+  }
+  return {sourceRight: s.right, sideLeft: d.left, sideRight: d.right,
+          rootRight: root.getBoundingClientRect().right, spill: spill.slice(0, 5),
+          codeRight: code.getBoundingClientRect().right, codeScrollWidth: code.scrollWidth,
+          codeClientWidth: code.clientWidth, codeOverflowX: getComputedStyle(code).overflowX,
+          sideScrollWidth: side.scrollWidth, sideClientWidth: side.clientWidth};
+}"""
+
+
+def assert_laid_out(root, theme: str) -> dict:
+    """The source column ends where the side column begins: a long line scrolls inside the
+    source box (it is longer than the box, and the box scrolls) and nothing of it is drawn
+    over the variables; the side column stays inside the debugger."""
+    m = root.evaluate(_LAYOUT_JS)
+    assert m["sourceRight"] <= m["sideLeft"] + 0.5, f"{theme}: the source runs into the side: {m}"
+    assert not m["spill"], f"{theme}: drawn past the source column: {m}"
+    assert m["codeRight"] <= m["sourceRight"] + 0.5, f"{theme}: {m}"
+    assert m["codeScrollWidth"] > m["codeClientWidth"], f"{theme}: no line longer than the box? {m}"
+    assert m["codeOverflowX"] in ("auto", "scroll"), f"{theme}: {m}"
+    assert m["sideRight"] <= m["rootRight"] + 0.5, f"{theme}: the side column leaves the debugger: {m}"
+    return m
+
+
+def assert_play_labelled(root) -> None:
+    """*▶ play* is a labelled, visible button, as on the static page."""
+    play = root.locator("button.rb-play, .rb-play button")
+    assert play.count() == 1 and play.first.is_visible()
+    assert play.first.inner_text().strip() == "▶ play", play.first.inner_text()
+
+
+def test_debugger_layout_in_the_light_theme(lab: LabServer, debugger_page) -> None:
+    """A long commented line scrolls inside the source column, never over the variables;
+    the ``↳ runs`` line does not repeat it; *▶ play* is labelled."""
+    page, shots = debugger_page
+    dbg = DebuggerView(page.locator(".rb-debugger").nth(2))
+    with explained(page, lab, "the debugger's layout (light theme)", shots / "layout-failed.png"):
+        shown = dbg.read()
+        for _ in range(10):  # forward to the long line, inside spread
+            if LONG_COMMENT.strip() in dbg.root.locator(".rb-current").first.inner_text():
+                break
+            shown = dbg.click("rb-forward", shown.step + 1)
+        current = dbg.root.locator(".rb-current").first
+        assert LONG_COMMENT.strip() in current.inner_text(), current.inner_text()
+        assert_laid_out(dbg.root, "light")
+        assert dbg.root.locator(".rb-executed").count() == 0, "the line is what runs: no ↳ line"
+        dbg.root.screenshot(path=str(shots / "layout-light.png"))
+        # the code box scrolls to show the end of the line, and still stays in its column
+        dbg.root.locator(".rb-code").first.evaluate("e => { e.scrollLeft = e.scrollWidth; }")
+        assert_laid_out(dbg.root, "light, scrolled")
+        assert_play_labelled(dbg.root)
+        # play runs to the end in the browser, saying "⏸ pause" meanwhile, then "▶ play"
+        from playwright.sync_api import expect
+
+        play = dbg.button("rb-play")
+        play.click()
+        expect(play).to_have_text("⏸ pause", timeout=STEP_S * 1000)
+        expect(dbg.root.locator(".rb-status").first).to_contain_text(
+            f"step {shown.steps} / {shown.steps}", timeout=STEP_S * 1000)
+        expect(play).to_have_text("▶ play", timeout=STEP_S * 1000)
 
 
 #: WCAG's minimum contrast for normal text
@@ -610,7 +723,7 @@ DARK_CELLS = [
     "%%reversible --no-jit\n"
     "def add_poly(y, x):\n"
     "    t = 0.0\n"
-    "    t += x * x\n"
+    f"    t += x * x  {LONG_COMMENT}\n"
     "    y += 3.0 * t + x\n"
     "    t -= x * x\n"
     "    del t",
@@ -646,6 +759,8 @@ def test_debugger_is_readable_in_the_dark_theme(lab: LabServer, browser,
             found["the call stack"] = frames.first.locator("td.rb-fn").evaluate(_CONTRAST_JS)
             assert found["the debugger"]["background"] < 0.05, found["the debugger"]  # dark
             assert_readable(found, "dark")
+            assert_laid_out(dbg.root, "dark")  # add_poly's long commented line scrolls
+            assert_play_labelled(dbg.root)
             cell = page.locator(".jp-Cell", has=page.locator(".rb-debugger")).first
             cell.scroll_into_view_if_needed()
             cell.screenshot(path=str(shots / "debugger-dark.png"))

@@ -127,6 +127,21 @@ def test_heat_gradients_match_reference_and_finite_differences():
             np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
 
 
+def test_mlp_gradients_match_reference_and_finite_differences():
+    args = N.mlp_data(9, 3, 5, 2, seed=2)
+    val, *grads = R.mlp_value_and_grad(*args)
+    assert np.isclose(val, R.mlp_value(*args))
+    for k, g in enumerate(grads):  # the hand-written backpropagation, against differences
+        np.testing.assert_allclose(g, fd_grad(lambda: R.mlp_value(*args), args[k]),
+                                   rtol=1e-6, atol=1e-7)
+    for fn in (P.mlp, P.mlp_fast):  # the natural program, written with `@`
+        outs, got = revbench.value_and_grad(fn, loss="loss", wrt=("W1", "b1", "W2", "b2"))(
+            0.0, *args)
+        assert np.isclose(outs[0], val, rtol=1e-12)
+        for a, b in zip(got[1:5], grads, strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
 def test_check_close_fails_loudly():
     with pytest.raises(N.Mismatch, match="does not match"):
         N.check_close("x", np.ones(3), np.zeros(3))

@@ -604,10 +604,17 @@ def test_signature_with_defaults(backend):
     """, backend)
 
 
-def test_slices_with_a_step_refused(backend):
+def test_slices_with_a_negative_step_refused(backend):
     expect_refusal(f"""
         def f(y, x):
-            y += np.sum(x[::2])  {MARK}
+            y += np.sum(x[::-2])  {MARK}
+    """, backend)
+
+
+def test_slices_with_a_variable_step_refused(backend):
+    expect_refusal(f"""
+        def f(y, x, k):
+            y += np.sum(x[::k])  {MARK}
     """, backend)
 
 

@@ -20,6 +20,14 @@ def slices(y, x, a, b, c, d, w):
     y[a:b] += w * x[c:d]
 
 
+def strided(y, x, a, b, c, d, w):
+    y[a:b:2] += w * x[c:d:3]
+
+
+def odd_even(x, a, b, c, d, w):
+    x[a:b:2] += w * x[c:d:2]
+
+
 def rows(A, B, i, j, k, w):
     A[i] += w * B[j] - np.max(B[k, 1:])
 '''
@@ -64,6 +72,53 @@ def test_slices_do_what_numpy_does_or_refuse(a, b, c, d, w):
         np.testing.assert_allclose(back[0], 0.0, atol=1e-12)
     if want is not None:  # unchecked code computes the same where the statement is valid
         np.testing.assert_array_equal(UNCHECKED["slices"](np.zeros(5), x, a, b, c, d, w)[0], want)
+
+
+def _numpy_strided(y, x, a, b, c, d, w, same: bool):
+    """NumPy's ``y[a:b:2] += w * x[c:d:3]`` (``x[a:b:2] += w * x[c:d:2]`` when ``same``), or
+    None where revbench must refuse: clipped bounds, shapes that differ, or (one array) two
+    views that share an element."""
+    n, m = len(y), len(x)
+
+    def norm(v, size):
+        return v + size if v < 0 else v
+
+    (a2, b2), (c2, d2) = (norm(a, n), norm(b, n)), (norm(c, m), norm(d, m))
+    if not (0 <= a2 <= b2 <= n and 0 <= c2 <= d2 <= m):
+        return None
+    left, right = range(a2, b2, 2), range(c2, d2, 2 if same else 3)
+    if len(left) != len(right) or (same and set(left) & set(right)):
+        return None
+    out = y.copy()
+    if same:
+        out[a2:b2:2] += w * out[c2:d2:2]
+    else:
+        out[a2:b2:2] += w * x[c2:d2:3]
+    return out
+
+
+@settings(max_examples=80, deadline=None)
+@given(a=BOUND, b=BOUND, c=BOUND, d=BOUND, w=st.floats(-3, 3), same=st.booleans())
+def test_strided_slices_do_what_numpy_does_or_refuse(a, b, c, d, w, same):
+    """Steps: the elements each view covers, its length, bounds, and odd/even views of one
+    array, which may update each other only where they share no element."""
+    x = np.arange(1.0, 8.0)
+    want = _numpy_strided(x if same else np.zeros(6), x, a, b, c, d, w, same)
+    for backend, ns in NS.items():
+        y = x.copy() if same else np.zeros(6)
+        before = y.copy()
+        args = (y, a, b, c, d, w) if same else (y, x, a, b, c, d, w)
+        try:
+            out = ns["odd_even" if same else "strided"](*args)
+        except revbench.ReversibilityError as err:
+            assert want is None, f"{backend} refused a valid statement: {err}"
+            assert any(w_ in str(err) for w_ in ("out of range", "same shape", "overlap"))
+            np.testing.assert_array_equal(y, before)  # nothing changed
+            continue
+        assert want is not None, f"{backend} accepted it (same={same}, {a}:{b}, {c}:{d})"
+        np.testing.assert_array_equal(out[0], want)
+        back = (~ns["odd_even" if same else "strided"])(*out)
+        np.testing.assert_allclose(back[0], before, atol=1e-12)
 
 
 @settings(max_examples=60, deadline=None)

@@ -170,8 +170,10 @@ def test_runtime_errors_restore_the_data(backend, src, args, match):
 @pytest.mark.parametrize("src,args,error,match", [
     (AXPY + "def f(A, c):\n    axpy(A[0], c, A)\n", (np.ones((3, 2)), 2.0),
      revbench.ReversibilitySyntaxError, r"`A` is passed twice to `axpy` \(as `A\[0\]` too\)"),
-    ("def f(s, x):\n    s += np.sum(x[::2])\n", (0.0, np.ones(4)),
-     revbench.ReversibilitySyntaxError, r"slices with a step are not supported"),
+    ("def f(s, x):\n    s += np.sum(x[::-2])\n", (0.0, np.ones(4)),
+     revbench.ReversibilitySyntaxError, r"`x\[::-2\]`: a negative step \(a reversed view\) is not"),
+    ("def f(s, x, k):\n    s += np.sum(x[::k])\n", (0.0, np.ones(4), 2),
+     revbench.ReversibilitySyntaxError, r"step must be a constant positive integer"),
     ("def f(s, A):\n    s += A[0]\n", (0.0, np.ones((2, 2))), revbench.ReversibilityTypeError,
      r"`A\[0\]` is a sub-array \(float64\[:\]\) but a scalar is needed here"),
     ("def f(x, y):\n    x[0:2], y = y, x[0:2]\n", (np.ones(3), np.ones(2)),

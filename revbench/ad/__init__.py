@@ -3,6 +3,7 @@
 ==========================  ===========================================================
 :mod:`.reverse`             ``grad``, ``value_and_grad``, ``jacobian``, ``vjp``,
                             ``check_grad``: the forward run, then the reverse sweep
+:mod:`.forward`             ``jvp``: the tangent of the forward run (forward mode)
 :mod:`.second_order`        ``hvp``, ``hessian``: the tangent of the forward run and its
                             reverse sweep, in one program
 :mod:`.batch`, :mod:`.gpu`  ``batch=`` (one compiled loop over items, on every core) and
@@ -21,8 +22,9 @@ Every name here is also ``revbench.<name>``.
 
 from revbench.ad.custom import custom_adjoint, remove_adjoint
 from revbench.ad.external import external
+from revbench.ad.forward import jvp
 from revbench.ad.reverse import check_grad, grad, jacobian, value_and_grad, vjp
 from revbench.ad.second_order import hessian, hvp
 
 __all__ = ["check_grad", "custom_adjoint", "external", "grad", "hessian", "hvp", "jacobian",
-           "remove_adjoint", "value_and_grad", "vjp"]
+           "jvp", "remove_adjoint", "value_and_grad", "vjp"]

@@ -14,6 +14,7 @@ so errors, tracebacks and Numba typing failures point at the user's code.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,6 +110,13 @@ def _post_order(e: ir.Expr):
     for c in ir.sub_expressions(e):
         yield from _post_order(c)
     yield e
+
+
+def _axis_step(e: ir.Elem, ax: int) -> int | None:
+    """The step of element or sub-array ``e`` along its array's axis ``ax``: ``None`` for one
+    index there, 1 for a plain slice or an axis not indexed."""
+    part = e.indices[ax] if ax < len(e.indices) else None
+    return ir.slice_step(part) if part is None or isinstance(part, ir.Slice) else None
 
 
 def _finite(v) -> bool:
@@ -685,6 +693,11 @@ class Emitter:
             spans.append(tuple(self.x(b) for b in ir.slice_bounds(e.name, ax, part)))
         return tuple(fixed), tuple(spans)
 
+    def view_steps(self, e: ir.Elem) -> tuple[int, ...]:
+        """Per axis of the sub-array, its step (``x[::2]``: 2), a constant of the IR."""
+        return tuple(ir.slice_step(part)
+                     for _, part in ir.subarray_axes(e, self.type_of(e.name).ndim))
+
     def view_parts(self, e: ir.Elem) -> tuple[tuple, tuple]:
         hit = self._views.get(id(e))
         if hit is not None and hit[0] is e:
@@ -722,11 +735,13 @@ class Emitter:
     def view_code(self, e: ir.Elem) -> str:
         """The sub-array as a NumPy view: ``A[i, lo:hi]``."""
         fixed, spans = self.view_parts(e)
-        parts, it = [], iter(spans)
+        parts, it, steps = [], iter(spans), iter(self.view_steps(e))
         for ax, code in enumerate(fixed):
             if code is None:
                 lo, hi = next(it)
+                step = next(steps)
                 code = ":" if (lo, hi) == ("0", f"{e.name}.shape[{ax}]") else f"{lo}:{hi}"
+                code = code if step == 1 else f"{code}:{step}" if code != ":" else f"::{step}"
             parts.append(code)
         return f"{e.name}[{', '.join(parts)}]"
 
@@ -735,11 +750,12 @@ class Emitter:
         fixed, spans = self.view_parts(e)
         if len(ew) != len(spans):  # a sum outside a statement: one tuple index
             return f"{self.view_code(e)}[{', '.join(ew)}]"
-        parts, j = [], 0
+        parts, j, steps = [], 0, self.view_steps(e)
         for code in fixed:
             if code is None:
                 lo = spans[j][0]
-                code = ew[j] if lo == "0" else f"{lo} + {ew[j]}"
+                k = ew[j] if steps[j] == 1 else f"{ew[j]} * {steps[j]}"
+                code = k if lo == "0" else f"{lo} + {k}"
                 j += 1
             parts.append(code)
         return f"{e.name}[{', '.join(parts)}]"
@@ -749,7 +765,9 @@ class Emitter:
         if isinstance(node, ir.Var):
             return f"{node.name}.shape[{ax}]"
         lo, hi = self.view_parts(node)[1][ax]
-        return hi if lo == "0" else f"({hi} - {lo})"
+        span = hi if lo == "0" else f"({hi} - {lo})"
+        step = self.view_steps(node)[ax]
+        return span if step == 1 else f"(({span} + {step - 1}) // {step})"
 
     def axis_range(self, e: ir.Elem, ax: int) -> tuple[str, str]:
         """The indices ``[lo, hi)`` that element or sub-array ``e`` covers along axis ``ax``
@@ -777,6 +795,12 @@ class Emitter:
             for ax in range(min(len(a.indices), len(b.indices))):
                 (la, ha), (lb, hb) = self.axis_range(a, ax), self.axis_range(b, ax)
                 conds.append(f"{la} < {hb} and {lb} < {ha}")
+                # strided views (x[::2], x[1::2]) meet only where their starts agree modulo
+                # the steps' common divisor (an element: modulo the view's step)
+                sa, sb = (_axis_step(e, ax) for e in (a, b))
+                g = math.gcd(sa or 0, sb or 0) if sa or sb else 1
+                if g > 1:
+                    conds.append(f"({la} - {lb}) % {g} == 0")
                 if ax == 0:
                     first = (f"max({la}, {lb})", f"min({ha}, {hb}) - 1")
             self.emit(f"if {' and '.join(conds) or 'True'}:", loc)

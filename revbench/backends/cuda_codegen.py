@@ -193,7 +193,8 @@ class CudaEmitter(Emitter):
             lo, hi = (self.fold(b) for b in ir.slice_bounds(e.name, ax, part))
             if lo is None or hi is None:
                 return None
-            dims.append(max(0, hi - lo))
+            step = ir.slice_step(part)
+            dims.append(max(0, (hi - lo + step - 1) // step))
         return tuple(dims)
 
     # -- checks report instead of raising ---------------------------------------

@@ -480,8 +480,9 @@ class Tracer:
     def _key(self, c: _Code, e: ir.Elem) -> Callable[[dict], tuple]:
         """The NumPy index of sub-array ``e`` (ints and slices), as the code computes it."""
         fixed, spans = c.em.view_parts(e)
-        it = iter(spans)
-        parts = [code if code is not None else "slice({}, {})".format(*next(it)) for code in fixed]
+        it, steps = iter(spans), iter(c.em.view_steps(e))
+        parts = [code if code is not None else "slice({}, {}, {})".format(*next(it), next(steps))
+                 for code in fixed]
         code, G = c.source("(" + ", ".join(parts) + ",)"), c.G
         return lambda V: eval(code, G, V)
 

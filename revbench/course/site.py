@@ -16,6 +16,13 @@ the notebook's widget state is dropped (no widget manager is loaded from a CDN).
 ``docs/`` go to ``OUTDIR/docs/`` as HTML (the lessons link to them), and ``OUTDIR/index.html``
 lists the lessons with their titles and subtitles.
 
+The site works offline, opened from disk: no page loads anything from the network.  The
+maths of the lessons (``$T$``, ``$$ ... $$``) is typeset at build time, as MathML, by
+`latex2mathml <https://pypi.org/project/latex2mathml/>`_ (see :func:`tex_to_mathml`), and
+the ``<script>`` tags nbconvert's template points at a CDN (MathJax, require.js, mermaid)
+are left out; a page that would still load a remote script, style sheet, image or frame
+stops the build (:func:`remote_assets`).
+
 Why execute instead of exporting the committed notebooks: they are committed without
 outputs (``tests/test_notebooks.py`` checks it), so the site is where students see the
 results -- and building it is one more check that every lesson runs.  A cell that fails
@@ -26,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import html
 import os
 import re
@@ -50,6 +58,25 @@ LESSON_LINK = re.compile(r"\]\((?:\.\./notebooks/)?(\d\d_[\w-]+)\.ipynb(#[^)\s]*
 DOCS_LINK = re.compile(r"\]\(\.\./docs/([\w-]+)\.md(#[^)\s]*)?\)")
 #: a markdown link from one page of the docs to another (``ad.md#1-grad``)
 SIBLING_DOC_LINK = re.compile(r"\]\(([\w-]+)\.md(#[^)\s]*)?\)")
+#: maths in a line of markdown: ``$$...$$`` or ``$...$`` (one capture group, for re.split)
+MATH = re.compile(r"(\$\$.+?\$\$|(?<![\\$])\$[^$]+?(?<![\\$])\$)")
+#: a markdown link (its text kept), emphasis marks (``*``, ``**``, ``_`` around words)
+LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
+EMPHASIS = re.compile(r"\*+|(?<!\w)_+|_+(?!\w)")
+#: a lesson heading's number: ``3. Title``, ``Lesson 3 — Title``, ``Lesson 3: Title``
+NUMBERED_TITLE = re.compile(r"^(?:lesson\s+(\d+)\s*[.:)\u2014\u2013-]?|(\d+)\s*[.:)\u2014\u2013-])\s*(.+)$",
+                            re.IGNORECASE)
+#: where one sentence ends and the next begins
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(])")
+#: what latex2mathml leaves of a command it does not know: ``<mi>\foo</mi>``
+UNKNOWN_TEX = re.compile(r">(\\[A-Za-z]+)<")
+#: a resource a page would load from the network: a script, style sheet, image, frame or
+#: module by an absolute URL (a link to follow, ``<a href="https://...">``, is fine)
+REMOTE_ASSET = re.compile(
+    r"<(?:script|link|img|iframe|source|video|audio|embed)\b[^>]*?\s(?:src|href)\s*=\s*[\"']?((?:https?:)?//[^\"'\s>]+)"
+    r"|\bimport\s*\(?\s*[\"']((?:https?:)?//[^\"']+)"
+    r"|@import\s+(?:url\()?[\"']?((?:https?:)?//[^\"')\s]+)",
+    re.IGNORECASE)
 
 
 class SiteError(RuntimeError):
@@ -89,19 +116,58 @@ def _text(source: Any) -> str:
     return "".join(source) if isinstance(source, list) else str(source)
 
 
+def _plain(markdown: str) -> str:
+    """One line of markdown as plain text: emphasis, code marks and link targets dropped;
+    maths (``$...$``) kept as it is, for :func:`inline_html` to typeset."""
+    parts = MATH.split(" ".join(markdown.split()))
+    for k in range(0, len(parts), 2):  # the text between the maths
+        text = LINK.sub(r"\1", parts[k])
+        parts[k] = EMPHASIS.sub("", text.replace("`", ""))
+    return "".join(parts).strip()
+
+
+def lesson_title(heading: str, stem: str = "") -> str:
+    """A lesson's title as the index shows every lesson's: ``N. Title``, whether its heading
+    reads ``# 3. Title``, ``# Lesson 3 — Title`` or just ``# Title`` (the number then from
+    the file name, ``03_x``); no trailing colon."""
+    text = _plain(heading).rstrip(" :")
+    m = NUMBERED_TITLE.match(text)
+    if m:
+        return f"{int(m[1] or m[2])}. {m[3]}"
+    number = re.match(r"(\d\d)_", stem)
+    return f"{int(number[1])}. {text}" if number else text
+
+
+def lesson_subtitle(paragraph: str) -> str:
+    """The index's line under a lesson's title, from the lesson's first paragraph: at most
+    its first two sentences, without the *Lesson N of the course* that the title already
+    says, and without a last sentence that ends in a colon (it introduces a list the index
+    does not show)."""
+    text = re.sub(r"^Lesson \d+ of the (?:[\w-]+ )?course\s*[,:;]?\s*", "", _plain(paragraph),
+                  flags=re.IGNORECASE)
+    sentences = SENTENCE_END.split(text)[:2]
+    while len(sentences) > 1 and sentences[-1].endswith(":"):
+        sentences.pop()
+    text = " ".join(sentences)
+    if text.endswith(":"):
+        text = text.rstrip(" :") + "."
+    return text[:1].upper() + text[1:]
+
+
 def describe(nb: Any, fallback: str) -> tuple[str, str]:
-    """The lesson's title (its first ``# heading``) and subtitle (the first paragraph after
-    the heading, usually the italic *Lesson N of the course: ...* line), as plain text."""
+    """The lesson's title (its first ``# heading``, see :func:`lesson_title`) and subtitle
+    (from the first paragraph after the heading, usually the italic *Lesson N of the
+    course: ...* line, see :func:`lesson_subtitle`), as plain text with maths as ``$...$``.
+    ``fallback`` is the notebook's stem (``03_x``): the title when there is no heading."""
     for cell in nb.cells:
         if cell.cell_type != "markdown":
             continue
         lines = _text(cell.source).splitlines()
         for i, line in enumerate(lines):
             if line.startswith("# "):
-                title = line[2:].strip()
                 rest = "\n".join(lines[i + 1:]).strip()
-                first = rest.split("\n\n", 1)[0].replace("\n", " ").strip()
-                return title, re.sub(r"[*_`]", "", first)
+                first = rest.split("\n\n", 1)[0]
+                return lesson_title(line[2:], fallback), lesson_subtitle(first)
     return fallback, ""
 
 
@@ -156,11 +222,104 @@ def execute(path: Path, timeout: int = CELL_TIMEOUT_S) -> Any:
     return nb
 
 
-def export(nb: Any, title: str) -> str:
-    """The executed notebook as one HTML page (JupyterLab's look, images inline)."""
-    from nbconvert import HTMLExporter
+def tex_to_mathml(tex: str, display: bool = False) -> str:
+    """The TeX of one formula as a MathML ``<math>`` element, which browsers typeset
+    natively (MathML Core: Chromium since 109, Firefox, Safari), with no script and no font
+    to fetch.
 
-    exporter = HTMLExporter(template_name="lab", embed_images=True)
+    Why latex2mathml, at build time: nbconvert's pages load MathJax from a CDN when they
+    are opened, so offline the maths stayed raw ``$T$``.  Bundling MathJax instead would add
+    megabytes of scripts and fonts to the site (and a copy to keep in step with the
+    template's configuration); latex2mathml is a small, maintained, pure-Python converter
+    that covers the TeX the lessons use, and the page then needs nothing at all.  A command
+    it does not know would come out as its raw name, so it stops the build instead."""
+    from latex2mathml.converter import convert
+
+    try:
+        mathml = convert(tex.strip(), display="block" if display else "inline")
+    except Exception as e:  # latex2mathml's errors name the construct, not the formula
+        raise SiteError(f"cannot typeset the TeX {tex.strip()!r}: {type(e).__name__}: {e}") from e
+    unknown = UNKNOWN_TEX.search(mathml)
+    if unknown:
+        raise SiteError(f"cannot typeset the TeX {tex.strip()!r}: latex2mathml does not know {unknown[1]}")
+    return mathml
+
+
+def inline_html(text: str) -> str:
+    """Plain text with ``$...$`` maths (a title, a subtitle) as HTML: escaped, maths as MathML."""
+    parts = MATH.split(text)
+    return "".join(tex_to_mathml(part.strip("$"), display=part.startswith("$$")) if k % 2
+                   else html.escape(part) for k, part in enumerate(parts))
+
+
+def remote_assets(page: str) -> list[str]:
+    """The URLs of what ``page`` would load from the network when it is opened (scripts,
+    style sheets, images, frames, imported modules); links to follow are not counted."""
+    return [next(url for url in m.groups() if url) for m in REMOTE_ASSET.finditer(page)]
+
+
+#: nbconvert's lab template without what it loads from a CDN: require.js (nothing on the
+#: pages uses it: the widget manager that did is left out, see :func:`for_static_page`),
+#: MathJax (the maths is MathML already), mermaid (no lesson draws a diagram) and the
+#: widget manager; LaTeX outputs (``text/latex``) typeset like the markdown's maths
+SITE_TEMPLATE = """{%- extends 'index.html.j2' -%}
+{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
+{%- block jupyter_widgets -%}{%- endblock jupyter_widgets -%}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+{% block data_latex scoped %}
+<div class="jp-RenderedLatex jp-OutputArea-output {{ extra_class }}" data-mime-type="text/latex">
+{{ output.data['text/latex'] | markdown2html }}
+</div>
+{%- endblock data_latex %}
+"""
+
+
+@functools.cache
+def _exporter_class() -> type:
+    """nbconvert's ``HTMLExporter`` with :data:`SITE_TEMPLATE` and the maths of markdown
+    (cells and ``text/markdown`` outputs) as MathML.  Made on first use: nbconvert is only
+    needed to build the site."""
+    import jinja2
+    from nbconvert import HTMLExporter
+    from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
+
+    class MathMLRenderer(IPythonRenderer):  # type: ignore[misc]
+        """nbconvert's markdown renderer, its maths typeset by :func:`tex_to_mathml`
+        instead of left as ``$...$`` text for MathJax."""
+
+        def block_math(self, body: str) -> str:
+            return tex_to_mathml(body, display=True)
+
+        def inline_math(self, body: str) -> str:
+            return tex_to_mathml(body)
+
+        def latex_environment(self, name: str, body: str) -> str:
+            return tex_to_mathml(f"\\begin{{{name}}}{body}\\end{{{name}}}", display=True)
+
+    class SiteExporter(HTMLExporter):  # type: ignore[misc]
+        def __init__(self, **kw: Any) -> None:
+            super().__init__(template_name="lab", template_file="revbench_site.html.j2",
+                             extra_loaders=[jinja2.DictLoader({"revbench_site.html.j2": SITE_TEMPLATE})],
+                             **kw)
+
+        @jinja2.pass_context  # nbconvert's filters get the template's context so
+        def markdown2html(self, context: Any, source: str) -> str:
+            cell = context.get("cell", {})
+            renderer = MathMLRenderer(
+                escape=False, attachments=cell.get("attachments", {}), embed_images=self.embed_images,
+                path=context.get("resources", {}).get("metadata", {}).get("path", ""),
+                anchor_link_text=self.anchor_link_text, exclude_anchor_links=self.exclude_anchor_links,
+                **getattr(self, "lexer_options", {}))  # nbconvert >= 7.17
+            return MarkdownWithMath(renderer=renderer).render(source)
+
+    return SiteExporter
+
+
+def export(nb: Any, title: str) -> str:
+    """The executed notebook as one HTML page (JupyterLab's look, images inline) that needs
+    no network: maths as MathML, no script from a CDN (see :data:`SITE_TEMPLATE`)."""
+    exporter = _exporter_class()(embed_images=True)
     body, _ = exporter.from_notebook_node(for_static_page(nb), resources={"metadata": {"name": title}})
     return body
 
@@ -170,7 +329,7 @@ body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; max-width:
   margin: 40px auto; padding: 0 16px; color: #1f2328; line-height: 1.5; }
 h1 { margin-bottom: 4px; }
 .rb-site-intro { color: #57606a; margin-top: 0; }
-ol.rb-lessons { padding-left: 1.4em; }
+ol.rb-lessons { list-style: none; padding-left: 0; }
 ol.rb-lessons li { margin: 14px 0; }
 ol.rb-lessons a { font-size: 1.15em; font-weight: 600; color: #0969da; text-decoration: none; }
 ol.rb-lessons a:hover { text-decoration: underline; }
@@ -180,16 +339,17 @@ footer { margin-top: 32px; font-size: 0.9em; color: #6e7781; }
 
 
 def index_html(lessons: Sequence[Lesson], docs: Sequence[tuple[str, str]] = ()) -> str:
-    """The site's front page: the lessons in order, each a link with its subtitle; then the
-    reference pages of the docs."""
+    """The site's front page: the lessons in order, each a link with its subtitle (their
+    numbers are in their titles, see :func:`lesson_title`, so the list shows none of its
+    own); then the reference pages of the docs."""
     reference = ""
     if docs:
         links = "\n".join(f'<li><a href="{html.escape(href)}">{html.escape(title)}</a></li>'
                           for href, title in docs)
         reference = f'<h2>Reference</h2>\n<ul class="rb-docs">\n{links}\n</ul>'
     items = "\n".join(
-        f'<li><a class="rb-lesson" href="{html.escape(lesson.html_name)}">{html.escape(lesson.title)}</a>'
-        f'<span class="rb-subtitle">{html.escape(lesson.subtitle)}</span></li>'
+        f'<li><a class="rb-lesson" href="{html.escape(lesson.html_name)}">{inline_html(lesson.title)}</a>'
+        f'<span class="rb-subtitle">{inline_html(lesson.subtitle)}</span></li>'
         for lesson in lessons)
     from revbench._version import __version__
 
@@ -256,11 +416,21 @@ def export_docs(docs: Path, outdir: Path) -> list[tuple[str, str]]:
             text = path.read_text(encoding="utf-8")
             first = next((ln[2:].strip() for ln in text.splitlines() if ln.startswith("# ")), path.stem)
             first = first.replace("`", "")
-            (target / f"{path.stem}.html").write_text(doc_page(text, first), encoding="utf-8")
+            write_page(target / f"{path.stem}.html", doc_page(text, first))
             pages.append((f"docs/{path.stem}.html", first))
         elif path.is_file():
             shutil.copy2(path, target / path.name)
     return pages
+
+
+def write_page(path: Path, page: str) -> None:
+    """Write one page of the site, which must load nothing from the network
+    (:func:`remote_assets`): opened offline, it would be missing a piece."""
+    remote = remote_assets(page)
+    if remote:
+        raise SiteError(f"{path.name} would load from the network, so it would break offline: "
+                        + ", ".join(remote))
+    path.write_text(page, encoding="utf-8")
 
 
 def build(outdir: Path, source: Path, only: Sequence[str] = (), timeout: int = CELL_TIMEOUT_S,
@@ -279,11 +449,11 @@ def build(outdir: Path, source: Path, only: Sequence[str] = (), timeout: int = C
         seconds = time.perf_counter() - t0
         title, subtitle = describe(nb, path.stem)
         lesson = Lesson(path, title, subtitle, f"{path.stem}.html", seconds)
-        (outdir / lesson.html_name).write_text(export(nb, title), encoding="utf-8")
+        write_page(outdir / lesson.html_name, export(nb, title))
         print(f"  {outdir / lesson.html_name}  ({seconds:.1f} s to run)", file=log, flush=True)
         lessons.append(lesson)
     docs = export_docs(source.resolve().parent / "docs", outdir)
-    (outdir / "index.html").write_text(index_html(lessons, docs), encoding="utf-8")
+    write_page(outdir / "index.html", index_html(lessons, docs))
     return lessons
 
 

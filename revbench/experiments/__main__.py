@@ -10,11 +10,14 @@ A bad argument is a one-line usage error (exit status 2).
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
+import textwrap
 from collections.abc import Sequence
 
 from revbench.checkpoint import STRATEGIES, Strategy
+from revbench.experiments.memory import MIN_SAMPLE_SECONDS
 
 QUICK_STEPS = [10, 100]
 
@@ -91,9 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strategies", type=_strategies,
                    help=f"comma-separated: {strategy_usage()} "
                         "(default: each fitting strategy over a range of its knob)")
-    p.add_argument("--repeats", type=_positive, help="timed runs per row (default 3)")
+    p.add_argument("--repeats", type=_positive,
+                   help="timed samples per row, their median reported (default 3); a sample "
+                        f"repeats a call shorter than {MIN_SAMPLE_SECONDS * 1e3:g} ms until it "
+                        "lasts that long")
     p.add_argument("--quick", action="store_true",
-                   help=f"small and fast: steps {','.join(map(str, QUICK_STEPS))}, one repeat")
+                   help=f"small and fast: steps {','.join(map(str, QUICK_STEPS))}, one sample")
     p.add_argument("--out", default="results", metavar="DIR",
                    help="where to write WORKLOAD.json, .csv and .png (default: results)")
     p.add_argument("--no-peers", action="store_true", help="leave out JAX / PyTorch rows")
@@ -101,20 +107,83 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _mb(v: float) -> str:
+    return "-" if v != v else f"{v / 2**20:.3f}"
+
+
+def _count(v: float) -> str:
+    return "-" if v != v else f"{int(v)}"
+
+
 def format_table(df) -> str:
+    """The rows of a :func:`~revbench.experiments.compare` table as the command line prints
+    them: MB (2**20 bytes), step counts, ``-`` where a figure does not apply, and a measured
+    memory figure below the measurement's floor as ``<FLOOR`` (its ``extra_MB`` as ``-``)."""
     show = df.copy()
-    for col in ("peak_bytes", "measured_peak_bytes", "memory_overhead_bytes"):
-        show[col] = (show[col] / 2**20).map(lambda v: f"{v:.3f}" if v == v else "-")
-    show["time_overhead"] = show["time_overhead"].map(lambda v: f"{v:.2f}x" if v == v else "-")
-    show = show.rename(columns={"peak_bytes": "peak_MB", "measured_peak_bytes": "measured_MB",
-                                "forward_steps": "fwd", "inverse_steps": "inv",
-                                "reverse_steps": "rev", "peak_states": "states",
-                                "model_seconds": "model_s", "time_overhead": "overhead",
-                                "memory_overhead_bytes": "extra_MB"})
-    cols = ["framework", "strategy", "knob", "n_steps", "seconds", "model_s", "overhead", "fwd",
-            "inv", "rev", "states", "peak_MB", "measured_MB", "extra_MB", "grad_error",
-            "roundtrip_error", "error"]
-    return show[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}")
+    below = show["measured_below_floor"].fillna(False).astype(bool) \
+        if "measured_below_floor" in show else [False] * len(show)
+    floor = show["memory_floor_bytes"] if "memory_floor_bytes" in show else [math.nan] * len(show)
+    show["measured_MB"] = [f"<{f / 2**20:.3g}" if b else _mb(v)
+                           for v, b, f in zip(show["measured_peak_bytes"], below, floor)]
+    show["extra_MB"] = ["-" if b else _mb(v) for v, b in zip(show["memory_overhead_bytes"], below)]
+    show["peak_MB"] = show["peak_bytes"].map(_mb)
+    show["overhead"] = show["time_overhead"].map(lambda v: f"{v:.2f}x" if v == v else "-")
+    counts = {"timed_runs": "runs", "forward_steps": "fwd", "inverse_steps": "inv",
+              "reverse_steps": "rev", "peak_states": "states"}
+    for col, short in counts.items():
+        show[short] = show[col].map(_count) if col in show else "-"
+    show = show.rename(columns={"model_seconds": "model_s"})
+    cols = ["framework", "strategy", "knob", "n_steps", "seconds", "runs", "model_s", "overhead",
+            "fwd", "inv", "rev", "states", "peak_MB", "measured_MB", "extra_MB", "grad_error",
+            "roundtrip_error"]
+    return show[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}", na_rep="-")
+
+
+def legend(df, min_seconds: float = MIN_SAMPLE_SECONDS) -> str:
+    """What the columns of :func:`format_table` mean, and why a row has no figures."""
+    floors = df["memory_floor_bytes"].dropna() if "memory_floor_bytes" in df else []
+    floor = f"{floors.iloc[0] / 2**20:.3g} MB" if len(floors) else "unknown"
+    ms = f"{min_seconds * 1e3:.3g} ms"
+    items = [
+        ("seconds", "wall time of one gradient call (the loss and its gradient), the median of "
+                    "the samples"),
+        ("runs", f"gradient calls timed: a call shorter than {ms} runs back to back until one "
+                 f"sample lasts {ms}, and seconds = the sample's time / its calls (JAX and "
+                 "PyTorch rows too, after a warm-up call)"),
+        ("model_s", "the cost model: fwd x the time of one forward step + inv x one inverse step "
+                    "+ rev x one reverse step, each step timed in this run"),
+        ("overhead", "seconds / model_s: what the implementation adds to the method"),
+        ("fwd", "runs of the step forward, the first sweep included"),
+        ("inv", "runs of the step's inverse without adjoints (Bennett's uncomputation)"),
+        ("rev", "runs of the step's reverse sweep (its adjoint, which also uncomputes): "
+                "n_steps for every strategy"),
+        ("states", "the most states held at once, the working state included"),
+        ("peak_MB", "states x the bytes of one state, counted exactly (MB = 2**20 bytes)"),
+        ("measured_MB", "the most memory the operating system saw one gradient call add (its "
+                        "resident size: Numba's arrays included); '<F': below F, the floor "
+                        f"under which the measurement cannot tell a figure from noise (here "
+                        f"{floor})"),
+        ("extra_MB", "measured_MB - peak_MB: what the implementation holds beyond the states "
+                     "('-' when measured_MB is below the floor)"),
+        ("grad_error", "relative difference (2-norm) of the gradient from StoreAll()'s in the "
+                       "same run (Revolve's where StoreAll() does not fit)"),
+        ("roundtrip_error", "Reverse(): the largest difference between the initial state "
+                            "recovered by running the steps backwards and the true one; 0 for "
+                            "the others"),
+        ("-", "does not apply (JAX and PyTorch rows have no step counts or cost model)"),
+    ]
+    width = max(len(k) for k, _ in items) + 2
+    lines = ["columns:"]
+    for key, text in items:
+        lines += textwrap.wrap(text, 100, initial_indent="  " + key.ljust(width),
+                               subsequent_indent=" " * (width + 2))
+    failed = df[df["error"].fillna("").astype(str) != ""] if "error" in df else df.iloc[:0]
+    if len(failed):
+        lines.append("rows without figures:")
+        for _, r in failed.iterrows():
+            what = [str(r[c]) for c in ("framework", "strategy", "knob") if r[c] == r[c] and r[c]]
+            lines.append(f"  {' '.join(what)} n_steps={r['n_steps']}: {r['error']}")
+    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -139,6 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(exc).splitlines()[0])
     print(f"{ns.workload}: {WORKLOADS[ns.workload].description}")
     print(format_table(result.table))
+    print(legend(result.table))
     paths = result.save(f"{ns.out}/{ns.workload}")
     print("wrote " + ", ".join(str(p) for p in paths.values()))
     return 0

@@ -1,9 +1,14 @@
 """``compare``: run a loop's gradient with each strategy, over a range of lengths, and measure.
 
-Every row of the result is one (strategy, knob, n_steps): the median wall time of
-``repeats`` gradient calls, the exact counts from ``loop.stats``, the memory the
-operating system saw the call add (:mod:`revbench.experiments.memory`, which sees
-Numba's allocations), and how far the gradient is from ``StoreAll()``'s.
+Every row of the result is one (strategy, knob, n_steps): the wall time of one gradient
+call (the median of ``repeats`` samples; a call shorter than ``min_seconds`` is repeated
+back to back until a sample lasts that long, and ``timed_runs`` counts the calls timed),
+the exact counts from ``loop.stats``, the memory the operating system saw the call add
+(:mod:`revbench.experiments.memory`, which sees Numba's allocations; a figure below
+``memory_floor_bytes``, what the measurement can tell from noise on this machine, is
+flagged ``measured_below_floor``), and how far the gradient is from ``StoreAll()``'s.
+``error`` says why a row has no figures (a strategy that ran out of memory, a peer that
+failed); it is empty otherwise.
 
 Each row also has its *cost model*: the exact counts times the cost of one step of each
 kind, timed in the same run by the same compiled driver (``TimeLoop.step_times``), and
@@ -17,7 +22,6 @@ from __future__ import annotations
 
 import math
 import platform
-import statistics
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -28,12 +32,13 @@ import numpy as np
 
 from revbench.checkpoint import STRATEGIES, Revolve, StoreAll, Strategy, TimeLoop
 from revbench.checkpoint.loop import InsufficientMemoryError
-from revbench.experiments.memory import peak_during
+from revbench.experiments.memory import MIN_SAMPLE_SECONDS, measure_call, measurement_floor
 from revbench.lang.errors import ReversibilityError
 
-COLUMNS = ["workload", "framework", "strategy", "knob", "n_steps", "seconds", "model_seconds",
-           "time_overhead", "forward_steps", "inverse_steps", "reverse_steps", "peak_states",
-           "peak_bytes", "measured_peak_bytes", "memory_overhead_bytes", "disk_bytes", "grad_error",
+COLUMNS = ["workload", "framework", "strategy", "knob", "n_steps", "seconds", "timed_runs",
+           "model_seconds", "time_overhead", "forward_steps", "inverse_steps", "reverse_steps",
+           "peak_states", "peak_bytes", "measured_peak_bytes", "memory_floor_bytes",
+           "measured_below_floor", "memory_overhead_bytes", "disk_bytes", "grad_error",
            "roundtrip_error", "value", "error"]
 
 
@@ -91,15 +96,20 @@ class Result:
 def compare(workload: Any, n_steps: Sequence[int] | int = (100, 1000),
             strategies: Iterable[Strategy] | None = None, repeats: int = 3,
             progress: bool = True, *, args: tuple | None = None, seed: int = 0,
-            peers: bool = True, **size: Any) -> Result:
+            peers: bool = True, min_seconds: float = MIN_SAMPLE_SECONDS, **size: Any) -> Result:
     """Measure each strategy's gradient on ``workload`` for each loop length in ``n_steps``.
 
     ``workload`` is a name of :data:`revbench.experiments.WORKLOADS` (its ``size``
     knobs may be passed as keywords) or your own :class:`~revbench.checkpoint.TimeLoop`,
     with its arguments in ``args``.  ``strategies=None`` runs each fitting strategy
-    over a small range of its knob (:func:`default_strategies`).  ``repeats`` gradient
-    calls are timed after one warm-up (compilation is not measured); ``seconds`` is
-    their median.  ``peers=False`` leaves out JAX / PyTorch even where installed.
+    over a small range of its knob (:func:`default_strategies`).  ``repeats`` samples
+    are timed after a warm-up (compilation is not measured); a sample is one gradient
+    call, or, when one call is shorter than ``min_seconds``, as many back to back as
+    last that long (:func:`~revbench.experiments.memory.measure_call`).  ``seconds`` is
+    the median time of one call, ``timed_runs`` the calls timed.  A measured memory
+    figure below ``memory_floor_bytes`` (:func:`~revbench.experiments.memory.measurement_floor`)
+    is flagged ``measured_below_floor``.  ``peers=False`` leaves out JAX / PyTorch even
+    where installed (their rows are timed the same way, after a warm-up call).
     """
     from revbench.experiments.workloads import WORKLOADS
 
@@ -109,6 +119,9 @@ def compare(workload: Any, n_steps: Sequence[int] | int = (100, 1000),
         raise ValueError(f"n_steps must be a positive int or a list of them, got {n_steps!r}")
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
+    if isinstance(min_seconds, bool) or not isinstance(min_seconds, (int, float)) \
+            or not min_seconds >= 0:
+        raise ValueError(f"min_seconds must be a number >= 0, got {min_seconds!r}")
     user_strategies = None if strategies is None else list(strategies)
     if isinstance(workload, TimeLoop):
         if args is None:
@@ -158,13 +171,15 @@ def compare(workload: Any, n_steps: Sequence[int] | int = (100, 1000),
     _warm_up(*warm, chosen)
     # the cost model: what one step of each kind costs, timed by the same driver
     step_seconds = warm[0].step_times(*warm[1])
+    floor = measurement_floor()
     try:
         for T, strats in plan:
             loop, loop_args = make(T)
             ref = _reference(loop, loop_args, strats)
             for s in strats:
                 bar.set_postfix_str(f"T={T} {s.label}", refresh=False)
-                rows.append(_measure(name, loop, loop_args, s, repeats, ref, step_seconds))
+                rows.append(_measure(name, loop, loop_args, s, repeats, ref, step_seconds,
+                                     min_seconds))
                 bar.update()
             if peer_mod is not None:
                 for row in peer_mod.measure(name, T, loop_args, repeats):
@@ -172,6 +187,7 @@ def compare(workload: Any, n_steps: Sequence[int] | int = (100, 1000),
                     grad = row.pop("grad", None)
                     row.setdefault("workload", name)
                     row.setdefault("n_steps", T)
+                    row.setdefault("timed_runs", repeats)  # (a failed peer row timed nothing)
                     row["grad_error"] = _grad_error(grad, ref[1]) if grad is not None and ref else math.nan
                     rows.append(row)
                     bar.update()
@@ -183,11 +199,14 @@ def compare(workload: Any, n_steps: Sequence[int] | int = (100, 1000),
     for c in COLUMNS:
         if c not in table.columns:
             table[c] = np.nan if c != "error" else ""
+    table["memory_floor_bytes"] = math.nan if floor is None else float(floor)
+    table["measured_below_floor"] = table["measured_peak_bytes"] < table["memory_floor_bytes"]
     table = table[COLUMNS + [c for c in table.columns if c not in COLUMNS]]
     info = {"machine": platform.platform(), "processor": platform.processor() or platform.machine(),
             "python": platform.python_version(), "repeats": repeats, "seed": seed,
             "size": size, "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-            "step_seconds": step_seconds}
+            "step_seconds": step_seconds, "min_sample_seconds": min_seconds,
+            "memory_floor_bytes": floor}
     return Result(name, table, info)
 
 
@@ -242,27 +261,23 @@ def model_seconds(row: dict[str, Any], step_seconds: dict[str, float]) -> float:
 
 
 def _measure(name: str, loop: TimeLoop, args: tuple, strategy: Strategy, repeats: int, ref,
-             step_seconds: dict[str, float] | None = None) -> dict:
+             step_seconds: dict[str, float] | None = None,
+             min_seconds: float = MIN_SAMPLE_SECONDS) -> dict:
     row: dict[str, Any] = {"workload": name, "framework": "revbench", "strategy": strategy.name,
                            "knob": strategy.knob, "n_steps": loop.n_steps, "error": ""}
-    times, peaks = [], []
-    result = None
     try:
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            result, peak = peak_during(lambda: loop.value_and_grad(*args, strategy=strategy))
-            times.append(time.perf_counter() - t0)
-            if peak is not None:
-                peaks.append(peak)
+        # the same arguments every call: a TimeLoop's gradient does not change them
+        result, seconds, peak, runs = measure_call(
+            lambda: loop.value_and_grad(*args, strategy=strategy), repeats, min_seconds)
     except (ReversibilityError, InsufficientMemoryError) as exc:
         row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
         row["seconds"] = math.nan
         return row
     st = loop.stats
-    row.update(seconds=statistics.median(times), forward_steps=st.forward_steps,
+    row.update(seconds=seconds, timed_runs=runs, forward_steps=st.forward_steps,
                inverse_steps=st.inverse_steps, reverse_steps=st.reverse_steps,
                peak_states=st.peak_states, peak_bytes=st.peak_bytes, disk_bytes=st.disk_bytes,
-               measured_peak_bytes=max(peaks) if peaks else math.nan,
+               measured_peak_bytes=math.nan if peak is None else peak,
                roundtrip_error=st.roundtrip_error, value=result[0],
                grad_error=_grad_error(result[1], ref[1]) if ref else math.nan)
     if step_seconds is not None:

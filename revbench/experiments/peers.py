@@ -22,8 +22,9 @@ torch       ``autograd+checkpoint``     ``torch.utils.checkpoint.checkpoint`` (n
 Neither framework is a dependency of revbench, and neither is imported until
 :func:`measure` runs (:func:`available` only looks them up).  Each row is measured as
 revbench's own rows are: one untimed warm-up call (JAX compiles there, once per workload,
-strategy and length), then ``repeats`` timed calls, their median wall time, and the most
-memory the operating system saw a call add (:func:`~revbench.experiments.memory.peak_during`).
+strategy and length), then ``repeats`` samples (a short call repeated back to back until a
+sample lasts long enough for the clock), their median time per call, and the most memory the
+operating system saw a sample add (:func:`~revbench.experiments.memory.measure_call`).
 """
 
 from __future__ import annotations
@@ -31,14 +32,12 @@ from __future__ import annotations
 import gc
 import importlib.util
 import math
-import statistics
-import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from revbench.experiments.memory import peak_during
+from revbench.experiments.memory import measure_call
 
 __all__ = ["FRAMEWORKS", "available", "measure", "variants"]
 
@@ -169,20 +168,15 @@ def _release_freed_memory() -> None:
 _TRIM: Any = None
 
 
-def _timed(call: Callable[[], Any], repeats: int) -> tuple[Any, float, int | float]:
-    """One untimed warm-up call, then ``repeats`` timed ones: (last result, median seconds,
-    max measured peak bytes)."""
+def _timed(call: Callable[[], Any], repeats: int) -> tuple[Any, float, int | float, int]:
+    """One untimed warm-up call (JAX compiles, PyTorch warms its allocator), then the
+    samples of :func:`~revbench.experiments.memory.measure_call` -- short calls repeated
+    back to back, as revbench's rows are: (last result, median seconds per call, max
+    measured peak bytes, calls timed)."""
     call()
-    times, peaks, result = [], [], None
-    for _ in range(max(1, int(repeats))):
-        result = None
-        _release_freed_memory()
-        t0 = time.perf_counter()
-        result, peak = peak_during(call)
-        times.append(time.perf_counter() - t0)
-        if peak is not None:
-            peaks.append(int(peak))
-    return result, statistics.median(times), (max(peaks) if peaks else math.nan)
+    _release_freed_memory()
+    result, seconds, peak, runs = measure_call(call, max(1, int(repeats)))
+    return result, seconds, (math.nan if peak is None else int(peak)), runs
 
 
 def _pack_grads(args: tuple, float_pos: list[int], grads) -> tuple:
@@ -316,10 +310,10 @@ def _jax_runner(name: str, T: int, args: tuple, ckpt: bool, repeats: int) -> dic
         def call():
             return jax.block_until_ready(fn(floats, aux))
 
-        (value, grads), seconds, peak = _timed(call, repeats)
+        (value, grads), seconds, peak, runs = _timed(call, repeats)
         value = float(value)
         grads = [np.asarray(g) for g in grads]
-    return {"seconds": seconds, "measured_peak_bytes": peak, "value": value,
+    return {"seconds": seconds, "timed_runs": runs, "measured_peak_bytes": peak, "value": value,
             "grad": _pack_grads(args, float_pos, grads)}
 
 
@@ -374,6 +368,6 @@ def _torch_runner(name: str, T: int, args: tuple, ckpt: bool, repeats: int) -> d
         grads = torch.autograd.grad(value, leaves)
         return float(value.detach()), [g.detach().numpy() for g in grads]
 
-    (value, grads), seconds, peak = _timed(call, repeats)
-    return {"seconds": seconds, "measured_peak_bytes": peak, "value": value,
+    (value, grads), seconds, peak, runs = _timed(call, repeats)
+    return {"seconds": seconds, "timed_runs": runs, "measured_peak_bytes": peak, "value": value,
             "grad": _pack_grads(args, float_pos, grads)}

@@ -1,6 +1,10 @@
-"""Plots of an experiment: the space-time trade-off, and how time and memory grow with T.
+"""Plots of an experiment: the space-time trade-off, how time and memory grow with T, the
+pebbles of a schedule, and timings side by side.
 
-Only this module (of the package) imports matplotlib, and only when a plot is asked for.
+Only this module and :mod:`~revbench.experiments.plot_style` (of the package) import
+matplotlib, and only when a plot is asked for.  Every figure follows plot_style's rules:
+constrained layout, log axes labelled on their powers of ten, legends of at least 9 points,
+point labels clear of the markers.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ import math
 from typing import Any
 
 from revbench.checkpoint.strategies import STRATEGIES
+from revbench.experiments.plot_style import LEGEND_FONTSIZE, decade_limits, figure, log_axis, place_labels
 
 #: the marker of the peers' rows (JAX, PyTorch); revbench's strategies carry their own
 PEER_MARKER = "x"
@@ -41,13 +46,15 @@ def _mb(value: Any) -> float:
 
 def plot_result(result: Any):
     """Four panels: memory against time at the largest T (each point labelled with its
-    strategy and knob), time and memory against T on log axes, and each measured time
-    against its cost model (exact counts x the step times measured in the same run)."""
+    knob), time and memory against T on log axes, and each measured time against its cost
+    model (exact counts x the step times measured in the same run); one legend of the rows,
+    under the panels."""
     import matplotlib.pyplot as plt
 
     df = result.table
     df = df[df["seconds"].notna()].copy()
-    fig, axes = plt.subplots(1, 4, figsize=(21, 4.8))
+    fig, axes = figure(2, 2, figsize=(12.5, 9.5))
+    axes = list(axes.flat)
     fig.suptitle(f"revbench experiments: {result.workload} -- gradient of a loop of T steps")
     if df.empty:
         for ax in axes:
@@ -64,6 +71,7 @@ def plot_result(result: Any):
     ax = axes[0]
     T = df["n_steps"].max()
     last = df[df["n_steps"] == T]
+    points = []  # labelled once the figure is laid out
     for _, r in last.iterrows():
         marker = marker_of(r["strategy"])
         y = r["measured_mb"] if r["measured_mb"] == r["measured_mb"] else r["exact_mb"]
@@ -72,10 +80,11 @@ def plot_result(result: Any):
             ax.scatter(r["seconds"], r["exact_mb"], marker=marker, s=40, facecolors="none",
                        edgecolors=colors[r["label"]])
             ax.plot([r["seconds"]] * 2, [y, r["exact_mb"]], color=colors[r["label"]], lw=0.6)
-        ax.annotate(r["knob"] or r["label"], (r["seconds"], y), fontsize=7,
-                    xytext=(4, 3), textcoords="offset points")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+        if y == y:
+            dark = tuple(0.7 * c for c in colors[r["label"]][:3])  # pale colours, legible
+            points.append((r["seconds"], y, r["knob"] or r["label"], dark))
+    log_axis(ax)
+    ax.margins(0.08)  # room for the labels of the points at the edges
     ax.set_xlabel("time of one gradient (s)")
     ax.set_ylabel("peak memory measured (MB); hollow: states held")
     ax.set_title(f"the space-time knob at T = {T:,}")
@@ -91,8 +100,7 @@ def plot_result(result: Any):
             if column == "measured_mb" and strategy in STRATEGIES:
                 ax.plot(sub["n_steps"], sub["exact_mb"], color=colors[lab], linestyle=":",
                         linewidth=1)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
+        log_axis(ax)
         ax.set_xlabel("T (steps)")
         ax.set_ylabel(ylabel)
         ax.grid(True, which="both", alpha=0.3)
@@ -108,17 +116,22 @@ def plot_result(result: Any):
         ax.plot([lo, hi], [lo, hi], color="black", lw=0.8, label="measured = model")
         ax.plot([lo, hi], [1.15 * lo, 1.15 * hi], color="gray", lw=0.8, linestyle="--",
                 label="1.15 x model")
-        ax.legend(fontsize=7)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
+        ax.legend(fontsize=LEGEND_FONTSIZE, loc="upper left")
+        log_axis(ax)
     ax.set_xlabel("cost model: counts x step times (s)")
     ax.set_ylabel("measured time of one gradient (s)")
     ax.set_title("the method against its implementation")
     ax.grid(True, which="both", alpha=0.3)
     axes[1].set_title("time against T")
     axes[2].set_title("memory against T (dotted: states held x their size)")
-    axes[2].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    fig.tight_layout()
+    handles, names = axes[1].get_legend_handles_labels()
+    fig.legend(handles, names, loc="outside lower center", ncols=min(4, len(names)),
+               fontsize=LEGEND_FONTSIZE, title="solid: revbench's strategies; dashed: peers",
+               title_fontsize=LEGEND_FONTSIZE)
+    for ax in axes:
+        if ax.get_xscale() == "log":
+            decade_limits(ax)
+    place_labels(axes[0], points)
     return fig
 
 
@@ -142,12 +155,11 @@ def pebble_history(strategy: Any, n_steps: int, inplace: bool) -> list[tuple[int
 def plot_pebbles(strategies: list[Any], n_steps: int = 16, inplace: bool = False):
     """The pebble picture: for each strategy, which states are held (dots) at each action
     (downwards), and which step each action runs (forward, inverse, reverse)."""
-    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     from revbench.checkpoint.plan import FWD, INV, REV
 
-    fig, axes = plt.subplots(1, len(strategies), figsize=(3.2 * len(strategies), 6.5),
-                             squeeze=False)
+    fig, axes = figure(1, len(strategies), figsize=(3.2 * len(strategies), 6.5), squeeze=False)
     colors = {FWD: "tab:blue", INV: "tab:orange", REV: "tab:red"}
     for ax, s in zip(axes[0], strategies):
         hist = [h for h in pebble_history(s, n_steps, inplace) if h[0] in colors]
@@ -159,10 +171,67 @@ def plot_pebbles(strategies: list[Any], n_steps: int = 16, inplace: bool = False
         fwd = sum(op == FWD for op, _, _ in hist)
         inv = sum(op == INV for op, _, _ in hist)
         peak = max(len(h) for _, _, h in hist) if hist else 0
-        ax.set_title(f"{s.label}\n{fwd} fwd, {inv} inv, <= {peak} held", fontsize=9)
+        ax.set_title(f"{s.label}\n{fwd} fwd, {inv} inv, <= {peak} held", fontsize=10)
         ax.set_xlim(-1, n_steps + 1)
     axes[0][0].set_ylabel("action (time runs downwards)")
     fig.suptitle(f"Pebbles: states held (grey) while {n_steps} steps are run forward (blue), "
-                 "uncomputed (orange) and reversed (red)", fontsize=10)
-    fig.tight_layout()
+                 "uncomputed (orange) and reversed (red)", fontsize=11)
+    keys = [Line2D([], [], ls="", marker="o", ms=4, color="0.6", label="state held")] + \
+        [Line2D([], [], ls="", marker=">" if op == FWD else "<", ms=6, color=c, label=name)
+         for op, c, name in ((FWD, colors[FWD], "step forward"), (INV, colors[INV], "step uncomputed"),
+                             (REV, colors[REV], "step reversed"))]
+    fig.legend(handles=keys, loc="outside lower center", ncols=4, fontsize=LEGEND_FONTSIZE)
+    return fig
+
+
+#: the colours of :func:`plot_timings`' bars: (what the legend calls them, colour)
+TOOL_COLORS = {"revbench": ("revbench", "tab:blue"), "hand": ("by hand, SciPy", "tab:gray"),
+               "peer": ("JAX, PyTorch", "tab:orange")}
+
+
+def _tool_kind(tool: str) -> str:
+    if "revbench" in tool:
+        return "revbench"
+    return "hand" if "hand" in tool or tool == "SciPy" else "peer"
+
+
+def plot_timings(timings: dict[str, dict[str, float]], unit: str = "ms"):
+    """One panel per workload of ``timings`` (``{workload: {tool: seconds}}``): each tool's
+    time as a horizontal bar on a log axis, its value written at the bar's end; shorter is
+    faster.  revbench's bars are blue, hand-written code's and SciPy's grey, the other
+    frameworks' orange.  ``unit``: ``"s"``, ``"ms"`` or ``"us"``."""
+    import textwrap
+
+    from matplotlib.patches import Patch
+
+    scale = {"s": 1.0, "ms": 1e3, "us": 1e6}[unit]
+    n = max(len(timings), 1)
+    rows = max((len(t) for t in timings.values()), default=1)
+    fig, axes = figure(1, n, figsize=(4.4 * n, 1.6 + 0.5 * rows), squeeze=False)
+    for ax, (workload, t) in zip(axes[0], timings.items()):
+        tools = list(t)
+        values = [t[k] * scale for k in tools]
+        ax.barh(range(len(tools)), values,
+                color=[TOOL_COLORS[_tool_kind(k)][1] for k in tools])
+        ax.set_yticks(range(len(tools)), [textwrap.fill(k, 20) for k in tools])
+        ax.invert_yaxis()
+        log_axis(ax, "x")
+        shown = [v for v in values if v > 0 and math.isfinite(v)]
+        if shown:  # from the power of ten below the shortest bar, with room for the values
+            ax.set_xlim(10.0 ** math.floor(math.log10(min(shown)) - 1e-9),
+                        10.0 ** math.ceil(math.log10(3 * max(shown))))
+        for i, v in enumerate(values):
+            if v > 0 and math.isfinite(v):
+                ax.annotate(f"{v:.3g}", (v, i), xytext=(3, 0), textcoords="offset points",
+                            va="center", fontsize=LEGEND_FONTSIZE)
+        ax.set_xlabel(f"{'µs' if unit == 'us' else unit}, log scale (shorter is faster)")
+        ax.set_title(workload)
+        ax.grid(True, axis="x", which="major", alpha=0.3)
+    if not timings:
+        axes[0][0].text(0.5, 0.5, "no timings", ha="center", va="center")
+    kinds = [k for k in TOOL_COLORS if any(_tool_kind(tool) == k for t in timings.values()
+                                           for tool in t)]
+    if kinds:
+        fig.legend(handles=[Patch(color=TOOL_COLORS[k][1], label=TOOL_COLORS[k][0]) for k in kinds],
+                   loc="outside lower center", ncols=len(kinds), fontsize=LEGEND_FONTSIZE)
     return fig

@@ -4,12 +4,16 @@
 returns a :class:`Debugger` widget: the source with the current line marked
 (▶ running forward, ◀ backward, ⟲ at the turning point), and under it, on a
 line that runs its inverse, the statement actually executed (``t -= x * x``
-for ``t += x * x``; in the reverse sweep the adjoint updates too); a call
+for ``t += x * x``; in the reverse sweep the adjoint updates too; never the line
+again: a call run backwards says only ``↳ runs ~axpy, the inverse of axpy``); a call
 stack when functions call functions; a variables table (changed values
 highlighted, adjoints ``∂y/∂·`` -- named after the loss -- beside values in
 gradient mode); the ancillas with their states (a dirty one in red); and
-controls: start, step back, step forward, end, the turning point (where the
-backward run starts), play, a slider, and *export page*.
+controls: start, step back, *▶ play* (*⏸ pause* while playing), step forward, end,
+the turning point (where the backward run starts), a slider, and *export page*.
+
+**Layout.**  The source sits beside the side panels (stack, variables, ancillas) and
+never spills into them: a long line (a comment, say) scrolls inside the source box.
 
 **The static page.**  :meth:`Debugger.export_html` (the *export page* button,
 ``revbench.debug(..., export=PATH)``, ``%%reversible --debug --export PATH``)
@@ -34,16 +38,22 @@ for the static page; highlights are translucent tints, readable on a light or a
 dark background, and accents get lighter shades under a dark theme
 (``body[data-jp-theme-light="false"]``).
 
-**Errors** are told as the ``%%reversible`` magic tells them: ``Cell In[5],
-line 3: del t`` (or ``File "...", line 3``), then the message and the usual fix.
+**Errors** are told once, in one box above the source (``div.rb-error``): the
+lines from the outermost call down to the failing one, each on its own line, as
+the ``%%reversible`` magic tells them (``Cell In[5], line 3: del t``, or ``File
+"...", line 3``), then the message and the usual fix; never a cell's internal
+file name.  The failing step's status says only ``✗ fails here``.
 
 The DOM carries the classes the browser tests rely on: ``rb-debugger`` (root),
-``rb-start``, ``rb-back``, ``rb-forward``, ``rb-end``, ``rb-turn``, ``rb-play``,
+``rb-start``, ``rb-back``, ``rb-forward``, ``rb-end``, ``rb-turn``, ``rb-play`` (a
+button labelled ``▶ play``; the widget's hidden timer ``rb-play-timer``),
 ``rb-slider``, ``rb-export`` (widget only; its link ``rb-export-link``, an
 ``a.rb-download``), ``rb-status`` (``step K / N · forward · line L``), ``rb-source``
 (current line ``rb-current``, plus ``rb-turning`` at the turning point; the
 executed statements ``div.rb-executed`` with one ``.rb-executed-stmt`` each,
-``rb-executed-adj`` for an adjoint update), ``rb-stack-panel`` (``table.rb-stack``,
+``rb-executed-adj`` for an adjoint update), the error box ``div.rb-error``
+(``.rb-error-title``, ``.rb-error-where`` per line, ``.rb-error-message``; in the widget
+inside ``rb-error-panel``), ``rb-stack-panel`` (``table.rb-stack``,
 rows ``tr.rb-frame[data-function][data-line]``, innermost first, the current one
 ``rb-frame-current``; empty when the run calls no function), ``table.rb-vars``
 (rows ``tr[data-name]``, ``td.rb-value``, ``td.rb-adjoint``, ``rb-changed``; the
@@ -56,9 +66,11 @@ from __future__ import annotations
 
 import base64
 import html
+import io
 import json
 import os
 import re
+import tokenize
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -70,7 +82,6 @@ from revbench.debugging.tracing import State, Step, Trace, source_lines, trace
 from revbench.function import ReversibleFunction
 from revbench.jupyter.cell import Place, cell_label
 from revbench.jupyter.messages import cell_headline
-from revbench.transforms.pipeline import FORWARD
 
 #: at most this many source lines are shown; longer functions show a window around the line
 SOURCE_WINDOW = 40
@@ -80,6 +91,10 @@ PAGE_STEPS = 5000
 STATIC_ENV = "REVBENCH_STATIC_DEBUGGER"
 #: a download link carries the page as a data: URI up to this size (bytes); bigger: a file link
 DOWNLOAD_LIMIT = 8_000_000
+#: the play button's labels (the same on the static page) and its timer's period
+PLAY_LABEL, PAUSE_LABEL = "▶ play", "⏸ pause"
+PLAY_INTERVAL_MS = 400
+_PLAY_TIP = "play: step forward every 0.4 s (press again to pause)"
 _TURN_TIP = "jump to the turning point: the forward run ends and the backward run begins"
 _EXPORT_TIP = ("write this debugger as a standalone HTML page (it steps without a kernel) "
                "and offer it for download")
@@ -117,17 +132,23 @@ body[data-jp-theme-light="false"] .rb-debugger {
 .rb-debugger .rb-dir-backward { color: var(--rb-backward); font-weight: bold; }
 .rb-debugger .rb-turning-label { color: var(--rb-backward); font-weight: bold; }
 .rb-debugger .rb-action { color: var(--rb-muted); }
-.rb-debugger .rb-step-error, .rb-debugger .rb-error { color: var(--rb-error);
-  background: var(--rb-error-bg); padding: 2px 6px; white-space: pre-wrap; font-family: monospace;
-  border-radius: 4px; }
+.rb-debugger .rb-failed-label { color: var(--rb-error); font-weight: bold; }
+.rb-debugger .rb-error { color: var(--rb-error); background: var(--rb-error-bg); padding: 4px 8px;
+  margin: 4px 0 6px 0; border-radius: 4px; border-left: 3px solid var(--rb-error);
+  font-family: monospace; white-space: pre-wrap; overflow-wrap: anywhere; line-height: 1.45; }
+.rb-debugger .rb-error-title { font-family: sans-serif; font-weight: bold; }
+.rb-debugger .rb-error-message { margin-top: 2px; }
 .rb-debugger .rb-main { display: flex; gap: 12px; align-items: flex-start; }
 .rb-debugger .rb-source { flex: 1 1 55%; min-width: 0; }
-.rb-debugger .rb-side { flex: 1 1 45%; min-width: 0; }
+.rb-debugger .rb-side { flex: 1 1 45%; min-width: 0; overflow-x: auto; }
+.rb-debugger .rb-source > .widget-html-content, .rb-debugger .rb-side .widget-html-content {
+  min-width: 0; max-width: 100%; }
 .rb-debugger .rb-head { font-weight: bold; margin: 2px 0 4px 0; color: var(--rb-fg); }
 .rb-debugger .rb-file { color: var(--rb-muted); font-weight: normal; }
 .rb-debugger .rb-code { font-family: monospace; white-space: pre; overflow-x: auto;
-  border: 1px solid var(--rb-border); border-radius: 4px; padding: 2px 0;
-  background: var(--rb-code-bg); color: var(--rb-fg); }
+  max-width: 100%; box-sizing: border-box; border: 1px solid var(--rb-border); border-radius: 4px;
+  padding: 2px 0; background: var(--rb-code-bg); color: var(--rb-fg); }
+.rb-debugger .rb-code > div { min-width: max-content; }
 .rb-debugger .rb-line { padding: 0 6px; color: var(--rb-fg); }
 .rb-debugger .rb-ln { display: inline-block; width: 3.5em; color: var(--rb-faint); text-align: right;
   margin-right: 4px; }
@@ -159,7 +180,7 @@ body[data-jp-theme-light="false"] .rb-debugger {
 .rb-debugger tr[data-state="clean"] td.rb-state { color: var(--rb-forward); }
 .rb-debugger tr[data-state="allocated"] td.rb-state { color: var(--rb-info); }
 .rb-debugger tr.rb-frame-current td { background: var(--rb-tint-forward); font-weight: bold; }
-.rb-debugger td.rb-frame-code { color: var(--rb-muted); white-space: pre; }
+.rb-debugger td.rb-frame-code { color: var(--rb-muted); white-space: pre-wrap; }
 .rb-debugger .rb-empty td { color: var(--rb-faint); font-style: italic; }
 .rb-debugger .rb-window { color: var(--rb-muted); font-style: italic; }
 .rb-debugger .rb-export-link { font-size: 12px; color: var(--rb-muted); }
@@ -175,7 +196,8 @@ def _e(text: Any) -> str:
 # Rendering: the panels of one step, as HTML (shared by the widget and the page)
 # --------------------------------------------------------------------------- #
 def render_status(t: Trace, k: int) -> str:
-    """``step K / N · forward · line L · in f ← g:12``, then what ran (and any error)."""
+    """``step K / N · forward · line L · in f ← g:12``, then what ran; the failing step says
+    ``✗ fails here`` (its error is told once, in the error box: :func:`render_error`)."""
     step = t[k]
     stack = " ← ".join(f"{name}:{line}" for name, line in reversed(step.stack))
     parts = [
@@ -186,35 +208,83 @@ def render_status(t: Trace, k: int) -> str:
     ]
     if k == t.turn:
         parts.append('<span class="rb-turning-label">⟲ turning point</span>')
-    out = " · ".join(parts)
-    out += f'<div class="rb-action">{"▶" if step.direction == "forward" else "◀"} {_e(step.action)}</div>'
+    action = step.action
     if step.error is not None:
-        out += f'<div class="rb-step-error">✗ {_e(error_headline(step.error, step))}</div>'
-    return out
+        parts.append('<span class="rb-failed-label" title="the step that failed (its error is '
+                     'told in the red box)">✗ fails here</span>')
+        if step.kind == "error":  # the action is the error itself: show the statement instead
+            action = code_only(step.frame.line_text(step.lineno))
+    mark = "✗" if step.error is not None else "▶" if step.direction == "forward" else "◀"
+    return " · ".join(parts) + f'<div class="rb-action">{mark} {_e(action)}</div>'
+
+
+def code_only(line: str) -> str:
+    """A source line without its indentation and its comment (``t += x  # why`` gives
+    ``t += x``); a line Python cannot read alone is only stripped."""
+    text = line.strip()
+    if "#" not in text:
+        return text
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text + "\n").readline):
+            if tok.type == tokenize.COMMENT:
+                return text[:tok.start[1]].rstrip()
+    except (tokenize.TokenError, SyntaxError):  # an unclosed bracket: a line of a longer statement
+        pass
+    return text
 
 
 def _same_code(a: str, b: str) -> bool:
-    """Whether two statements read alike, ignoring spaces, parentheses and a trailing colon
-    (the tracer prints ``y += (3.0 * t) + x`` for ``y += 3.0 * t + x``)."""
+    """Whether two statements read alike, ignoring comments, spaces, parentheses and a
+    trailing colon (the tracer prints ``y += (3.0 * t) + x`` for ``y += 3.0 * t + x``)."""
     def norm(s: str) -> str:
-        return re.sub(r"[\s()]", "", s).rstrip(":")
+        return re.sub(r"[\s()]", "", code_only(s)).rstrip(":")
     return norm(a) == norm(b)
+
+
+_SWEEP = " (its reverse sweep)"
+_CALL = re.compile(r"(~?)([A-Za-z_]\w*)\(")
+
+
+def _what_a_call_adds(stmt: str, text: str) -> str | None:
+    """For a call that runs the line's own call another way (its inverse, its reverse
+    sweep), what that adds, without repeating the arguments: ``~axpy, the inverse of
+    axpy``; None when ``stmt`` is not the line's call."""
+    sweep = stmt.endswith(_SWEEP)
+    ran = _CALL.match(stmt[:-len(_SWEEP)] if sweep else stmt)
+    line = _CALL.match(code_only(text))
+    if ran is None or line is None or ran[2] != line[2]:
+        return None
+    if not _same_code(stmt[ran.end():].removesuffix(_SWEEP), code_only(text)[line.end():]):
+        return None
+    name = line[1] + line[2]
+    if sweep:
+        return f"the reverse sweep of {name}"
+    if ran[1] == line[1]:
+        return None  # the same call: nothing to add
+    return f"{ran[1] + ran[2]}, the inverse of {name}"
 
 
 def _executed_rows(step: Step, text: str) -> str:
     """The statements a step executed, under its line, when they are not the line itself:
-    an inverse (or the reverse sweep) runs there, or an inverted block."""
-    code = step.executed
-    if not code or step.kind in ("start", "turn", "enter"):
+    an inverse (or the reverse sweep) runs there, or an inverted block.  A statement that
+    reads as the line is not repeated; a call run another way says only how (``~axpy,
+    the inverse of axpy``)."""
+    if not step.executed or step.kind in ("start", "turn", "enter"):
         return ""
-    if step.frame.direction == FORWARD and _same_code(code[0], text) and len(code) == 1:
+    code = [(stmt, False) for stmt in step.executed]
+    if _same_code(code[0][0], text):
+        code = code[1:]  # what the line says runs: only the adjoint updates (if any) add
+    elif (adds := _what_a_call_adds(code[0][0], text)) is not None:
+        code[0] = (adds, True)
+    if not code:
         return ""
     indent = " " * (len(text) - len(text.lstrip()))
     label = "runs "
     rows = []
-    for i, stmt in enumerate(code):
+    for i, (stmt, described) in enumerate(code):
         adj = stmt.startswith(("∂", "del ∂"))
-        cls = "rb-executed-stmt" + (" rb-executed-adj" if adj else "")
+        cls = "rb-executed-stmt" + (" rb-executed-adj" if adj else "") + \
+            (" rb-executed-call" if described else "")
         lead = label if i == 0 else " " * len(label)
         rows.append(f'<div class="rb-executed-line"><span class="rb-ln"></span>'
                     f'<span class="rb-mark">{"↳" if i == 0 else " "}</span>{indent}'
@@ -279,7 +349,7 @@ def render_stack(t: Trace, k: int) -> str:
         rows.append(f'<tr class="{cls}" data-function="{_e(frame.name)}" data-line="{line}" '
                     f'title="{_e(where)}"><td class="rb-fn">{_e(frame.name)}</td>'
                     f'<td class="rb-frame-line">line {line}</td>'
-                    f'<td class="rb-frame-code">{_e(frame.line_text(line).strip())}</td></tr>')
+                    f'<td class="rb-frame-code">{_e(code_only(frame.line_text(line)))}</td></tr>')
         line, frame = frame.call_line or 0, frame.parent
     return ('<div class="rb-head">call stack</div><table class="rb-stack"><thead><tr>'
             '<th>function</th><th>line</th><th></th></tr></thead>'
@@ -336,53 +406,88 @@ def render_panels(t: Trace, k: int) -> tuple[str, str, str, str, str]:
 
 
 def render_error(t: Trace) -> str:
-    """Why the trace stopped, told as the magic tells an error (cell, line, message)."""
+    """Why the trace stopped, in one box (``div.rb-error``): a title, each line from the
+    outermost call down to the failing one on its own line (``Cell In[5], line 3: del t``,
+    ``div.rb-error-where``), then the message (``div.rb-error-message``).  '' when the trace
+    ran through."""
     if t.error is None:
         return ""
-    where = f" (step {t.error_step + 1})" if t.error_step is not None else ""
     step = t[t.error_step] if t.error_step is not None else None
-    return f"<b>The trace stopped{where}:</b>\n{_e(error_text(t.error, step))}"
+    title = "The trace stopped" + (f" at step {t.error_step + 1} of {len(t)}" if step else "")
+    where = "".join(f'<div class="rb-error-where">{_e(w)}</div>' for w in error_places(t.error, step))
+    return (f'<div class="rb-error" role="alert"><div class="rb-error-title">✗ {_e(title)}</div>'
+            f'{where}<div class="rb-error-message">{_e(error_headline(t.error, step))}</div></div>')
 
 
 # --------------------------------------------------------------------------- #
 # Errors, named as the magic names them
 # --------------------------------------------------------------------------- #
 def file_label(filename: str) -> str:
-    """A file as people read it: ``Cell In[5]`` for a notebook cell, else the file name."""
-    return cell_label(filename) or filename
+    """A file as people read it: ``Cell In[5]`` for a notebook cell ("this cell" for a
+    cell IPython has not numbered), else the file name."""
+    return cell_label(filename) or ("this cell" if _CELL_FILE.fullmatch(filename) else filename)
 
 
 def _where(filename: str, line: int) -> str:
-    label = cell_label(filename)
+    label = cell_label(filename) or ("this cell" if _CELL_FILE.fullmatch(filename) else None)
     return f"{label}, line {line}" if label else f'File "{filename}", line {line}'
+
+
+#: where a message places itself, "(in reversible function f, FILE, line 3)" or a note
+#: "in reversible function f, FILE, line 3: y += x": the error box shows the place on a line
+#: of its own
+_IN_FUNCTION = r"in reversible function ~?\w+(?: \(running its [\w-]+\))?, "
+_PLACED_ASIDE = re.compile(rf" ?\({_IN_FUNCTION}[^()\n]*?, line \d+\)")
+_PLACED_NOTE = re.compile(rf"\s*\b{_IN_FUNCTION}\S[^\n]*?, line \d+: [^\n]*?(?=\s\(in reversible|\n|$)")
+#: the name of a cell's file (:func:`revbench.jupyter.cell.cell_filename`)
+_CELL_FILE = re.compile(r"<revbench-cell-[0-9a-f]+>")
+
+
+def _in_user_terms(text: str, placed: bool = True) -> str:
+    """A message in the user's terms: a cell's file named as IPython names the cell
+    (``Cell In[5]``, else "this cell"), never ``<revbench-cell-…>``; and when the box says
+    where (``placed``), without the places the message names itself (``(in reversible
+    function f, FILE, line 3)``), which would name the function again (else only an aside
+    that a note says again)."""
+    if placed:
+        text = _PLACED_NOTE.sub("", _PLACED_ASIDE.sub("", text))
+    elif _PLACED_NOTE.search(text):
+        text = _PLACED_ASIDE.sub("", text)
+    return _CELL_FILE.sub(lambda m: cell_label(m[0]) or "this cell", text)
 
 
 def error_headline(exc: BaseException, step: Step | None) -> str:
     """``ReversibilityError: <message>; <the usual fix>``, in the magic's words."""
     name = type(exc).__name__
     if isinstance(exc, StepLimitError) or step is None:
-        return f"{name}: {exc}"
+        return f"{name}: {_in_user_terms(str(exc), placed=False)}"
     try:  # the magic's wording (cell terms, the fix)
         frame = step.frame
         place = Place(step.filename, step.lineno, None, frame.function.name,
                       frame.direction.name)
-        return f"{name}: {cell_headline(exc, place)}"
+        return f"{name}: {_in_user_terms(cell_headline(exc, place))}"
     except Exception:  # pragma: no cover - the message itself is what matters
         notes = "".join("\n" + n for n in getattr(exc, "__notes__", ()))
-        return f"{name}: {exc}{notes}"
+        return f"{name}: {_in_user_terms(f'{exc}{notes}')}"
+
+
+def error_places(exc: BaseException, step: Step | None) -> list[str]:
+    """Where the error at ``step`` happened, as the magic tells it: each line from the
+    outermost call down to the failing one (``Cell In[5], line 3: del t``)."""
+    lines: list[str] = []
+    if step is not None and not isinstance(exc, StepLimitError):
+        frame, line = step.frame, step.lineno
+        while frame is not None:
+            lines.append(f"{_where(frame.filename, line)}: {code_only(frame.line_text(line))}")
+            line, frame = frame.call_line or 0, frame.parent
+        lines.reverse()
+    return lines
 
 
 def error_text(exc: BaseException, step: Step | None) -> str:
     """The error at ``step`` as the magic tells it: each line from the outermost call down
     to the failing one (``Cell In[5], line 3: del t``), then the message."""
-    lines = []
-    if step is not None and not isinstance(exc, StepLimitError):
-        frame, line = step.frame, step.lineno
-        while frame is not None:
-            lines.append(f"{_where(frame.filename, line)}: {frame.line_text(line).strip()}")
-            line, frame = frame.call_line or 0, frame.parent
-        lines.reverse()
-    return "\n".join([*lines, error_headline(exc, step)])
+    return "\n".join([*error_places(exc, step), error_headline(exc, step)])
 
 
 # --------------------------------------------------------------------------- #
@@ -423,9 +528,13 @@ class Debugger(widgets.VBox):
             lambda: self.go(t.turn if t.turn is not None else self.index))
         self.turn_button.disabled = t.turn is None
         self.export_button = _button("⤓ export page", "rb-export", _EXPORT_TIP, self.export)
-        self.play = widgets.Play(value=1, min=1, max=n, step=1, interval=400, show_repeat=False,
-                                 tooltip="play: step forward every 0.4 s")
-        self.play.add_class("rb-play")
+        # the browser's timer (a Play widget, hidden) driven by a labelled button, as on the
+        # static page: "▶ play", then "⏸ pause" while it plays
+        self.play = widgets.Play(value=1, min=1, max=n, step=1, interval=PLAY_INTERVAL_MS,
+                                 show_repeat=False, layout=widgets.Layout(display="none"))
+        self.play.add_class("rb-play-timer")
+        self.play_button = _button(PLAY_LABEL, "rb-play", _PLAY_TIP, self.toggle_play)
+        self.play.observe(self._show_playing, names="playing")
         self.slider = widgets.IntSlider(value=1, min=1, max=n, step=1, description="step",
                                         continuous_update=True, layout=widgets.Layout(width="420px"))
         self.slider.add_class("rb-slider")
@@ -438,8 +547,8 @@ class Debugger(widgets.VBox):
         self.ancillas = widgets.HTML().add_class("rb-ancillas-panel")
         self.error = widgets.HTML(render_error(t)).add_class("rb-error-panel")
         self.export_link = widgets.HTML().add_class("rb-export-link")
-        controls = [self.start_button, self.back_button, self.play, self.forward_button,
-                    self.end_button, self.turn_button]
+        controls = [self.start_button, self.back_button, self.play_button, self.play,
+                    self.forward_button, self.end_button, self.turn_button]
         if t.error_step is not None:
             controls.append(_button("✗ go to the error", "rb-goto-error",
                                     "jump to the step that failed", lambda: self.go(t.error_step)))
@@ -451,10 +560,10 @@ class Debugger(widgets.VBox):
         self.source.layout = widgets.Layout(flex="1 1 55%")
         bar = widgets.HBox(controls + [self.slider, self.export_button])
         bar.add_class("rb-controls")
-        parts = [widgets.HTML(f"<style>{CSS}</style>").add_class("rb-style"), bar, self.status, main]
+        parts = [widgets.HTML(f"<style>{CSS}</style>").add_class("rb-style"), bar, self.status]
         if t.error is not None:
-            parts.append(self.error)
-        parts.append(self.export_link)
+            parts.append(self.error)  # the error, told once, above the source
+        parts += [main, self.export_link]
         super().__init__(parts)
         self.add_class("rb-debugger")
         self.go(start)
@@ -463,6 +572,14 @@ class Debugger(widgets.VBox):
     def index(self) -> int:
         """The current step (0-based)."""
         return self.slider.value - 1
+
+    def toggle_play(self) -> None:
+        """What the *▶ play* button does: step forward every 0.4 s in the browser (from the
+        first step when at the last), or pause."""
+        self.play.playing = not self.play.playing
+
+    def _show_playing(self, _change: Any = None) -> None:
+        self.play_button.description = PAUSE_LABEL if self.play.playing else PLAY_LABEL
 
     def go(self, k: int) -> None:
         """Show step ``k`` (clamped to the trace)."""
@@ -552,6 +669,7 @@ _PAGE_JS = r"""
   var q = function (cls) { return root.querySelector('.' + cls); };
   var panels = data.classes.map(q);
   var slider = q('rb-slider'), play = q('rb-play'), timer = null, i = 0, tallest = 0;
+  var PLAY = data.labels[0], PAUSE = data.labels[1];
   function fit() {
     // Inside an iframe (a static website): size the frame to the tallest step shown so far
     // (no jumping while stepping).  The frame's own height is no measure (the page fills
@@ -574,7 +692,7 @@ _PAGE_JS = r"""
     if (i === data.steps.length - 1) { stop(); }
     fit();
   }
-  function stop() { if (timer !== null) { clearInterval(timer); timer = null; play.textContent = '▶ play'; } }
+  function stop() { if (timer !== null) { clearInterval(timer); timer = null; play.textContent = PLAY; } }
   q('rb-start').onclick = function () { show(0); };
   q('rb-back').onclick = function () { show(i - 1); };
   q('rb-forward').onclick = function () { show(i + 1); };
@@ -585,8 +703,8 @@ _PAGE_JS = r"""
   play.onclick = function () {
     if (timer !== null) { stop(); return; }
     if (i === data.steps.length - 1) { show(0); }
-    play.textContent = '⏸ pause';
-    timer = setInterval(function () { show(i + 1); }, 400);
+    play.textContent = PAUSE;
+    timer = setInterval(function () { show(i + 1); }, data.interval);
   };
   slider.oninput = function () { show(parseInt(slider.value, 10) - data.offset - 1); };
   root.addEventListener('keydown', function (ev) {
@@ -621,14 +739,15 @@ def page_html(t: Trace, around: int = 0, max_steps: int = PAGE_STEPS) -> str:
         steps.append(row)
     turn_ok = t.turn is not None and lo <= t.turn < hi
     data = {"offset": lo, "current": max(lo, min(around, hi - 1)), "turn": t.turn if turn_ok else None,
-            "error": t.error_step, "classes": list(PANELS), "steps": steps, "panels": panels}
+            "error": t.error_step, "classes": list(PANELS), "steps": steps, "panels": panels,
+            "labels": [PLAY_LABEL, PAUSE_LABEL], "interval": PLAY_INTERVAL_MS}
     payload = json.dumps(data, ensure_ascii=False).replace("</", "<\\/")
     note = ""
     if (lo, hi) != (0, n):
         note = (f'<div class="rb-window">This page holds steps {lo + 1} to {hi} of {n} (the trace is '
                 f'longer than max_steps={max_steps}); export with a larger max_steps, or from '
                 "another step, to see the rest.</div>")
-    error = f'<div class="rb-error">{render_error(t)}</div>' if t.error is not None else ""
+    error = render_error(t)
     goto_error = ('<button class="rb-goto-error" title="jump to the step that failed">✗ go to the '
                   'error</button>') if t.error_step is not None and lo <= t.error_step < hi else ""
     name = _e(t.function.__name__)
@@ -642,7 +761,7 @@ def page_html(t: Trace, around: int = 0, max_steps: int = PAGE_STEPS) -> str:
 <div class="rb-controls">
 <button class="rb-start" title="jump to the first step">|◀ start</button>
 <button class="rb-back" title="step back">◀ back</button>
-<button class="rb-play" title="play: step forward every 0.4 s">▶ play</button>
+<button class="rb-play" title="{_PLAY_TIP}">{PLAY_LABEL}</button>
 <button class="rb-forward" title="step forward">forward ▶</button>
 <button class="rb-end" title="jump to the last step">end ▶|</button>
 <button class="rb-turn" title="{_TURN_TIP}"{'' if turn_ok else ' disabled'}>⟲ turning point</button>
@@ -650,10 +769,11 @@ def page_html(t: Trace, around: int = 0, max_steps: int = PAGE_STEPS) -> str:
 <label>step <input type="range" class="rb-slider" min="{lo + 1}" max="{hi}" value="{lo + 1}" step="1"></label>
 </div>
 <div class="rb-status"></div>
+{error}
 <div class="rb-main"><div class="rb-source"></div>
 <div class="rb-side"><div class="rb-stack-panel"></div><div class="rb-vars-panel"></div>
 <div class="rb-ancillas-panel"></div></div></div>
-{error}{note}
+{note}
 <script type="application/json" class="rb-data">{payload}</script>
 <script>{_PAGE_JS}</script>
 </div>

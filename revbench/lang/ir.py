@@ -61,17 +61,19 @@ class Elem:
 
 @dataclass(frozen=True)
 class Slice:
-    """``a:b`` in a subscript: the indices ``a <= i < b`` of one axis (step 1).  A missing
-    bound is the start or the end of the axis; a negative one counts from the end."""
+    """``a:b:s`` in a subscript: the indices ``a, a + s, ... < b`` of one axis.  A missing
+    bound is the start or the end of the axis; a negative one counts from the end.  The
+    step is a constant positive integer (1 when none is written)."""
 
     start: Expr | None
     stop: Expr | None
     loc: Loc = field(default=NO_LOC, compare=False)
+    step: int = 1
 
 
 @dataclass(frozen=True)
 class BinOp:
-    op: str  # one of + - * / ** // %
+    op: str  # one of + - * / ** // %, or @ (a matrix product, lowered once types are known)
     left: Expr
     right: Expr
     loc: Loc = field(default=NO_LOC, compare=False)
@@ -142,11 +144,25 @@ class Reduce:
     kind: str  # "sum"; "sum1" and "dot": the same, of 1-D arrays only; "max", "min"
     arg: Expr
     loc: Loc = field(default=NO_LOC, compare=False)
+    #: ``np.sum(e, axis=k)``: along one axis only -- an array (a scalar for a 1-D ``e``),
+    #: lowered to a loop of whole sums by :mod:`revbench.lang.products` once types are known
+    axis: int | None = None
 
 
 #: each kind of :class:`Reduce` as the user spells it, for messages and printed code
 #: (the kind ``dot`` of ``a * b`` is written ``np.dot(a, b)``)
 REDUCE_SPELLINGS = {"sum": "np.sum", "sum1": "sum", "dot": "np.dot", "max": "np.max", "min": "np.min"}
+
+
+@dataclass(frozen=True)
+class Scan:
+    """``np.cumsum(e)`` / ``np.cumprod(e)`` of a 1-D elementwise expression: the array of its
+    running sums (products).  An array; lowered by :mod:`revbench.lang.products` into an
+    ancilla array computed before its statement and uncomputed after it."""
+
+    kind: str  # "cumsum" or "cumprod"
+    arg: Expr
+    loc: Loc = field(default=NO_LOC, compare=False)
 
 
 @dataclass(frozen=True)
@@ -164,7 +180,7 @@ class ArrayAlloc:
     loc: Loc = field(default=NO_LOC, compare=False)
 
 
-Expr = Union[Const, Var, Elem, Slice, BinOp, UnaryOp, Func, Len, Shape, IfExp, Compare, BoolOp, Reduce,
+Expr = Union[Const, Var, Elem, Slice, BinOp, UnaryOp, Func, Len, Shape, IfExp, Compare, BoolOp, Reduce, Scan,
              ArrayAlloc]
 Target = Union[Var, Elem]
 
@@ -476,7 +492,7 @@ def sub_expressions(e: Expr) -> tuple[Expr, ...]:
         return e.operands
     if isinstance(e, BoolOp):
         return e.values
-    if isinstance(e, Reduce):
+    if isinstance(e, (Reduce, Scan)):
         return (e.arg,)
     if isinstance(e, ArrayAlloc):
         return e.shape
@@ -503,7 +519,7 @@ def map_children(e: Expr, f) -> Expr:
         return replace(e, operands=tuple(f(o) for o in e.operands))
     if isinstance(e, BoolOp):
         return replace(e, values=tuple(f(v) for v in e.values))
-    if isinstance(e, Reduce):
+    if isinstance(e, (Reduce, Scan)):
         return replace(e, arg=f(e.arg))
     if isinstance(e, ArrayAlloc):
         return replace(e, shape=tuple(f(d) for d in e.shape))
@@ -544,6 +560,11 @@ def slice_bounds(name: str, axis: int, part: Slice | None) -> tuple[Expr, Expr]:
     return bound(part.start, Const(0)), bound(part.stop, n)
 
 
+def slice_step(part: Slice | None) -> int:
+    """The step of one axis of a sub-array (1 for an axis not indexed at all)."""
+    return 1 if part is None else part.step
+
+
 def walk_expr(e: Expr):
     """Yield ``e`` and every expression below it, depth first."""
     yield e
@@ -555,7 +576,7 @@ def walk_elementwise(e: Expr):
     """``walk_expr`` without the insides of sums: what a whole-array statement
     evaluates per element (the arrays inside a sum are summed, not indexed)."""
     yield e
-    if not isinstance(e, Reduce):
+    if not isinstance(e, (Reduce, Scan)):
         for c in sub_expressions(e):
             yield from walk_elementwise(c)
 
@@ -661,6 +682,7 @@ __all__ = [
     "names_written",
     "replace",
     "slice_bounds",
+    "slice_step",
     "statement_expressions",
     "statement_kind",
     "sub_expressions",

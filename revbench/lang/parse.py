@@ -40,7 +40,7 @@ _AUG_OPS = {
     ast.LShift: "<<=", ast.RShift: ">>=", ast.BitOr: "|=", ast.BitAnd: "&=",
 }
 _BIN_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**",
-            ast.FloorDiv: "//", ast.Mod: "%"}
+            ast.FloorDiv: "//", ast.Mod: "%", ast.MatMult: "@"}
 _CMP_OPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==",
             ast.NotEq: "!="}
 _DTYPES = {"float64": "float", "float": "float", "double": "float", "int64": "int",
@@ -847,7 +847,7 @@ class Parser:
             op = _BIN_OPS.get(type(e.op))
             if op is None:
                 raise self.error(e, f"operator in `{ast.unparse(e)}` is not supported; use "
-                                    "+ - * / ** // %")
+                                    "+ - * / ** // % @")
             left, right = self.expr(e.left), self.expr(e.right)
             return self._fold_int(e, op, left, right) or ir.BinOp(op, left, right, loc)
         if isinstance(e, ast.UnaryOp):
@@ -891,21 +891,35 @@ class Parser:
             raise self.error(e, self._not_indexable(e))
         idx = e.slice
         parts = idx.elts if isinstance(idx, ast.Tuple) else [idx]
+        steps = [self._slice_step(p, e) if isinstance(p, ast.Slice) else 1 for p in parts]
         for p in parts:
-            if isinstance(p, ast.Slice) and p.step is not None:
-                raise self.error(p, "slices with a step are not supported: a sub-array is "
-                                    "`x[a:b]` (a view of the elements a <= i < b)")
             if isinstance(p, ast.Starred) or (isinstance(p, ast.Constant) and p.value is Ellipsis):
                 raise self.error(p, f"`{ast.unparse(p)}` is not supported in an index")
         indices = tuple(ir.Slice(None if p.lower is None else self.expr(p.lower),
-                                 None if p.upper is None else self.expr(p.upper), self.loc(p))
-                        if isinstance(p, ast.Slice) else self.expr(p) for p in parts)
+                                 None if p.upper is None else self.expr(p.upper), self.loc(p),
+                                 step)
+                        if isinstance(p, ast.Slice) else self.expr(p)
+                        for p, step in zip(parts, steps))
         for p, i in zip(parts, indices):
             if isinstance(i, ir.Const) and isinstance(i.value, bool):
                 # NumPy would read a bool as a mask, not as the element 0 or 1
                 raise self.error(p, f"`{ast.unparse(p)}` is a bool, and an index must be an "
                                     f"integer: write `{base.id}[{int(i.value)}]`")
         return ir.Elem(base.id, indices, loc)
+
+    def _slice_step(self, p: ast.Slice, whole: ast.expr) -> int:
+        """A slice's step: a constant positive integer (``x[::2]``, ``x[1:n:3]``)."""
+        if p.step is None:
+            return 1
+        step = self.expr(p.step)
+        if isinstance(step, ir.Const) and type(step.value) is int and step.value > 0:
+            return step.value
+        if isinstance(step, ir.Const) and type(step.value) is int and step.value < 0:
+            raise self.error(p, f"`{ast.unparse(whole)}`: a negative step (a reversed view) is not "
+                                "supported; loop over the indices backwards instead "
+                                "(`for i in range(n - 1, -1, -1)`)")
+        raise self.error(p, f"`{ast.unparse(whole)}`: a slice's step must be a constant positive "
+                            f"integer (`x[::2]`), got `{ast.unparse(p.step)}`")
 
     @staticmethod
     def _recursion_message(name: str) -> str:
@@ -962,24 +976,36 @@ class Parser:
             raise self.error(e, self._derivative_message(_dotted(e.func) or ""))
         if name == self.function_name:
             raise self.error(e, self._recursion_message(name))
-        if e.keywords:
-            kw = e.keywords[0].arg
+        axis = self._axis_keyword(e, name)
+        keywords = [k for k in e.keywords if axis is None or k.arg != "axis"]
+        if keywords:
+            kw = keywords[0].arg
             if name in _SUMS or name in _EXTREMES or name in _DOTS:
                 raise self.error(e, (
-                    f"`{kw}=` is not supported (yet) in `{name}`: it reduces a whole array "
-                    f"expression. Along an axis, loop over the other one: `for i in range(n): "
-                    f"y[i] += {name}(A[i])`" if kw == "axis" else
+                    f"`axis=` is not an argument of `{name}`: it reduces a whole array "
+                    "expression. Along an axis, write `np.sum(A, axis=k)` (or np.max, np.min)"
+                    if kw == "axis" else
                     f"`{kw}=` is not supported in `{name}`: it takes one array expression, "
                     f"`{name}(a * b)`"))
+            if name in _SCANS:
+                raise self.error(e, f"`{kw}=` is not supported in `{name}`: it takes a 1-D array "
+                                    "expression. Along an axis of a 2-D array, loop over the other "
+                                    f"one: `for i in range(n): Y[i] += {name}(A[i])`")
             raise self.error(e, f"`{kw}=`: functions in expressions take positional arguments "
                                 f"only (in `{ast.unparse(e)}`)")
+        if name in _SCANS:
+            if len(e.args) != 1:
+                raise self.error(e, f"{name}() takes one 1-D array expression here: "
+                                    f"`{name}(x)` (no axis or dtype)")
+            return ir.Scan(_SCANS[name], self.expr(e.args[0]), loc)
         if name == "len":
             if len(e.args) == 1 and isinstance(e.args[0], ast.Name) and e.args[0].id in self.local_names:
                 return ir.Len(e.args[0].id, loc)
             raise self.error(e, "len() takes one array variable")
         if name in _SUMS or name in _DOTS or name in _EXTREMES \
                 or (name in ("max", "min") and len(e.args) == 1):
-            return self._reduction(e, name)
+            r = self._reduction(e, name)
+            return r if axis is None else replace(r, axis=axis)
         canon = fn_rules.canonical(name) if name else None
         if canon is None and name and name.startswith("math.") and name[5:] in ("fabs",):
             canon = "abs"
@@ -1000,6 +1026,27 @@ class Parser:
         if rule is not None and len(e.args) != rule.nargs:
             raise self.error(e, f"{canon}() takes {rule.nargs} argument(s), got {len(e.args)}")
         return ir.Func(canon, tuple(self.expr(a) for a in e.args), loc)
+
+    def _axis_keyword(self, e: ast.Call, name: str | None) -> int | None:
+        """``np.sum(x, axis=k)`` (or ``np.max``, ``np.min``): the constant axis (``None``
+        when there is none)."""
+        if name not in _SUMS - {"sum"} and name not in _EXTREMES:
+            return None
+        axis = [k for k in e.keywords if k.arg == "axis"]
+        if not axis:
+            return None
+        value = axis[0].value
+        if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub) \
+                and isinstance(value.operand, ast.Constant):
+            k = -value.operand.value
+        elif isinstance(value, ast.Constant):
+            k = value.value
+        else:
+            k = None
+        if type(k) is not int:
+            raise self.error(e, f"`axis=` of `{name}` must be a constant integer (one axis), got "
+                                f"`{ast.unparse(value)}`")
+        return k
 
     def _reduction(self, e: ast.Call, name: str) -> ir.Reduce:
         """``sum(e)`` / ``np.sum(e)`` of a whole-array expression, ``np.dot(a, b)``."""
@@ -1142,6 +1189,8 @@ _SUMS = frozenset({"sum", "np.sum", "numpy.sum"})
 _DOTS = frozenset({"np.dot", "numpy.dot", "np.inner", "numpy.inner"})
 #: the largest or smallest element of an array expression (one argument: two are the
 #: elementwise pure functions max(a, b) and min(a, b))
+#: running sums and products: np.cumsum(x), np.cumprod(x) (1-D)
+_SCANS = {f"{m}.{f}": f for m in ("np", "numpy") for f in ("cumsum", "cumprod")}
 _EXTREMES = frozenset({f"{m}.{f}" for m in ("np", "numpy") for f in ("max", "min", "amax", "amin")})
 
 

@@ -34,7 +34,7 @@ Namer = Callable[[str], str]
 _PREC_IFEXP, _PREC_OR, _PREC_AND, _PREC_NOT, _PREC_CMP = 0, 1, 2, 3, 4
 _PREC_ADD, _PREC_MUL, _PREC_UNARY, _PREC_POW, _PREC_ATOM = 5, 6, 7, 8, 9
 _BIN_PREC = {"+": _PREC_ADD, "-": _PREC_ADD, "*": _PREC_MUL, "/": _PREC_MUL, "//": _PREC_MUL,
-             "%": _PREC_MUL, "**": _PREC_POW}
+             "%": _PREC_MUL, "@": _PREC_MUL, "**": _PREC_POW}
 
 
 def bar(text: str) -> str:
@@ -99,7 +99,8 @@ class Printer:
         if isinstance(e, ir.Elem):
             return f"{self.name(e.name)}[{', '.join(self.expr(i) for i in e.indices)}]", _PREC_ATOM
         if isinstance(e, ir.Slice):
-            return ":".join("" if b is None else self.expr(b) for b in (e.start, e.stop)), _PREC_ATOM
+            text = ":".join("" if b is None else self.expr(b) for b in (e.start, e.stop))
+            return (text if e.step == 1 else f"{text}:{e.step}"), _PREC_ATOM
         if isinstance(e, ir.BinOp):
             return self._binop(e)
         if isinstance(e, ir.UnaryOp):
@@ -123,7 +124,10 @@ class Printer:
                 return f"np.dot({self.expr(e.arg.left)}, {self.expr(e.arg.right)})", _PREC_ATOM
             # (a dot of anything but a product is written as the sum it is)
             name = "np.sum" if e.kind == "dot" else ir.REDUCE_SPELLINGS[e.kind]
-            return f"{name}({self.expr(e.arg)})", _PREC_ATOM
+            axis = "" if e.axis is None else f", axis={e.axis}"
+            return f"{name}({self.expr(e.arg)}{axis})", _PREC_ATOM
+        if isinstance(e, ir.Scan):
+            return f"np.{e.kind}({self.expr(e.arg)})", _PREC_ATOM
         if isinstance(e, ir.ArrayAlloc):
             return self._array_alloc(e), _PREC_ATOM
         return f"<{type(e).__name__}>", _PREC_ATOM

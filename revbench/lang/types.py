@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from revbench.lang import ir
+from revbench.lang import ir, products
 from revbench.lang.errors import ReversibilityTypeError
 from revbench.lang.text import expr_text
 from revbench.rules import functions as fn_rules
@@ -238,7 +238,7 @@ class TypeInference:
                                     f"{ir_text(init)}.copy()`")
         return t
 
-    def reduction(self, e: ir.Reduce) -> VarType:
+    def reduction(self, e: ir.Reduce, ew: bool = False) -> VarType:
         """``np.sum(a * b)``: a scalar of the elements' type (a sum of bools counts them)."""
         spelling = ir.REDUCE_SPELLINGS[e.kind]
         t = self._expr(e.arg, True)
@@ -250,12 +250,57 @@ class TypeInference:
             raise self.error(e.loc, f"{spelling}() of {t.ndim}-D arrays would not be a sum of "
                                     f"every element in NumPy ({numpy_gives}); use np.sum(...) "
                                     "for the sum of every element")
+        if e.axis is not None:
+            if not -t.ndim <= e.axis < t.ndim:
+                raise self.error(e.loc, f"{spelling}(..., axis={e.axis}) of a {t.ndim}-D array: "
+                                        f"axis {e.axis} does not exist")
+            if t.ndim > 1 and not ew:
+                raise self.error(e.loc, f"{spelling}(..., axis={e.axis}) of a {t.ndim}-D array is "
+                                        f"a {t.ndim - 1}-D array, but a scalar is needed here; "
+                                        "update a whole array with it (`y += np.sum(A, axis=1)`)")
         if e.kind in ("max", "min"):
             if t.dtype == "complex":
                 raise self.error(e.loc, f"{spelling}() of complex numbers is not defined "
                                         "(they have no order); take abs() or .real first")
-            return VarType(t.dtype)
-        return VarType("int" if t.dtype == "bool" else t.dtype)
+            return VarType(t.dtype, _axis_ndim(e, t))
+        return VarType("int" if t.dtype == "bool" else t.dtype, _axis_ndim(e, t))
+
+    def matmul(self, e: ir.BinOp, ew: bool) -> VarType:
+        """``a @ b`` of 1-D and 2-D arrays, as NumPy types it: a matrix (2-D @ 2-D), a vector
+        (2-D @ 1-D, 1-D @ 2-D) or a scalar (1-D @ 1-D).  Lowered to sums once typed
+        (:mod:`revbench.lang.products`)."""
+        a, b = self._expr(e.left, True), self._expr(e.right, True)
+        for t, side in ((a, e.left), (b, e.right)):
+            if not t.is_array:
+                raise self.error(e.loc, f"`@` multiplies arrays, but `{ir_text(side)}` is a scalar "
+                                        f"({t}): use `*` for a scalar factor")
+            if t.ndim > 2:
+                raise self.error(e.loc, f"`@` takes 1-D and 2-D arrays, but `{ir_text(side)}` is "
+                                        f"{t}: index it down to a matrix first")
+            if t.dtype == "bool":
+                raise self.error(e.loc, f"`@` of bools (`{ir_text(side)}`) is not supported: "
+                                        "convert them to integers or floats")
+        nd = (a.ndim - 1) + (b.ndim - 1)
+        out = VarType(promote(a.dtype, b.dtype, "int"), nd)
+        if out.is_array and not ew:
+            raise self.error(e.loc, f"`{ir_text(e)}` is an array ({out}) but a scalar is "
+                                    "needed here; update a whole array with it (`y += A @ x`)")
+        return out
+
+    def scan(self, e: ir.Scan, ew: bool) -> VarType:
+        """``np.cumsum(x)``: a 1-D array of the elements' type (bools counted as ints)."""
+        t = self._expr(e.arg, True)
+        if t.ndim != 1:
+            raise self.error(e.loc, f"np.{e.kind}() takes a 1-D array expression, got {t}"
+                                    + ("" if not t.is_array else ": along an axis of a 2-D "
+                                       f"array, loop over the other one (`Y[i] += np.{e.kind}"
+                                       "(A[i])`)"))
+        out = VarType("int" if t.dtype == "bool" else t.dtype, 1)
+        if not ew:
+            raise self.error(e.loc, f"`{ir_text(e)}` is an array ({out}) but a scalar is needed "
+                                    f"here; update a whole array with it (`y += np.{e.kind}(x)`) "
+                                    "or sum it")
+        return out
 
     def condition(self, e: ir.Expr, statement: bool = True) -> None:
         """A condition must be a real scalar.  That of a statement (``if``, ``while``) may
@@ -332,6 +377,8 @@ class TypeInference:
                                             "is needed here; index it further, or sum it")
                 return view
             return t.scalar()
+        if isinstance(e, ir.BinOp) and e.op == "@":
+            return self.matmul(e, ew)
         if isinstance(e, ir.BinOp):
             a, b = self._expr(e.left, ew), self._expr(e.right, ew)
             nd = _common_ndim(a, b, lambda: self.error(e.loc, "arrays of different dimensions "
@@ -378,7 +425,9 @@ class TypeInference:
                 d = promote(*dts, "float")
             return VarType(d, nd)
         if isinstance(e, ir.Reduce):
-            return self.reduction(e)
+            return self.reduction(e, ew)
+        if isinstance(e, ir.Scan):
+            return self.scan(e, ew)
         if isinstance(e, (ir.Len, ir.Shape)):
             t = self._var(e.name, e.loc)
             axis = e.axis if isinstance(e, ir.Shape) else 0
@@ -415,6 +464,12 @@ class TypeInference:
 _ZERO_LITERAL = {"bool": "False", "int": "0", "float": "0.0", "complex": "0j"}
 
 
+def _axis_ndim(e: ir.Reduce, t: VarType) -> int:
+    """A reduction's number of axes: 0 (a scalar), or one less than its argument's along
+    one axis."""
+    return 0 if e.axis is None else t.ndim - 1
+
+
 def _common_ndim(a: VarType, b: VarType, err) -> int:
     if a.is_array and b.is_array and a.ndim != b.ndim:
         raise err()
@@ -430,8 +485,16 @@ def ir_text(e) -> str:
 
 
 def infer(func: ir.Function, params: tuple[VarType, ...]) -> TypedFunction:
-    """Specialise ``func`` to argument types ``params`` (stage ``types``)."""
-    return TypeInference(func, params).run()
+    """Specialise ``func`` to argument types ``params`` (stage ``types``).  Matrix products
+    and reductions along an axis, whose meaning depends on the arrays' dimensions, are
+    lowered to loops of sums here, once those are known (:mod:`revbench.lang.products`):
+    every pass after this one sees only the core language."""
+    typed = TypeInference(func, params).run()
+    if not products.present(typed.func):
+        return typed
+    env = dict(typed.env)  # (the lowering adds its ancillas to it)
+    lowered = products.lower(typed.func, env, TypedFunction(typed.func, params, env).expr_type)
+    return TypeInference(lowered, params).run()
 
 
 def guess_signature(func: ir.Function) -> tuple[VarType, ...]:

@@ -27,11 +27,11 @@ from dataclasses import dataclass, replace
 from itertools import count
 
 from revbench.lang import ir
+from revbench.lang.elementwise import array_nodes, element_at, extent
 from revbench.lang.types import TypedFunction, VarType
 from revbench.rules import functions as fn_rules
 from revbench.rules import operators as op_rules
 from revbench.rules.instructions import ADD, UPDATES
-from revbench.transforms.elementwise import array_nodes, element_at, extent
 from revbench.transforms.invert import invert_body
 
 DIFFERENTIABLE = ("float", "complex")

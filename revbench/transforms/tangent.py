@@ -35,13 +35,13 @@ from dataclasses import replace
 from itertools import count
 
 from revbench.lang import ir
+from revbench.lang.elementwise import array_nodes, element_at, extent
 from revbench.lang.errors import ReversibilityTypeError
 from revbench.lang.types import TypedFunction, VarType
 from revbench.rules import functions as fn_rules
 from revbench.rules import operators as op_rules
 from revbench.rules.instructions import ADD, UPDATES
 from revbench.rules.operators import mul
-from revbench.transforms.elementwise import array_nodes, element_at, extent
 from revbench.transforms.invert import invert_body
 
 _TAN = "_rb_tan_"

@@ -1,6 +1,7 @@
 """Elementwise expressions over whole arrays and sub-arrays, one element at a time.
 
-The adjoint and tangent transforms both turn a whole-array statement (``y += a * x``,
+The adjoint and tangent transforms (and the lowering of matrix products,
+:mod:`revbench.lang.products`) turn a whole-array statement (``y += a * x``,
 ``A[i] += v``) into a loop over its elements: these helpers say which arrays such an
 expression reads, how long each axis is, and what the expression is at one element.
 """
@@ -24,7 +25,17 @@ def extent(node, ax: int, env) -> ir.Expr:
         return ir.Shape(node.name, ax)
     array_ax, part = ir.subarray_axes(node, env[node.name].ndim)[ax]
     lo, hi = ir.slice_bounds(node.name, array_ax, part)
-    return hi if is_const(lo, 0) else ir.BinOp("-", hi, lo)
+    span = hi if is_const(lo, 0) else ir.BinOp("-", hi, lo)
+    step = ir.slice_step(part)
+    # (bounds are checked 0 <= lo <= hi first, so the span is never negative)
+    return span if step == 1 else ir.BinOp("//", ir.BinOp("+", span, ir.Const(step - 1)),
+                                           ir.Const(step))
+
+
+def strided(lo: ir.Expr, k: ir.Expr, step: int) -> ir.Expr:
+    """The array index of element ``k`` of a slice from ``lo`` by ``step``: ``lo + k*step``."""
+    offset = k if step == 1 else ir.BinOp("*", k, ir.Const(step))
+    return offset if is_const(lo, 0) else ir.BinOp("+", lo, offset)
 
 
 def element_at(e: ir.Expr, at: tuple[ir.Expr, ...], env) -> ir.Expr:
@@ -43,7 +54,7 @@ def element_at(e: ir.Expr, at: tuple[ir.Expr, ...], env) -> ir.Expr:
                 parts.append(part)
                 continue
             lo, _ = ir.slice_bounds(e.name, ax, part)
-            parts.append(at[j] if is_const(lo, 0) else ir.BinOp("+", lo, at[j]))
+            parts.append(strided(lo, at[j], ir.slice_step(part)))
             j += 1
         return ir.Elem(e.name, tuple(parts), e.loc)
     if isinstance(e, ir.Reduce):

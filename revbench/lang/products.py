@@ -1,0 +1,434 @@
+"""Matrix products, reductions along an axis and running sums, lowered to the core language.
+
+``y += A @ x`` and ``y += np.sum(A, axis=1)`` are what a user writes; what they mean depends
+on the arrays' dimensions (``A @ x`` is a vector, ``x @ y`` a number, ``A @ B`` a matrix),
+which only the call's signature fixes.  So they are lowered here, right after type
+inference (:func:`revbench.lang.types.infer` calls :func:`lower`), into the core language
+the rest of the pipeline already knows -- a loop over the target's elements whose value is a
+sum over one row and one column::
+
+    y += A @ x + b        ->   assert A.shape[0] == y.shape[0] ...
+                               for _rb_at0 in range(y.shape[0]):
+                                   y[_rb_at0] += np.dot(A[_rb_at0, :], x) + b[_rb_at0]
+
+    y += np.sum(A, axis=1) ->  for _rb_at0 in range(y.shape[0]):
+                                   y[_rb_at0] += np.sum(A[_rb_at0, :])
+
+Why lower rather than add a node to every pass: the inverse (``-=``), the reverse sweep
+(the adjoint of ``np.dot`` of sub-arrays), the tangents, both backends, the debugger and
+the GPU then need nothing new -- the adjoint of ``A @ x`` *is* the adjoint of its sums, one
+rule.  A whole-array statement checks its arrays' shapes when it runs; the loops it becomes
+check them first with ``assert`` statements, kept with ``check=False`` too, since a size
+mismatch would otherwise read outside an array.
+
+``np.cumsum(e)`` and ``np.cumprod(e)`` become an ancilla array of running values, computed
+before their statement and uncomputed exactly after it (:meth:`_Lowering.with_scans`).
+
+A product of 1-D arrays (``x @ y``) and a reduction of a 1-D array along axis 0 are numbers,
+lowered where they stand, in any statement.  The array-valued ones must be (part of) the
+right-hand side of an update of a whole array: anywhere else they are refused here, at
+their line, with what to write instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, MutableMapping
+from dataclasses import replace
+from itertools import count
+from typing import Any
+
+from revbench.lang import ir
+from revbench.lang.elementwise import array_nodes, element_at, extent, strided
+from revbench.lang.errors import ReversibilityTypeError
+from revbench.lang.text import expr_text
+
+#: the loop variables of lowered statements (names starting ``_rb_`` are revbench's own)
+_INDEX = "_rb_at"
+#: binary operators that never reach the transforms (so they need no partials in
+#: :data:`revbench.rules.operators.BINARY_OPERATORS`): lowered here to sums of products
+LOWERED_OPERATORS = frozenset({"@"})
+
+
+def _is_lowered(e: ir.Expr) -> bool:
+    """A node this module lowers: ``a @ b``, or a reduction along one axis."""
+    return (isinstance(e, ir.BinOp) and e.op in LOWERED_OPERATORS) or (
+        isinstance(e, ir.Reduce) and e.axis is not None)
+
+
+def present(func: ir.Function) -> bool:
+    """Does ``func`` hold anything to lower?  (Most functions do not: one walk.)"""
+    return any(_is_lowered(n) or isinstance(n, ir.Scan) for s in ir.walk_stmts(func.body)
+               for e in ir.statement_expressions(s) for n in ir.walk_expr(e))
+
+
+def lower(func: ir.Function, env: MutableMapping[str, Any],
+          type_of: Callable[[ir.Expr], Any]) -> ir.Function:
+    """``func`` with every matrix product and reduction along an axis written as loops of
+    sums, and every running sum or product computed into an ancilla array (to be typed
+    again).  ``env`` holds the type of every variable and ``type_of`` gives an expression's
+    (``.ndim``, ``.dtype``, ``.is_array``): both from the type inference that called this,
+    ``type_of`` reading ``env``, to which the ancillas made here are added."""
+    return replace(func, body=_Lowering(func, env, type_of).block(func.body))
+
+
+class _Lowering:
+    def __init__(self, func: ir.Function, env: MutableMapping[str, Any],
+                 type_of: Callable[[ir.Expr], Any]):
+        self.func = func
+        self.env = env
+        self.type_of = type_of
+        self._names = count()
+
+    def ndim(self, e: ir.Expr) -> int:
+        return self.type_of(e).ndim
+
+    # -- errors and types ---------------------------------------------------------------
+    def error(self, loc: ir.Loc, message: str) -> ReversibilityTypeError:
+        f = self.func
+        text = f.line_text(loc.line).strip()
+        return ReversibilityTypeError(
+            f"{message} (in reversible function {f.name}, {f.filename}, line {loc.line}: "
+            f"`{text}`)", function=f.name, filename=f.filename, lineno=loc.line, stage="types")
+
+    # -- statements ---------------------------------------------------------------------
+    def block(self, body: tuple[ir.Stmt, ...]) -> tuple[ir.Stmt, ...]:
+        out: list[ir.Stmt] = []
+        for s in body:
+            out.extend(self.stmt(s))
+        return tuple(out)
+
+    def stmt(self, s: ir.Stmt) -> list[ir.Stmt]:
+        if isinstance(s, ir.If):
+            return [replace(s, pre=self.scalar(s.pre, s.loc), post=self.scalar(s.post, s.loc),
+                            then=self.block(s.then), orelse=self.block(s.orelse))]
+        if isinstance(s, (ir.While,)):
+            return [replace(s, cond=self.scalar(s.cond, s.loc), post=self.scalar(s.post, s.loc),
+                            body=self.block(s.body))]
+        if isinstance(s, ir.For):
+            return [replace(s, start=self.scalar(s.start, s.loc), stop=self.scalar(s.stop, s.loc),
+                            step=self.scalar(s.step, s.loc), body=self.block(s.body))]
+        if isinstance(s, (ir.Block, ir.Inverted)):
+            return [replace(s, body=self.block(s.body))]
+        if isinstance(s, ir.Update):
+            return self.update(s)
+        if isinstance(s, ir.Alloc):
+            return [replace(s, init=self.scalar(s.init, s.loc))]
+        if isinstance(s, ir.Dealloc) and s.init is not None:
+            return [replace(s, init=self.scalar(s.init, s.loc))]
+        if isinstance(s, ir.Print):
+            return [replace(s, args=tuple(a if isinstance(a, str) else self.scalar(a, s.loc)
+                                          for a in s.args))]
+        if isinstance(s, ir.Assert):
+            return [replace(s, cond=self.scalar(s.cond, s.loc))]
+        for e in ir.statement_expressions(s):  # swaps and calls take variables, not values
+            for n in ir.walk_expr(e):
+                if _is_lowered(n) or isinstance(n, ir.Scan):
+                    raise self.error(s.loc, f"`{expr_text(n)}` cannot be used here: compute it "
+                                            "into an ancilla first")
+        return [s]
+
+    def update(self, s: ir.Update) -> list[ir.Stmt]:
+        scans = [n for n in ir.walk_expr(s.value) if isinstance(n, ir.Scan)]
+        if scans:
+            return self.with_scans(s, scans)
+        sums = _outermost(s.value, _sums_a_product)
+        if sums and self.sums_in_place(s):
+            return self.summed_in_place(s)
+        if sums:
+            return self.with_summed_arrays(s, sums)
+        if not any(_is_lowered(n) for n in ir.walk_expr(s.value)):
+            return [s]
+        if not self.ndim(s.target):
+            return [replace(s, value=self.scalar(s.value, s.loc))]
+        return self.whole_array(s)
+
+    # -- a sum of an array with products in it -------------------------------------------
+    def sums_in_place(self, s: ir.Update) -> bool:
+        """``s += np.sum(e)`` (or ``-=``) with nothing else on the right: the sum can be
+        accumulated into ``s`` element by element, with no ancilla."""
+        v = s.value
+        return (s.op in ("+=", "-=") and not self.ndim(s.target) and isinstance(v, ir.Reduce)
+                and v.kind == "sum" and v.axis is None and self.type_of(v.arg).dtype != "bool"
+                and not any(_sums_a_product(n) for n in ir.walk_expr(v.arg)))
+
+    def summed_in_place(self, s: ir.Update) -> list[ir.Stmt]:
+        """``loss += np.sum((W2 @ h + b2 - y) ** 2)``: one loop over the summed array's
+        elements, each added into ``loss`` (``loss += (np.dot(W2[i, :], h) + b2[i] -
+        y[i]) ** 2``).  The same terms as the sum, added one at a time: the expression is
+        evaluated once and no array is held."""
+        arg = s.value.arg
+        arrays = self.operands(arg)
+        checks = self.same_shapes(arrays, s.loc) + [c for a in arrays
+                                                    for c in self.agreement(a, s.loc)]
+        ext = self.extents(arg)
+        k = next(self._names)
+        idx = tuple(f"{_INDEX}{k}_{ax}" for ax in range(len(ext)))
+        at = tuple(ir.Var(i, s.loc) for i in idx)
+        body: ir.Stmt = ir.Update(s.target, s.op, self.at(arg, at, s.loc), s.loc)
+        for ax in reversed(range(len(ext))):
+            body = ir.For(idx[ax], ir.Const(0, s.loc), ext[ax], ir.Const(1, s.loc), (body,),
+                          loc=s.loc)
+        return [*checks, body]
+
+    def with_summed_arrays(self, s: ir.Update, sums: list[ir.Reduce]) -> list[ir.Stmt]:
+        """``s += np.sum(np.tanh(W @ h))``: the array summed, with its products, computed
+        into an ancilla array first (``a += np.tanh(W @ h)``, a whole-array statement),
+        the sum taken of it, and the ancilla uncomputed after (``a -= ...``: the same
+        values subtracted from the values they made, so exactly zero again).  The summed
+        expression is computed twice; one array of its shape is held meanwhile."""
+        before: list[ir.Stmt] = []
+        after: list[ir.Stmt] = []
+        summed: dict[int, ir.Expr] = {}
+        for r in sums:
+            name = f"_rb_summed{next(self._names)}"
+            t = self.type_of(r.arg)
+            if t.dtype == "bool":  # (a sum of bools counts them)
+                t = type(t)("int", t.ndim)
+            alloc = ir.ArrayAlloc("zeros", self.extents(r.arg), None, t.dtype, s.loc)
+            self.env[name] = t
+            array = ir.Var(name, s.loc)
+            before += [ir.Alloc(name, alloc, s.loc),
+                       *self.update(ir.Update(array, "+=", r.arg, s.loc))]
+            after = [*self.update(ir.Update(array, "-=", r.arg, s.loc)),
+                     ir.Dealloc(name, alloc, s.loc), *after]
+            summed[id(r)] = replace(r, arg=array)
+        return [*before, *self.update(replace(s, value=_substitute(s.value, summed))), *after]
+
+    # -- running sums and products: an ancilla array around the statement --------------
+    def with_scans(self, s: ir.Update, scans: list[ir.Scan]) -> list[ir.Stmt]:
+        """``y += np.cumsum(x)``: the running sums computed into an ancilla array ``c``
+        first (``c[0] += x[0]``, then ``c[i] += c[i - 1] + x[i]``), the statement on ``c``,
+        then ``c`` uncomputed by the same updates backwards.  Each element of ``c`` starts at
+        zero and gets one value, so subtracting that same value gives exactly zero again:
+        no round-off is left in the ancilla, in either direction or in the reverse sweep.
+        O(n) time, and one array of n elements while the statement runs."""
+        before: list[ir.Stmt] = []
+        after: list[ir.Stmt] = []
+        ancillas: dict[int, ir.Expr] = {}
+        if self.ndim(s.target):  # (named as the user wrote it, not as the ancilla it becomes)
+            outer = [n for n in self.operands(s.value) if isinstance(n, ir.Scan)]
+            name = expr_text(s.target)
+            before += [_assert(self.extents(n)[0], extent(s.target, 0, self.env),
+                               f"`{expr_text(n)}` must have the shape of `{name}` (axis 0)", s.loc)
+                       for n in outer]
+        for scan in scans:
+            inner = next((n for n in ir.walk_expr(scan.arg) if isinstance(n, ir.Scan)), None)
+            if inner is not None:
+                raise self.error(s.loc, f"`{expr_text(inner)}` inside `{expr_text(scan)}`: "
+                                        "compute it into an ancilla array first")
+            name = f"_rb_scan{next(self._names)}"
+            compute, uncompute = self.running(name, scan, s.loc)
+            self.env[name] = self.type_of(scan)
+            before += compute
+            after = uncompute + after
+            ancillas[id(scan)] = ir.Var(name, s.loc)
+        value = _substitute(s.value, ancillas)
+        return [*before, *self.update(replace(s, value=value)), *after]
+
+    def running(self, name: str, scan: ir.Scan, loc: ir.Loc) -> tuple[list, list]:
+        """The statements that compute the running sums (products) of ``scan`` into the
+        ancilla array ``name``, and those that give it back."""
+        op = "+" if scan.kind == "cumsum" else "*"
+        t = self.type_of(scan)
+        arrays = self.operands(scan.arg)
+        n = self.extents(scan.arg)[0]
+        checks = self.same_shapes(arrays, loc) + [c for a in arrays for c in self.agreement(a, loc)]
+        alloc = ir.ArrayAlloc("zeros", (n,), None, t.dtype, loc)
+        i = f"{name}_i"
+
+        def at(k: ir.Expr) -> ir.Expr:
+            return self.at(scan.arg, (k,), loc)
+
+        def c(k: ir.Expr) -> ir.Elem:
+            return ir.Elem(name, (k,), loc)
+
+        zero, one = ir.Const(0, loc), ir.Const(1, loc)
+        nonempty = ir.Compare((">",), (n, zero), loc)
+        prev = ir.BinOp("-", ir.Var(i, loc), one, loc)
+        step = ir.BinOp(op, c(prev), at(ir.Var(i, loc)), loc)
+
+        def first(sign: str) -> ir.If:
+            return ir.If(nonempty, nonempty, (ir.Update(c(zero), sign, at(zero), loc),), (), loc)
+
+        compute = [*checks, ir.Alloc(name, alloc, loc), first("+="),
+                   ir.For(i, one, n, one, (ir.Update(c(ir.Var(i, loc)), "+=", step, loc),),
+                          loc=loc)]
+        uncompute = [ir.For(i, one, n, one, (ir.Update(c(ir.Var(i, loc)), "-=", step, loc),),
+                            reverse=True, loc=loc),
+                     first("-="), ir.Dealloc(name, alloc, loc)]
+        return compute, uncompute
+
+    def same_shapes(self, arrays: list[ir.Expr], loc: ir.Loc) -> list[ir.Stmt]:
+        """The arrays an elementwise expression combines have one shape (asserted)."""
+        out: list[ir.Stmt] = []
+        for other in arrays[1:]:
+            for ax, (got, need) in enumerate(zip(self.extents(other), self.extents(arrays[0]))):
+                out.append(_assert(got, need, f"`{expr_text(other)}` and `{expr_text(arrays[0])}`"
+                                              f" must have one shape (axis {ax})", loc))
+        return out
+
+    # -- a number: x @ y, np.sum(x, axis=0) of a 1-D x ------------------------------------
+    def scalar(self, e: ir.Expr, loc: ir.Loc) -> ir.Expr:
+        """``e`` with its number-valued products and reductions lowered where they stand."""
+        if _is_lowered(e):
+            if self.ndim(e) != 0:
+                raise self.error(loc, f"`{expr_text(e)}` is an array, so it can only be the "
+                                      "right-hand side of an update of a whole array "
+                                      "(`y += A @ x`)")
+            return self.element(e, ())
+        return ir.map_children(e, lambda c: self.scalar(c, loc))
+
+    # -- an array: a loop over the target's elements ------------------------------------
+    def whole_array(self, s: ir.Update) -> list[ir.Stmt]:
+        target, nd = s.target, self.ndim(s.target)
+        k = next(self._names)
+        idx = tuple(f"{_INDEX}{k}_{ax}" if nd > 1 else f"{_INDEX}{k}" for ax in range(nd))
+        at = tuple(ir.Var(i, s.loc) for i in idx)
+        checks = self.shape_checks(s, target)
+        body: ir.Stmt = ir.Update(element_at(target, at, self.env), s.op,
+                                  self.at(s.value, at, s.loc), s.loc)
+        for ax in reversed(range(nd)):
+            body = ir.For(idx[ax], ir.Const(0, s.loc), extent(target, ax, self.env),
+                          ir.Const(1, s.loc), (body,), loc=s.loc)
+        return [*checks, body]
+
+    def at(self, e: ir.Expr, at: tuple[ir.Expr, ...], loc: ir.Loc) -> ir.Expr:
+        """The value of the elementwise expression ``e`` at the target's element ``at``."""
+        if _is_lowered(e):
+            return self.element(e, at)
+        if isinstance(e, ir.Reduce):
+            return self.scalar(e, loc)  # a whole sum: the same at every element
+        if isinstance(e, (ir.Var, ir.Elem)):
+            return element_at(e, at, self.env)
+        return ir.map_children(e, lambda c: self.at(c, at, loc))
+
+    def element(self, e: ir.Expr, at: tuple[ir.Expr, ...]) -> ir.Expr:
+        """Element ``at`` of a product or of a reduction along an axis: one whole sum."""
+        for part in ((e.left, e.right) if isinstance(e, ir.BinOp) else (e.arg,)):
+            inner = next((n for n in ir.walk_expr(part) if _is_lowered(n)), None)
+            if inner is not None:
+                raise self.error(e.loc, f"`{expr_text(inner)}` inside `{expr_text(e)}`: compute "
+                                        "it into an ancilla array first, then use that")
+        if isinstance(e, ir.Reduce):
+            nd = self.ndim(e.arg)
+            axis = e.axis % nd
+            fixed = (*at[:axis], None, *at[axis:])
+            return ir.Reduce(e.kind, self.fix(e.arg, fixed), e.loc)
+        a, b = self.ndim(e.left), self.ndim(e.right)
+        rows = at[:a - 1]  # the row of a 2-D left operand, the column of a 2-D right one
+        cols = at[a - 1:]
+        left = self.fix(e.left, (*rows, None))
+        right = self.fix(e.right, (None, *cols)) if b == 2 else e.right
+        return ir.Reduce("dot", ir.BinOp("*", left, right, e.loc), e.loc)
+
+    def fix(self, e: ir.Expr, parts: tuple[ir.Expr | None, ...]) -> ir.Expr:
+        """The elementwise array expression ``e`` with some axes fixed: ``parts`` holds an
+        index per axis, ``None`` for an axis kept whole (``A`` at ``(i, None)`` is
+        ``A[i, :]``)."""
+        if all(p is None for p in parts):
+            return e
+        if isinstance(e, ir.Var) and self.env[e.name].is_array:
+            return ir.Elem(e.name, tuple(ir.Slice(None, None) if p is None else p for p in parts),
+                           e.loc)
+        if isinstance(e, ir.Elem) and ir.is_subarray(e, self.env[e.name].ndim):
+            free = [ax for ax, _ in ir.subarray_axes(e, self.env[e.name].ndim)]
+            indices = list(e.indices) + [None] * (self.env[e.name].ndim - len(e.indices))
+            for ax, p in zip(free, parts):
+                if p is not None:
+                    lo, _ = ir.slice_bounds(e.name, ax, indices[ax])
+                    indices[ax] = strided(lo, p, ir.slice_step(indices[ax]))
+                elif indices[ax] is None:
+                    indices[ax] = ir.Slice(None, None)
+            return ir.Elem(e.name, tuple(indices), e.loc)
+        if isinstance(e, (ir.Var, ir.Elem, ir.Reduce)):
+            return e  # a number: the same in every row
+        return ir.map_children(e, lambda c: self.fix(c, parts))
+
+    # -- shapes ---------------------------------------------------------------------------
+    def extents(self, e: ir.Expr) -> tuple[ir.Expr, ...]:
+        """The length of each axis of an elementwise array expression (of its first array:
+        :meth:`agreement` checks that the others match)."""
+        if isinstance(e, ir.BinOp) and e.op == "@":
+            a, b = self.extents(e.left), self.extents(e.right)
+            return (*a[:-1], *b[1:])
+        if isinstance(e, ir.Scan):
+            return self.extents(e.arg)
+        if isinstance(e, ir.Reduce) and e.axis is not None:
+            inner = self.extents(e.arg)
+            axis = e.axis % len(inner)
+            return (*inner[:axis], *inner[axis + 1:])
+        nodes = self.operands(e)
+        return self.extents(nodes[0]) if nodes and nodes[0] is not e else tuple(
+            extent(e, ax, self.env) for ax in range(self.ndim(e)))
+
+    def operands(self, e: ir.Expr) -> list[ir.Expr]:
+        """The arrays, sub-arrays, products and reductions along an axis that an elementwise
+        expression combines element by element (not what is inside them)."""
+        if _is_lowered(e) or isinstance(e, ir.Scan):
+            return [e]
+        if isinstance(e, ir.Reduce):
+            return []
+        if isinstance(e, ir.Var) or isinstance(e, ir.Elem):
+            return array_nodes(e, self.env)
+        out: list[ir.Expr] = []
+        for c in ir.sub_expressions(e):
+            out.extend(self.operands(c))
+        return out
+
+    def shape_checks(self, s: ir.Update, target: ir.Expr) -> list[ir.Stmt]:
+        """``assert`` statements for what the whole-array statement checked as it ran: every
+        operand has the target's shape, and each product's inner lengths agree."""
+        out: list[ir.Stmt] = []
+        want = tuple(extent(target, ax, self.env) for ax in range(self.ndim(target)))
+        name = expr_text(target)
+        for node in self.operands(s.value):
+            out += self.agreement(node, s.loc)
+            for ax, (got, need) in enumerate(zip(self.extents(node), want)):
+                out.append(_assert(got, need, f"`{expr_text(node)}` must have the shape of "
+                                              f"`{name}` (axis {ax})", s.loc))
+        return out
+
+    def agreement(self, node: ir.Expr, loc: ir.Loc) -> list[ir.Stmt]:
+        """The checks inside one product or reduction: a product's inner lengths agree, the
+        arrays of each operand have one shape."""
+        if not _is_lowered(node):
+            return []
+        parts = (node.left, node.right) if isinstance(node, ir.BinOp) else (node.arg,)
+        out: list[ir.Stmt] = []
+        for part in parts:
+            out += self.same_shapes(self.operands(part), loc)
+        if isinstance(node, ir.BinOp):
+            a, b = self.extents(node.left), self.extents(node.right)
+            left, right = f"`{expr_text(node.left)}`", f"`{expr_text(node.right)}`"
+            has = "columns" if len(a) == 2 else "elements"
+            needs = "rows" if len(b) == 2 else "elements"
+            message = (f"`{expr_text(node)}`: {left} and {right} must have as many elements"
+                       if len(a) == len(b) == 1 else
+                       f"`{expr_text(node)}`: {right} must have as many {needs} as {left} has "
+                       f"{has}")
+            out.append(_assert(a[-1], b[0], message, loc))
+        return out
+
+
+def _sums_a_product(e: ir.Expr) -> bool:
+    """A reduction (along an axis or not) of an array expression that holds a product."""
+    return isinstance(e, ir.Reduce) and any(_is_lowered(m) for m in ir.walk_expr(e.arg))
+
+
+def _outermost(e: ir.Expr, pred: Callable[[ir.Expr], bool]) -> list[ir.Expr]:
+    """The nodes of ``e`` that satisfy ``pred`` and lie inside no other such node."""
+    if pred(e):
+        return [e]
+    return [n for c in ir.sub_expressions(e) for n in _outermost(c, pred)]
+
+
+def _substitute(e: ir.Expr, new: dict[int, ir.Expr]) -> ir.Expr:
+    """``e`` with each of its nodes whose ``id`` is a key of ``new`` (that node itself, not
+    an equal one) replaced, in one walk (a walk rebuilds the nodes above a replacement)."""
+    if id(e) in new:
+        return new[id(e)]
+    return ir.map_children(e, lambda c: _substitute(c, new))
+
+
+def _assert(got: ir.Expr, need: ir.Expr, message: str, loc: ir.Loc) -> ir.Assert:
+    return ir.Assert(ir.Compare(("==",), (got, need), loc), message, loc)
