@@ -210,6 +210,8 @@ def mm(C, A, B):
     ("s += np.sum(A, axis=0)", ReversibilityTypeError, "is a 1-D array, but a scalar is needed"),
     ("y += np.sum(A, axis=n)", ReversibilitySyntaxError, "must be a constant integer"),
     ("y += A @ y", ReversibilitySyntaxError, "`y` is read on its own right-hand side"),
+    ("y += np.dot(A, x)", ReversibilityTypeError,
+     "np.dot() of a 2-D array is a matrix product in NumPy: write `A @ x`"),
     ("y += np.cumsum(A)", ReversibilityTypeError, "takes a 1-D array expression, got float64[:, :]"),
     ("s += np.cumsum(x)", ReversibilityTypeError, "is an array (float64[:]) but a scalar"),
     ("y += np.cumsum(x, axis=0)", ReversibilitySyntaxError, "`axis=` is not supported in `np.cumsum`"),

@@ -241,6 +241,13 @@ class TypeInference:
     def reduction(self, e: ir.Reduce, ew: bool = False) -> VarType:
         """``np.sum(a * b)``: a scalar of the elements' type (a sum of bools counts them)."""
         spelling = ir.REDUCE_SPELLINGS[e.kind]
+        if e.kind == "dot" and isinstance(e.arg, ir.BinOp):
+            a, b = self._expr(e.arg.left, True), self._expr(e.arg.right, True)
+            if 2 in (a.ndim, b.ndim):  # NumPy's np.dot of a matrix is a matrix product
+                left, right = ir_text(e.arg.left), ir_text(e.arg.right)
+                raise self.error(e.loc, f"np.dot() of a {max(a.ndim, b.ndim)}-D array is a "
+                                        f"matrix product in NumPy: write `{left} @ {right}` "
+                                        f"(`y += {left} @ {right}`)")
         t = self._expr(e.arg, True)
         if not t.is_array:
             raise self.error(e.loc, f"{spelling}() needs an array expression (`{spelling}(x)`, "
