@@ -19,7 +19,7 @@ from revbench.backends import codegen, custom_sweep, loop_code
 from revbench.backends.loader import LOCK, hold, hold_module
 from revbench.backends.runtime import TABLES, CheckTable
 from revbench.lang import hints, ir, suggest
-from revbench.lang.check import arity_message, loop_var_message
+from revbench.lang.check import arity_message, is_passed_value, loop_var_message, passed_value_message
 from revbench.lang.errors import ReversibilityTypeError
 from revbench.lang.types import VarType, infer
 from revbench.rules import adjoints as adjoint_rules
@@ -444,18 +444,23 @@ class Program:
             for st in body:
                 if isinstance(st, ir.Call):
                     passed = [(k, a.name) for k, a in enumerate(st.args)
-                              if isinstance(a, ir.Var) and a.name in loop_vars]
+                              if isinstance(a, ir.Var) and (a.name in loop_vars
+                                                            or is_passed_value(a.name))]
                     if passed:
                         writes = self.callee_writes(st)
                         prog, _ = self.callee(st)
                         for k, name in passed:
                             if writes[k]:
+                                why = (passed_value_message(st.func, prog.ir.params[k])
+                                       if is_passed_value(name) else
+                                       loop_var_message(name, st.func, prog.ir.params[k]))
                                 raise ReversibilityTypeError(
-                                    loop_var_message(name, st.func, prog.ir.params[k]) + "\n  in "
+                                    why + "\n  in "
                                     f"reversible function {self.ir.name}, {self.ir.filename}, "
                                     f"line {st.loc.line}: {self.ir.line_text(st.loc.line).strip()}",
-                                    variable=name, function=self.ir.name,
-                                    filename=self.ir.filename, lineno=st.loc.line, stage="types")
+                                    variable=None if is_passed_value(name) else name,
+                                    function=self.ir.name, filename=self.ir.filename,
+                                    lineno=st.loc.line, stage="types")
                 inner = loop_vars | {st.var} if isinstance(st, ir.For) else loop_vars
                 for child in ir.child_blocks(st):
                     visit(child, inner)

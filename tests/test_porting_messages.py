@@ -282,3 +282,74 @@ def test_no_culprit_is_invented_when_the_uncompute_is_missing(make):
     with pytest.raises(revbench.ReversibilityError) as info:
         f(0.0, 2.0)
     assert "changes at line" not in str(info.value)
+
+
+# --------------------------------------------------------------------------- #
+# a value passed to a parameter the callee only reads (`axpy(y, 2.0 * h, x)`)
+# --------------------------------------------------------------------------- #
+VALUE_CALLS = """
+    def axpy(y, a, x):
+        y += a * x
+
+    def bump(y, a):
+        a += 1.0
+        y += a
+
+    def f(y, x, h):
+        axpy(y, 2.0 * h, x)
+        axpy(y, 3, x)
+        ~axpy(y, h + 1.0, x)
+"""
+
+
+def test_a_value_is_passed_through_an_ancilla(make):
+    f = make(VALUE_CALLS)
+    x = np.array([1.0, -2.0, 0.5])
+    y = f(np.zeros(3), x, 0.5)[0]
+    np.testing.assert_allclose(y, (2.0 * 0.5 + 3 - 1.5) * x, rtol=1e-15)
+    np.testing.assert_allclose((~f)(y.copy(), x, 0.5)[0], 0.0, atol=1e-15)
+    g = revbench.grad(f, loss=("y", 0))(np.zeros(3), x, 0.5)
+    assert g[2] == pytest.approx((2.0 - 1.0) * x[0])  # d y0 / dh through both values
+
+
+def test_a_value_for_a_parameter_the_callee_changes_is_refused_at_definition(make):
+    err = refused(make, VALUE_CALLS + """
+    def g(y, h):
+        bump(y, 2.0 * h)
+    """)
+    assert "`bump` may change its parameter `a`" in str(err) and "not a value" in str(err)
+    assert err.lineno == 15
+
+
+def test_it_is_refused_at_the_first_call_when_the_callee_comes_later(backend):
+    ns: dict = {"np": np}
+    g = revbench.define("def g(y, h):\n    later(y, 2.0 * h)\n", ns, backend=backend)["g"]
+    ns.update(revbench.define("def later(y, a):\n    a += 1.0\n    y += a\n", ns,
+                              backend=backend))
+    with pytest.raises(ReversibilityTypeError) as info:
+        g(0.0, 1.0)
+    assert "`later` may change its parameter `a`" in str(info.value)
+    assert info.value.lineno == 2 and "_rb_arg" not in str(info.value)
+
+
+def test_an_array_expression_is_not_a_value(make):
+    f = make(VALUE_CALLS + """
+    def g(y, x):
+        axpy(y, 2.0, x + 1.0)
+    """)
+    with pytest.raises(ReversibilityTypeError) as info:
+        f(np.zeros(2), np.ones(2))
+    text = str(info.value)
+    assert "the array expression `x + 1.0` cannot be passed to a call as a value" in text
+    assert "_rb_arg" not in text and info.value.lineno == 15
+
+
+def test_a_value_inside_an_expression_call_is_named(make):
+    err = refused(make, """
+    def total(s, x, w):
+        s += w * np.sum(x)
+
+    def f(y, x):
+        y += 2.0 * total(x, 3.0)
+    """)
+    assert "argument `3.0` of a reversible call inside an expression must be a variable" in str(err)

@@ -487,8 +487,22 @@ def check_calls(func: ir.Function, lookup: Callable[[str], Any]) -> None:
             for a, p in zip(s.args, params):
                 if isinstance(a, ir.Var) and a.name in loop_vars and p in written:
                     raise Checker(func).error(a.loc, loop_var_message(a.name, s.func, p))
+                if isinstance(a, ir.Var) and is_passed_value(a.name) and p in written:
+                    raise Checker(func).error(a.loc, passed_value_message(s.func, p))
 
     visit(func.body, frozenset())
+
+
+def is_passed_value(name: str) -> bool:
+    """The ancilla that carries a value passed to a call (``f(y, 2.0 * h)``)."""
+    return name.startswith(ir.PASSED_VALUE_PREFIX)
+
+
+def passed_value_message(callee: str, param: str) -> str:
+    """A value (not a variable) passed to a parameter the callee may change."""
+    return (f"`{callee}` may change its parameter `{param}`, so it must be passed a variable or "
+            f"an element that takes the change, not a value: allocate an ancilla for it "
+            f"(`t = ...`, then `del t` after the call), or pass an argument of this function")
 
 
 def loop_var_message(var: str, callee: str, param: str) -> str:

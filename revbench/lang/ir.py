@@ -465,6 +465,9 @@ class LoopDef:
 #: the steps a ``while checkpointed(...)`` loop may run (``max_steps=``) before it stops
 #: with an error: a condition that never ends is caught, not waited for
 DEFAULT_MAX_STEPS = 1_000_000
+#: the ancillas that carry a value passed to a reversible call (``f(y, 2.0 * h)``): the
+#: callee must not change that parameter (:func:`revbench.lang.check.check_calls`)
+PASSED_VALUE_PREFIX = "_rb_arg"
 #: the flag a checkpointed while loop's condition sets: its function's first parameter
 CONDITION_FLAG = "_rb_go"
 

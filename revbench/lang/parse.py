@@ -287,7 +287,9 @@ class Parser:
                                     f"(copy `{reads_not}` into an ancilla first)")
         into = ast.copy_location(ast.Name(id=v, ctx=ast.Load()), c)
         call = ast.copy_location(ast.Call(func=c.func, args=[into, *c.args], keywords=c.keywords), c)
-        return self._call(call, s, inverted=False)
+        out = self._call(call, s, inverted=False, values=False)
+        assert isinstance(out, ir.Call)
+        return out
 
     def stmt_Assign(self, s: ast.Assign) -> ir.Stmt:
         if len(s.targets) != 1:
@@ -362,7 +364,7 @@ class Parser:
                     ir.Dealloc(name, None, self.loc(s))]
         return ir.Dealloc(name, None, self.loc(s))
 
-    def stmt_Expr(self, s: ast.Expr) -> ir.Stmt:
+    def stmt_Expr(self, s: ast.Expr) -> ir.Stmt | list[ir.Stmt]:
         v = s.value
         if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "print" \
                 and v.func.id not in self.local_names:
@@ -381,7 +383,10 @@ class Parser:
 
     _routine_names: set[str] = set()
 
-    def _call(self, c: ast.Call, s: ast.stmt, inverted: bool) -> ir.Stmt:
+    def _call(self, c: ast.Call, s: ast.stmt, inverted: bool,
+              values: bool = True) -> ir.Stmt | list[ir.Stmt]:
+        """The call statement ``f(a, b)``; with ``values``, an argument that is a value
+        rather than a variable comes with the ancilla that carries it (a list of three)."""
         func = c.func
         # (~f)(x) and f.inverse(x) are both calls of f's inverse
         if isinstance(func, ast.UnaryOp) and isinstance(func.op, ast.Invert):
@@ -402,17 +407,35 @@ class Parser:
             raise self.error(c, f"`{name}(...)` as a statement has no effect: a pure function's "
                                 "result must be added to a variable, e.g. `y += "
                                 f"{ast.unparse(c)}`")
-        args = []
+        args: list[ir.Target] = []
+        pre: list[ir.Stmt] = []
+        post: list[ir.Stmt] = []
         for a in c.args:
             if isinstance(a, ast.Starred):
                 raise self.error(a, "`*args` is not allowed in a reversible call")
-            if not isinstance(a, (ast.Name, ast.Subscript)) or (
-                    isinstance(a, ast.Name) and a.id not in self.local_names):
-                raise self.error(a, f"argument `{ast.unparse(a)}` of a reversible call must be a "
-                                    "variable, an element or a sub-array (`x`, `x[i]`, `A[i]`, "
-                                    "`x[a:b]`), since the call updates it")
-            args.append(self.target(a))
-        return ir.Call(name, tuple(args), inverted, self.loc(s))
+            if isinstance(a, ast.Subscript) or (isinstance(a, ast.Name)
+                                                and a.id in self.local_names):
+                args.append(self.target(a))
+                continue
+            if not values:
+                raise self.error(a, f"argument `{ast.unparse(a)}` of a reversible call inside an "
+                                    "expression must be a variable, an element or a sub-array "
+                                    "(`x`, `x[i]`, `A[i]`, `x[a:b]`)")
+            # a value (`2.0 * h`, `6`, a module constant): passed through an ancilla that
+            # holds it for the call, for a parameter the callee only reads (check_calls)
+            v = self._passed_value_name()
+            loc = self.loc(a)
+            pre.append(ir.Alloc(v, self.expr(a), loc))
+            post.insert(0, ir.Dealloc(v, None, loc))
+            args.append(ir.Var(v, loc))
+        call = ir.Call(name, tuple(args), inverted, self.loc(s))
+        return [*pre, call, *post] if pre else call
+
+    def _passed_value_name(self) -> str:
+        self._values += 1
+        name = f"{ir.PASSED_VALUE_PREFIX}{self._values}"
+        self.local_names.add(name)
+        return name
 
     def _print(self, c: ast.Call) -> ir.Stmt:
         if c.keywords:

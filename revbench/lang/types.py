@@ -231,7 +231,12 @@ class TypeInference:
             if init.kind == "copy":
                 return src
             return VarType(init.dtype or src.dtype, src.ndim)
-        t = self.expr(init)
+        t = self.expr(init, elementwise=s.name.startswith(ir.PASSED_VALUE_PREFIX))
+        if t.is_array and s.name.startswith(ir.PASSED_VALUE_PREFIX):
+            raise self.error(s.loc, f"the array expression `{ir_text(init)}` cannot be passed to a "
+                                    "call as a value: compute it into an ancilla array first "
+                                    f"(`t = np.zeros(...)`, `t += {ir_text(init)}`), pass `t`, "
+                                    "then uncompute it after the call")
         if t.is_array:
             raise self.error(s.loc, f"`{s.name} = {ir_text(init)}` would make `{s.name}` share "
                                     f"the array; allocate a copy with `{s.name} = "
