@@ -406,11 +406,16 @@ def f(a, x, i):
 """, backend, var)
 
 
-def test_call_with_expression_argument(backend):
+def test_call_with_expression_for_a_parameter_the_callee_changes(backend):
     expect_refusal(CALLEE + f"""
 def f(a, b):
-    g(a, b + 1.0)  {MARK}
-""", backend)
+    g(a + 1.0, b)  {MARK}
+""", backend, "`g` may change its parameter `a`", "not a value")
+
+
+def test_call_with_expression_for_a_parameter_the_callee_reads(backend):
+    f = revbench.define(CALLEE + "def f(a, b):\n    g(a, b + 1.0)\n", backend=backend)["f"]
+    assert f(1.0, 2.0) == (4.0, 2.0)
 
 
 def test_pure_function_as_statement(backend):
