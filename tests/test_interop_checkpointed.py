@@ -20,13 +20,6 @@ def damped(y_new, y, t, h):
         y_new[i] += y[i] + h * (np.sin(y[i]) - 0.1 * y[i])
 
 @reversible
-def revolve(out, yT, y0, h, n):
-    for t in checkpointed(range(n), Revolve(snapshots=5), new=yT, old=y0):
-        damped(yT, y0, t, h)
-    for i in range(len(yT)):
-        out += yT[i] * yT[i]
-
-@reversible
 def block(z_new, z, t, h, m):
     for s in checkpointed(range(m), Revolve(snapshots=2), new=z_new, old=z):
         damped(z_new, z, s, h)
@@ -40,13 +33,18 @@ def two_level(out, yT, y0, h, n):
     for i in range(len(yT)):
         out += yT[i] * yT[i]
 
+'''
+#: one loop per strategy, the same step and loss
+LOOP = '''
 @reversible
-def bennett(out, yT, y0, h, n):
-    for t in checkpointed(range(n), Bennett(k=3), new=yT, old=y0):
+def {name}(out, yT, y0, h, n):
+    for t in checkpointed(range(n), {strategy}, new=yT, old=y0):
         damped(yT, y0, t, h)
     for i in range(len(yT)):
         out += yT[i] * yT[i]
 '''
+SOURCE += "".join(LOOP.format(name=name, strategy=strategy) for name, strategy in
+                  (("revolve", "Revolve(snapshots=5)"), ("bennett", "Bennett(k=3)")))
 N, H = 60, 0.05
 Y0 = np.array([0.3, -0.2, 1.0, 2.5])
 

@@ -174,24 +174,20 @@ def test_second_derivatives_match_jax(f):
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("check", [True, False])
 def test_size_mismatches_name_the_line_and_the_sizes_that_differ(backend, check):
-    g = define('''
-@reversible
-def mv(y, A, x):
-    y += A @ x
-
-@reversible
-def mm(C, A, B):
-    C += A @ B
-''', {"np": np}, backend=backend, check=check)
+    g = define(SOURCE, {"np": np}, backend=backend, check=check)
+    lines = SOURCE.splitlines()
+    mv, mm = (lines.index(text) + 1 for text in ("    y += 2.0 * (A @ x) + b", "    C += A @ B"))
+    b3 = np.ones(3)
     cases = [
-        (g["mv"], (np.zeros(3), A, np.ones(5)), "`x` must have as many elements as `A` has columns",
-         "`A.shape[1] == x.shape[0]` (in mv, line 4)"),
-        (g["mv"], (np.zeros(4), A, x), "`A @ x` must have the shape of `y` (axis 0)",
-         "`A.shape[0] == y.shape[0]` (in mv, line 4)"),
-        (g["mm"], (np.zeros((3, 2)), A, np.ones((3, 2))),
-         "`B` must have as many rows as `A` has columns", "(in mm, line 8)"),
-        (g["mm"], (np.zeros((3, 3)), A, B), "`A @ B` must have the shape of `C` (axis 1)",
-         "`B.shape[1] == C.shape[1]` (in mm, line 8)"),
+        (g["affine"], (np.zeros(3), A, np.ones(5), b3),
+         "`x` must have as many elements as `A` has columns",
+         f"`A.shape[1] == x.shape[0]` (in affine, line {mv})"),
+        (g["affine"], (np.zeros(4), A, x, b3), "`A @ x` must have the shape of `y` (axis 0)",
+         f"`A.shape[0] == y.shape[0]` (in affine, line {mv})"),
+        (g["matmul"], (np.zeros((3, 2)), A, np.ones((3, 2))),
+         "`B` must have as many rows as `A` has columns", f"(in matmul, line {mm})"),
+        (g["matmul"], (np.zeros((3, 3)), A, B), "`A @ B` must have the shape of `C` (axis 1)",
+         f"`B.shape[1] == C.shape[1]` (in matmul, line {mm})"),
     ]
     for fn, args, words, where in cases:
         before = [a.copy() for a in args]
