@@ -12,7 +12,7 @@ from __future__ import annotations
 import builtins
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from revbench.backends import codegen, custom_sweep, loop_code
@@ -25,8 +25,11 @@ from revbench.lang.types import VarType, infer
 from revbench.rules import adjoints as adjoint_rules
 from revbench.rules import functions as fn_rules
 from revbench.transforms import pipeline
+from revbench.transforms.adjoint import adj_name, adjoint_params, lane_name
+from revbench.transforms.derivative import ACCUMULATOR, GradientIR
 from revbench.transforms.invert import invert
 from revbench.transforms.pipeline import BACKWARD, FORWARD, INVERSE, Direction
+from revbench.transforms.tangent import tan_name
 
 BACKENDS = ("numba", "python")
 #: the suffix of a backend's generated module names (``cuda``: device functions, compiled
@@ -176,6 +179,13 @@ class Program:
                 if view is None:
                     view = self._loop_views[loop.name] = LoopView(LoopProgram.of(self, loop))
                 return view
+        gradient = ir.parse_derivative_callee(dotted)
+        if gradient is not None:  # a gradient taken in its body (lang.derivatives)
+            view = self._loop_views.get(dotted)
+            if view is None:
+                view = self._loop_views[dotted] = DerivativeView(
+                    DerivativeProgram.of(self, *gradient))
+            return view
         return lookup_name(dotted, self.namespace, self.closure)
 
     def callee(self, call: ir.Call) -> tuple[Program, str]:
@@ -693,6 +703,127 @@ class LoopProgram(Program):
             injected[loop_code.DISK_STORE_SYMBOL] = schedule.disk_store
             injected[loop_code.OBJMODE_SYMBOL] = numba.objmode
         return gen, injected
+
+
+class DerivativeView(ProgramView):
+    """A gradient taken inside reversible code, as its enclosing function's code calls it."""
+
+    def __init__(self, program: DerivativeProgram):
+        self._program = program
+        self._direction = FORWARD
+
+
+@dataclass
+class DerivativeProgram(Program):
+    """``revbench.grad(f, loss=..., wrt=...)(...)`` inside reversible code: a reversible
+    function of ``(accumulator, *f's arguments)`` that adds the gradient into the
+    accumulator.  Its directions are written as IR of calls of ``f``
+    (:mod:`revbench.transforms.derivative`) instead of derived by the passes.  ``f`` is
+    looked up through the enclosing function each time (``target``), so a redefined
+    ``f`` (a notebook cell run again) is what its next compilation uses.  The debugger
+    shows it as one step."""
+
+    opaque = True
+    parent: Program | None = None
+    target: str = ""  # f (or the module's name for `revbench.grad(f, ...)`), as written
+    loss: str = ""
+    wrt: str = ""
+    site: ir.Loc = ir.NO_LOC
+
+    @classmethod
+    def of(cls, parent: Program, target: str, loss: str, wrt: str) -> DerivativeProgram:
+        f = parent.ir
+        # (its name is part of generated identifiers: `grad_f_by_y`)
+        name = f"grad_{target.replace('.', '_')}_by_{wrt}"
+        func = ir.Function(name, (), (), f.filename, f.firstlineno, f.source_lines)
+        prog = cls(func, check=parent.check, backend=parent.backend, atol=parent.atol,
+                   rtol=parent.rtol, namespace=parent.namespace, closure=parent.closure,
+                   parent=parent, target=target, loss=loss, wrt=wrt)
+        prog.ir = replace(func, params=(ACCUMULATOR, *prog.function().params))
+        # its statements carry the line of the gradient's first use: messages show it
+        callee = f"grad({target}, loss={loss}, wrt={wrt})"
+        prog.site = next((d.loc for st in ir.walk_stmts(f.body)
+                          for e in ir.statement_expressions(st) for d in ir.walk_expr(e)
+                          if isinstance(d, ir.Derivative) and ir.derivative_callee(d) == callee),
+                         ir.NO_LOC)
+        return prog
+
+    def function(self) -> ProgramView:
+        """``f``'s view, as its name means now."""
+        obj = self.parent.lookup(self.target)
+        spec = getattr(obj, "revbench_derivative", None)  # dfdy = revbench.grad(f, ...)
+        if spec is not None:
+            obj = spec[0]
+        if not isinstance(obj, ProgramView) or obj._direction != FORWARD:
+            raise self._error(f"`{self.target}` is no longer a reversible function (it was one "
+                              "when the function differentiating it was defined): define that "
+                              "function again")
+        if self.loss not in obj.params or self.wrt not in obj.params:
+            raise self._error(f"`{self.target}` was redefined with the arguments {obj.params}, "
+                              f"which have no `{self.loss}` or `{self.wrt}`: define the function "
+                              "differentiating it again")
+        return obj
+
+    def lookup(self, dotted: str) -> Any:
+        return self.function() if dotted == self.target else super().lookup(dotted)
+
+    def _error(self, message: str) -> ReversibilityTypeError:
+        p, line = self.parent.ir, self.site.line
+        return ReversibilityTypeError(f"{message}\n  in reversible function {p.name}, "
+                                      f"{p.filename}, line {line}: {p.line_text(line).strip()}",
+                                      function=p.name, filename=p.filename, lineno=line or None,
+                                      stage="types")
+
+    def written_params(self) -> frozenset[str]:
+        return frozenset({ACCUMULATOR})
+
+    def has_effects(self) -> bool:
+        return self.function()._program.has_effects()
+
+    def custom_adjoint(self) -> adjoint_rules.AdjointRule | None:
+        return None
+
+    def custom_adjoints_used(self) -> tuple[str, ...]:
+        return self.function()._program.custom_adjoints_used()
+
+    def opaque_text(self, direction: Direction) -> str:
+        op = "-=" if direction.inverse != direction.sweep else "+="
+        what = f"the gradient of {self.target}'s `{self.loss}` with respect to `{self.wrt}`"
+        return f"{op} {what}" + (", with the adjoints carried back through f's Hessian"
+                                 if direction.sweep else "")
+
+    def typed(self, direction: Direction, signature: tuple[VarType, ...], lanes: int = 1,
+              inactive: frozenset[str] = frozenset()):
+        f = self.function()
+        prog = f._program
+        if prog.custom_adjoint() is not None:
+            raise self._error(f"`{self.target}` has a custom adjoint, which gives first "
+                              "derivatives only: the gradient of a program holding its "
+                              "gradient needs its second derivatives")
+        if direction not in (FORWARD, INVERSE, BACKWARD, pipeline.BACKWARD_INVERSE,
+                             FORWARD.with_tangent(), INVERSE.with_tangent()):
+            raise self._error("a gradient taken inside reversible code can "
+                              "be differentiated once more -- grad, vjp, jacobian, jvp of the "
+                              f"function holding it -- but not twice: {direction.name} would "
+                              f"need third derivatives of {self.target}")
+        params = f.params
+        build = GradientIR(self.target, params, signature[1:], params.index(self.loss),
+                           params.index(self.wrt), prog.written_params(), self.site)
+        run = replace(self.ir, body=build.run(direction.inverse))
+        if direction.is_run:
+            return infer(run, signature)
+        if direction.tangent:
+            extra = tuple((tan_name(p), t) for p, t in zip(self.ir.params, signature)
+                          if t.dtype == "float")
+            body = build.tangent(direction.inverse)
+        else:
+            self.refuse_written_inactive(inactive)
+            extra = adjoint_params(infer(run, signature), lanes, frozenset(inactive))
+            active = [p for p in params if adj_name(p) in {n for n, _ in extra}
+                      or lane_name(adj_name(p), 0) in {n for n, _ in extra}]
+            body = build.sweep(direction.inverse, lanes, active)
+        func = replace(self.ir, params=self.ir.params + tuple(n for n, _ in extra), body=body)
+        return infer(func, signature + tuple(t for _, t in extra))
 
 
 def _schedule_name(actions: Any) -> str:

@@ -112,6 +112,9 @@ def grad(f: ReversibleFunction, loss: Loss, wrt: Any = None, batch: Any = None,
         return vg(*args)[1]
 
     run.__name__ = f"grad({f.__name__})"
+    if batch is None and device == "cpu":
+        # what reversible code that calls this gradient differentiates (lang.parse)
+        run.revbench_derivative = (f, loss, wrt)  # type: ignore[attr-defined]
     return run
 
 

@@ -12,6 +12,7 @@ stage can report an error against the user's own line and column.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Union
@@ -166,6 +167,39 @@ class Scan:
 
 
 @dataclass(frozen=True)
+class Derivative:
+    """``revbench.grad(f, loss="out", wrt="y")(a, b, c)`` inside reversible code: the
+    gradient of ``f``'s scalar argument ``loss`` (after ``f`` runs) with respect to its
+    argument ``wrt`` (before), at the arguments ``args``.  It has the type of
+    ``args[wrt]``.  Lowered by :mod:`revbench.lang.derivatives` once types are known into
+    an ancilla filled by a call of the derivative's own program
+    (:func:`derivative_callee`), which the compiler resolves to
+    :class:`revbench.compiler.DerivativeProgram`."""
+
+    func: str  # the differentiated function, as written (dotted)
+    params: tuple[str, ...]  # its parameters, when the caller was defined
+    loss: int
+    wrt: int
+    args: tuple[Expr, ...]
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+
+#: the callee name of a lowered :class:`Derivative`: ``grad(f, loss=out, wrt=y)``
+_DERIVATIVE_CALLEE = re.compile(r"^grad\((?P<func>[\w.]+), loss=(?P<loss>\w+), wrt=(?P<wrt>\w+)\)$")
+
+
+def derivative_callee(d: Derivative) -> str:
+    """The name a call of ``d``'s program goes by (it reads as what it computes)."""
+    return f"grad({d.func}, loss={d.params[d.loss]}, wrt={d.params[d.wrt]})"
+
+
+def parse_derivative_callee(name: str) -> tuple[str, str, str] | None:
+    """``(func, loss, wrt)`` of a :func:`derivative_callee` name; None for any other."""
+    m = _DERIVATIVE_CALLEE.match(name)
+    return None if m is None else (m["func"], m["loss"], m["wrt"])
+
+
+@dataclass(frozen=True)
 class ArrayAlloc:
     """An array allocation: ``np.zeros(shape)``, ``np.zeros_like(x)``, ``x.copy()``.
 
@@ -181,7 +215,7 @@ class ArrayAlloc:
 
 
 Expr = Union[Const, Var, Elem, Slice, BinOp, UnaryOp, Func, Len, Shape, IfExp, Compare, BoolOp, Reduce, Scan,
-             ArrayAlloc]
+             Derivative, ArrayAlloc]
 Target = Union[Var, Elem]
 
 # --------------------------------------------------------------------------- #
@@ -497,6 +531,8 @@ def sub_expressions(e: Expr) -> tuple[Expr, ...]:
         return e.values
     if isinstance(e, (Reduce, Scan)):
         return (e.arg,)
+    if isinstance(e, Derivative):
+        return e.args
     if isinstance(e, ArrayAlloc):
         return e.shape
     return ()
@@ -524,6 +560,8 @@ def map_children(e: Expr, f) -> Expr:
         return replace(e, values=tuple(f(v) for v in e.values))
     if isinstance(e, (Reduce, Scan)):
         return replace(e, arg=f(e.arg))
+    if isinstance(e, Derivative):
+        return replace(e, args=tuple(f(a) for a in e.args))
     if isinstance(e, ArrayAlloc):
         return replace(e, shape=tuple(f(d) for d in e.shape))
     return e
@@ -579,7 +617,7 @@ def walk_elementwise(e: Expr):
     """``walk_expr`` without the insides of sums: what a whole-array statement
     evaluates per element (the arrays inside a sum are summed, not indexed)."""
     yield e
-    if not isinstance(e, (Reduce, Scan)):
+    if not isinstance(e, (Reduce, Scan, Derivative)):
         for c in sub_expressions(e):
             yield from walk_elementwise(c)
 

@@ -988,12 +988,89 @@ class Parser:
 
     @staticmethod
     def _derivative_message(what: str) -> str:
-        return (f"`{what}` inside a reversible function: derivatives cannot be taken inside "
-                "reversible code (yet). Take it outside -- `g = revbench.grad(f, loss=...)(...)` "
-                "-- and pass the result in as an argument")
+        return (f"`{what}` inside a reversible function: the derivative taken inside "
+                "reversible code is a gradient, spelt `revbench.grad(f, loss=\"out\", "
+                "wrt=\"x\")(a, b, ...)` in the value of an update (`g += revbench.grad(f, "
+                "loss=..., wrt=...)(...)`) or of an ancilla. For other derivatives, take them "
+                "outside and pass the result in as an argument")
+
+    def _derivative(self, e: ast.Call) -> ir.Derivative | None:
+        """``revbench.grad(f, loss="out", wrt="y")(a, b, c)`` -- or ``dfdy(a, b, c)`` with
+        ``dfdy = revbench.grad(f, ...)`` of the module -- as a :class:`ir.Derivative`;
+        None for any other call.  ``f`` is resolved now, to number ``loss`` and ``wrt``:
+        it must be defined before the function that differentiates it."""
+        inner = e.func
+        if isinstance(inner, ast.Call):
+            which = self._derivative_name(inner.func)
+            if which is None:
+                return None
+            if which.rpartition(".")[2] != "grad":
+                raise self.error(e, self._derivative_message(f"{which}(...)"))
+            named = {k.arg: k.value for k in inner.keywords}
+            extra = sorted(set(named) - {"loss", "wrt"} - {None})
+            if extra or len(inner.args) > 3 or not inner.args:
+                raise self.error(inner, "inside reversible code, a gradient is "
+                                        "`revbench.grad(f, loss=\"out\", wrt=\"x\")(...)`: the "
+                                        "function, its loss and one argument to differentiate "
+                                        "by" + (f" (`{extra[0]}=` is not supported here)"
+                                                if extra else ""))
+            spec = list(inner.args[1:]) + [None] * (3 - len(inner.args))
+            loss_node = named.get("loss", spec[0])
+            wrt_node = named.get("wrt", spec[1])
+            target = inner.args[0]
+            dotted = _dotted(target)
+            f = self._lookup_global(dotted.split(".")[0]) if dotted else None
+            for attr in (dotted or "").split(".")[1:]:
+                f = getattr(f, attr, None)
+            if type(f).__name__ != "ReversibleFunction" or getattr(f, "is_inverse", False):
+                raise self.error(target, f"`{ast.unparse(target)}` in `{ast.unparse(inner)}` "
+                                         "must name a reversible function defined before this "
+                                         "one (not its inverse)")
+            loss = self._derivative_param(inner, f, loss_node, "loss")
+            wrt = self._derivative_param(inner, f, wrt_node, "wrt")
+            spelt = dotted
+        elif isinstance(inner, ast.Name) and inner.id not in self.local_names:
+            spec = getattr(self._lookup_global(inner.id), "revbench_derivative", None)
+            if spec is None:
+                return None
+            f, loss_spec, wrt_spec = spec
+            loss = self._derivative_param(e, f, loss_spec, "loss")
+            wrt = self._derivative_param(e, f, wrt_spec, "wrt")
+            spelt = inner.id
+        else:
+            return None
+        if e.keywords:
+            raise self.error(e, "the arguments of a gradient inside reversible code are "
+                                f"positional: those of `{f.__name__}`")
+        if len(e.args) != len(f.params):
+            raise self.error(e, f"`{ast.unparse(e.func)}` takes the {len(f.params)} argument(s) "
+                                f"of {f.__name__}{f.params}, got {len(e.args)}")
+        args = tuple(self.expr(a) for a in e.args)
+        return ir.Derivative(spelt, tuple(f.params), loss, wrt, args, self.loc(e))
+
+    def _derivative_param(self, at: ast.AST, f: Any, which: Any, what: str) -> int:
+        """The position of ``f``'s argument named (or numbered) by ``which`` -- a constant
+        node or a value -- for a gradient's ``loss`` or ``wrt``."""
+        value = which.value if isinstance(which, ast.Constant) else which
+        if which is None or (isinstance(which, ast.AST) and not isinstance(which, ast.Constant)):
+            text = "nothing" if which is None else f"`{ast.unparse(which)}`"
+            raise self.error(at, f"`{what}=` of a gradient inside reversible code must name one "
+                                 f"argument of {f.__name__}{f.params} (a string or a position), "
+                                 f"got {text}")
+        params = f.params
+        if isinstance(value, str) and value in params:
+            return params.index(value)
+        if type(value) is int and -len(params) <= value < len(params):
+            return value % len(params)
+        raise self.error(at, f"`{what}={value!r}` is not an argument of {f.__name__}{params}"
+                             + (": inside reversible code a gradient is taken with respect to "
+                                "one argument" if isinstance(value, (tuple, list)) else ""))
 
     def _pure_call(self, e: ast.Call) -> ir.Expr:
         loc = self.loc(e)
+        derivative = self._derivative(e)
+        if derivative is not None:
+            return derivative
         name = self._resolve_callable_name(e.func)
         if self._derivative_name(e.func) is not None:
             raise self.error(e, self._derivative_message(_dotted(e.func) or ""))

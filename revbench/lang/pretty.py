@@ -128,6 +128,10 @@ class Printer:
             return f"{name}({self.expr(e.arg)}{axis})", _PREC_ATOM
         if isinstance(e, ir.Scan):
             return f"np.{e.kind}({self.expr(e.arg)})", _PREC_ATOM
+        if isinstance(e, ir.Derivative):
+            args = ", ".join(self.expr(a) for a in e.args)
+            return (f"revbench.grad({e.func}, loss={e.params[e.loss]!r}, "
+                    f"wrt={e.params[e.wrt]!r})({args})", _PREC_ATOM)
         if isinstance(e, ir.ArrayAlloc):
             return self._array_alloc(e), _PREC_ATOM
         return f"<{type(e).__name__}>", _PREC_ATOM

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from revbench.lang import ir, products
+from revbench.lang import derivatives, ir, products
 from revbench.lang.errors import ReversibilityTypeError
 from revbench.lang.text import expr_text
 from revbench.rules import functions as fn_rules
@@ -314,6 +314,30 @@ class TypeInference:
                                     "or sum it")
         return out
 
+    def derivative(self, e: ir.Derivative, ew: bool) -> VarType:
+        """``revbench.grad(f, loss=..., wrt=...)(args)``: the type of the argument it
+        differentiates by, which must be real (a float or a float array), as the loss must
+        be a float.  Lowered to a call of its own program once typed
+        (:mod:`revbench.lang.derivatives`)."""
+        types = [self._expr(a, True) for a in e.args]
+        spelt = f"revbench.grad({e.func}, loss={e.params[e.loss]!r}, wrt={e.params[e.wrt]!r})"
+        loss, out = types[e.loss], types[e.wrt]
+        if loss != VarType("float"):
+            raise self.error(e.loc, f"`{spelt}`: the loss `{e.params[e.loss]}` is passed "
+                                    f"`{ir_text(e.args[e.loss])}` ({loss}); a gradient inside "
+                                    "reversible code is that of a float scalar loss")
+        if out.dtype != "float":
+            raise self.error(e.loc, f"`{spelt}`: `{e.params[e.wrt]}` is passed "
+                                    f"`{ir_text(e.args[e.wrt])}` ({out}), which has no gradient "
+                                    "here: differentiate by a float (or float array) argument"
+                                    + (" (complex arguments are not supported inside reversible "
+                                       "code)" if out.dtype == "complex" else ""))
+        if out.is_array and not ew:
+            raise self.error(e.loc, f"`{spelt}(...)` is an array ({out}) but a scalar is needed "
+                                    "here; update a whole array with it (`g += revbench.grad(...)"
+                                    "(...)`)")
+        return out
+
     def condition(self, e: ir.Expr, statement: bool = True) -> None:
         """A condition must be a real scalar.  That of a statement (``if``, ``while``) may
         not hold a reduction, which would be evaluated again where the branch or loop
@@ -440,6 +464,8 @@ class TypeInference:
             return self.reduction(e, ew)
         if isinstance(e, ir.Scan):
             return self.scan(e, ew)
+        if isinstance(e, ir.Derivative):
+            return self.derivative(e, ew)
         if isinstance(e, (ir.Len, ir.Shape)):
             t = self._var(e.name, e.loc)
             axis = e.axis if isinstance(e, ir.Shape) else 0
@@ -502,6 +528,11 @@ def infer(func: ir.Function, params: tuple[VarType, ...]) -> TypedFunction:
     lowered to loops of sums here, once those are known (:mod:`revbench.lang.products`):
     every pass after this one sees only the core language."""
     typed = TypeInference(func, params).run()
+    if derivatives.present(typed.func):
+        env = dict(typed.env)  # (the lowering adds its ancillas to it)
+        lowered = derivatives.lower(typed.func, env,
+                                    TypedFunction(typed.func, params, env).expr_type)
+        typed = TypeInference(lowered, params).run()
     if not products.present(typed.func):
         return typed
     env = dict(typed.env)  # (the lowering adds its ancillas to it)

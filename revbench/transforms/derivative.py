@@ -1,0 +1,188 @@
+"""The programs of a gradient taken inside reversible code, as IR.
+
+``revbench.grad(f, loss="out", wrt="y")(...)`` inside reversible code is lowered to calls
+of a reversible function of its own (:mod:`revbench.lang.derivatives`), whose parameters
+are ``(ACCUMULATOR, *f's parameters)``.  Its meaning: ``ACCUMULATOR += dL/dy`` where
+``L`` is ``out`` after ``f`` runs; nothing else changes.  This module writes each of its
+directions as IR made of calls of ``f`` -- no new statement kind -- so type inference,
+both code generators, the cache and the checks treat it like any function:
+
+``FORWARD`` (``INVERSE`` subtracts)
+    copy the arguments ``f`` changes; run ``f``; run its reverse sweep seeded with 1 on
+    the loss; add the adjoint of ``y`` into the accumulator.  The copies are released
+    with their check: with checks on, a sweep that did not recover them (round-off
+    amplified) is an error, not a wrong gradient.
+
+``BACKWARD`` (the reverse sweep of the above, for the gradient of an outer loss)
+    restore the accumulator (subtract the gradient again), then carry its adjoint ``a``
+    back: the adjoint of every argument ``p`` gains ``d(a . dL/dy)/dp``, which is the
+    Hessian of ``L`` times ``a`` placed at ``y`` -- by its symmetry, a Hessian-vector
+    product, taken forward-over-reverse: ``f``'s tangent run then its tangent reverse
+    sweep (the programs ``hvp`` runs), seeded with ``a`` on ``y``'s tangent.
+
+``tangent-FORWARD`` (``jvp`` of an outer program)
+    the same product with the caller's tangents as the seed: the tangent of
+    ``dL/dy`` is row ``y`` of the Hessian times the tangents.
+
+Taking these again (an ``hvp`` of a program holding a gradient) would need third
+derivatives of ``f``: refused by the compiler with that reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from revbench.lang import ir
+from revbench.lang.types import VarType
+from revbench.transforms.adjoint import adj_name, lane_name
+from revbench.transforms.tangent import tan_name
+
+#: the first parameter of a gradient's program: what the gradient is added into
+ACCUMULATOR = "_rb_gradient"
+
+
+def _zero(p: str, t: VarType) -> ir.Expr:
+    return ir.ArrayAlloc("zeros_like", (), p, "float") if t.is_array else ir.Const(0.0)
+
+
+def _copy(p: str, t: VarType) -> ir.Expr:
+    return ir.ArrayAlloc("copy", (), p, t.dtype) if t.is_array else ir.Var(p)
+
+
+@dataclass
+class GradientIR:
+    """What the programs are made of: ``f``'s name as the programs call it, its parameters
+    and their types, which of them are the loss and ``wrt``, and which ``f`` changes."""
+
+    callee: str
+    params: tuple[str, ...]
+    types: tuple[VarType, ...]
+    loss: int
+    wrt: int
+    written: frozenset[str]
+    loc: ir.Loc = ir.NO_LOC
+
+    def floats(self) -> list[str]:
+        return [p for p, t in zip(self.params, self.types) if t.dtype == "float"]
+
+    def type_of(self, p: str) -> VarType:
+        return self.types[self.params.index(p)]
+
+    # -- the pieces -----------------------------------------------------------------------
+    def _ancillas(self, names: dict[str, str], init) -> tuple[list[ir.Stmt], list[ir.Stmt]]:
+        """``name = init(p)`` for each ``p -> name``, and their release (discarded: their
+        values are derivatives, recomputable, not the program's state)."""
+        make = [ir.Alloc(n, init(p), self.loc) for p, n in names.items()]
+        free = [ir.Dealloc(n, None, self.loc, discard=True) for n in reversed(names.values())]
+        return make, free
+
+    def _copies(self) -> tuple[list[ir.Stmt], tuple[ir.Target, ...], list[ir.Stmt]]:
+        """The arguments ``f`` is called with: copies of those it changes, the caller's
+        own of the rest; the copies' release checks that ``f``'s sweep restored them."""
+        make, args, free = [], [], []
+        for p, t in zip(self.params, self.types):
+            if p not in self.written:
+                args.append(ir.Var(p, self.loc))
+                continue
+            # (named for the check that fails when f's sweep does not give it back)
+            c = f"{p}_recovered_by_{self.callee}_sweep".replace(".", "_")
+            c = f"_rb_copy_{p}" if c in self.params else c
+            make.append(ir.Alloc(c, _copy(p, t), self.loc))
+            free.insert(0, ir.Dealloc(c, _copy(p, t), self.loc))
+            args.append(ir.Var(c, self.loc))
+        return make, tuple(args), free
+
+    def _adjoints(self, wanted: set[str]) -> tuple[dict[str, str], tuple, tuple]:
+        """Adjoint ancillas for the loss, the arguments ``f`` changes and ``wanted``; the
+        call's ``adj_args`` and ``inactive`` (no adjoint for the other read-only ones)."""
+        need = {self.params[self.loss], *wanted, *(p for p in self.floats() if p in self.written)}
+        names = {p: self._adjoint_name(p) for p in self.floats() if p in need}
+        adj = tuple(ir.Var(names[p], self.loc) if p in names else None for p in self.params)
+        return names, adj, tuple(a is None for a in adj)
+
+    def _adjoint_name(self, p: str) -> str:
+        """``dL_dy``: the adjoint of ``p`` is the derivative of the loss by it, and a check
+        that fails on it names it so (unless ``f`` has an argument of that name)."""
+        name = f"d{self.params[self.loss]}_d{p}"
+        return f"_rb_seed_{p}" if name in self.params else name
+
+    def _adjoint_init(self, p: str) -> ir.Expr:
+        return ir.Const(1.0) if p == self.params[self.loss] else _zero(p, self.type_of(p))
+
+    def _call(self, args, **kw) -> ir.Call:
+        return ir.Call(self.callee, args, False, self.loc, **kw)
+
+    # -- the gradient itself ----------------------------------------------------------------
+    def gradient(self, into: ir.Target, op: str) -> list[ir.Stmt]:
+        """``into op= dL/dy``: ``f``, then its reverse sweep seeded on the loss."""
+        copies, args, release = self._copies()
+        names, adj, inactive = self._adjoints({self.params[self.wrt]})
+        seeds, free = self._ancillas(names, self._adjoint_init)
+        return [*copies, self._call(args), *seeds,
+                self._call(args, backward=True, adj_args=adj, inactive=inactive),
+                ir.Update(into, op, ir.Var(names[self.params[self.wrt]], self.loc), self.loc),
+                *free, *release]
+
+    def hessian_product(self, seed_of, wanted: list[str], add) -> list[ir.Stmt]:
+        """Forward-over-reverse: ``f``'s tangent run, then its tangent reverse sweep, with
+        tangents ``seed_of(p)`` on its arguments; then ``add(p, t)`` for each ``p`` of
+        ``wanted``, ``t`` naming the tangent of ``p``'s adjoint (``H . seed`` at ``p``)."""
+        copies, args, release = self._copies()
+        tangents = {p: f"_rb_dir_{p}" for p in self.floats()}
+        make_t, free_t = self._ancillas(tangents, seed_of)
+        tan_args = tuple(ir.Var(tangents[p], self.loc) if p in tangents else None
+                         for p in self.params)
+        names, adj, inactive = self._adjoints(set(wanted))
+        seeds, free_s = self._ancillas(names, self._adjoint_init)
+        adj_tans = {p: f"_rb_hvp_{p}" for p in names}
+        make_a, free_a = self._ancillas(adj_tans, lambda p: _zero(p, self.type_of(p)))
+        sweep_tans = tan_args + tuple(ir.Var(adj_tans[p], self.loc) for p in self.params
+                                      if p in names)
+        return [*copies, *make_t, self._call(args, tangent=True, tan_args=tan_args),
+                *seeds, *make_a,
+                self._call(args, backward=True, adj_args=adj, inactive=inactive, tangent=True,
+                           tan_args=sweep_tans),
+                *(s for p in wanted for s in add(p, ir.Var(adj_tans[p], self.loc))),
+                *free_a, *free_s, *free_t, *release]
+
+    # -- the directions -----------------------------------------------------------------------
+    def run(self, inverse: bool) -> tuple[ir.Stmt, ...]:
+        """``FORWARD`` (``INVERSE``): the accumulator gains (loses) the gradient."""
+        return tuple(self.gradient(ir.Var(ACCUMULATOR, self.loc), "-=" if inverse else "+="))
+
+    def sweep(self, inverse: bool, lanes: int, active: list[str]) -> tuple[ir.Stmt, ...]:
+        """The reverse sweep of :meth:`run`: the accumulator restored, then each lane's
+        adjoint of it carried to the adjoints of ``active`` (f's arguments with one)."""
+        body = self.gradient(ir.Var(ACCUMULATOR, self.loc), "+=" if inverse else "-=")
+        wrt = self.params[self.wrt]
+        op = "-=" if inverse else "+="
+        for k in range(lanes):
+            def lane(name: str, k: int = k) -> str:
+                return name if lanes == 1 else lane_name(name, k)
+
+            seed = lane(adj_name(ACCUMULATOR))
+
+            def seed_of(p: str, seed=seed) -> ir.Expr:
+                if p != wrt:
+                    return _zero(p, self.type_of(p))
+                return _copy(seed, self.type_of(p))
+
+            def add(p: str, t: ir.Var, lane=lane) -> list[ir.Stmt]:
+                return [ir.Update(ir.Var(lane(adj_name(p)), self.loc), op, t, self.loc)]
+
+            body += self.hessian_product(seed_of, active, add)
+        return tuple(body)
+
+    def tangent(self, inverse: bool) -> tuple[ir.Stmt, ...]:
+        """The tangent program of :meth:`run`: the accumulator's tangent gains row ``wrt``
+        of the Hessian times the arguments' tangents."""
+        wrt = self.params[self.wrt]
+        op = "-=" if inverse else "+="
+
+        def seed_of(p: str) -> ir.Expr:
+            return _copy(tan_name(p), self.type_of(p))
+
+        def add(p: str, t: ir.Var) -> list[ir.Stmt]:
+            return [ir.Update(ir.Var(tan_name(ACCUMULATOR), self.loc), op, t, self.loc)]
+
+        return self.run(inverse) + tuple(self.hessian_product(seed_of, [wrt], add))

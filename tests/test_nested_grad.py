@@ -1,0 +1,309 @@
+"""Gradients inside reversible code: ``g += revbench.grad(f, loss=..., wrt=...)(...)``.
+
+The value against the hand-derived gradient; the gradient, ``jvp`` and Jacobian of a
+program holding one (second derivatives of ``f``) against JAX's ``grad`` of a function
+holding ``jax.grad`` -- a saddle-point ascent and an inner optimisation inside a
+checkpointed loop; the inverse, both backends, checks on and off; and every misuse with
+its message.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import revbench
+from revbench import ReversibilitySyntaxError, ReversibilityTypeError, define, grad, jacobian, jvp
+
+BACKENDS = ["python", "numba"]
+
+SOURCE = '''
+@reversible
+def f(out, x, y):
+    """out += sum of x y - y^2 / 2 + 0.3 x sin(x y): concave in y near 0."""
+    for i in range(len(y)):
+        out += x[i] * y[i] - 0.5 * y[i] ** 2 + 0.3 * x[i] * np.sin(x[i] * y[i])
+
+@reversible
+def gradient_y(g, x, y):
+    g += revbench.grad(f, loss="out", wrt="y")(0.0, x, y)
+
+@reversible
+def saddle(loss, x, y0, lr):
+    """Two steps of gradient ascent on y, out of place, then f at the result."""
+    with routine:
+        y1 = np.zeros_like(y0)
+        y1 += y0
+        y1 += lr * revbench.grad(f, loss="out", wrt="y")(0.0, x, y0)
+        y2 = np.zeros_like(y0)
+        y2 += y1
+        y2 += lr * revbench.grad(f, loss="out", wrt="y")(0.0, x, y1)
+    f(loss, x, y2)
+    ~routine
+'''
+
+
+def functions(backend: str, check: bool = True) -> dict:
+    return define(SOURCE, {"np": np, "revbench": revbench}, backend=backend, check=check)
+
+
+def grad_f_y(x, y):
+    return x - y + 0.3 * x * x * np.cos(x * y)
+
+
+def jax_saddle():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jnp = jax.numpy
+
+    def f(x, y):
+        return jnp.sum(x * y - 0.5 * y ** 2 + 0.3 * x * jnp.sin(x * y))
+
+    def saddle(x, y0, lr):
+        y1 = y0 + lr * jax.grad(f, argnums=1)(x, y0)
+        y2 = y1 + lr * jax.grad(f, argnums=1)(x, y1)
+        return f(x, y2)
+
+    return jax, saddle
+
+
+X = np.array([0.7, -1.3, 2.1, 0.4])
+Y = np.array([0.2, 0.5, -0.8, 1.1])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_gradient_inside_is_the_hand_derived_one(backend):
+    fs = functions(backend)
+    g, x, y = fs["gradient_y"](np.ones(4), X, Y)
+    np.testing.assert_allclose(g, 1.0 + grad_f_y(X, Y), rtol=1e-14)
+    assert np.array_equal(x, X) and np.array_equal(y, Y)  # nothing else changes
+    back = (~fs["gradient_y"])(g, x, y)
+    np.testing.assert_allclose(back[0], np.ones(4), rtol=1e-15)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_saddle_point_gradient_matches_jax(backend):
+    """The outer gradient goes through f's Hessian: second derivatives, against JAX."""
+    jax, saddle_jax = jax_saddle()
+    saddle = functions(backend)["saddle"]
+    loss, *_ = saddle(0.0, X, Y, 0.1)
+    assert loss == pytest.approx(float(saddle_jax(X, Y, 0.1)), rel=1e-13)
+    _, gx, gy, glr = grad(saddle, loss="loss", wrt=["x", "y0", "lr"])(0.0, X, Y, 0.1)
+    want = jax.grad(saddle_jax, argnums=(0, 1, 2))(X, Y, 0.1)
+    np.testing.assert_allclose(gx, np.asarray(want[0]), rtol=1e-12)
+    np.testing.assert_allclose(gy, np.asarray(want[1]), rtol=1e-12)
+    assert glr == pytest.approx(float(want[2]), rel=1e-12)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_jvp_and_jacobian_of_a_program_holding_a_gradient_match_jax(backend):
+    jax, _ = jax_saddle()
+    jnp = jax.numpy
+    gradient_y = functions(backend)["gradient_y"]
+
+    def g_jax(x, y):
+        return x - y + 0.3 * x * x * jnp.cos(x * y)
+
+    v = np.array([1.0, -0.5, 0.25, 2.0])
+    (_,), (dg,) = jvp(gradient_y, np.zeros(4), X, Y, tangents={"y": v, "x": 2 * v}, outputs="g")
+    _, want = jax.jvp(g_jax, (X, Y), (2 * v, v))
+    np.testing.assert_allclose(dg, np.asarray(want), rtol=1e-12)
+    # several adjoint lanes at once: every row of the Jacobian of the gradient
+    J = jacobian(gradient_y, outputs="g", wrt=("x", "y"))(np.zeros(4), X, Y)
+    want_x, want_y = jax.jacrev(g_jax, argnums=(0, 1))(X, Y)
+    np.testing.assert_allclose(J[0], np.asarray(want_x), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(J[1], np.asarray(want_y), rtol=1e-12, atol=1e-15)
+
+
+def test_both_backends_and_check_false_agree_to_the_bit():
+    results = []
+    for backend in BACKENDS:
+        for check in (True, False):
+            saddle = functions(backend, check)["saddle"]
+            results.append(grad(saddle, loss="loss", wrt=["x", "y0"])(0.0, X, Y, 0.1)[1:3])
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_scalar_gradients_a_bound_gradient_and_an_ancilla(backend):
+    """``dfdz = revbench.grad(h, ...)`` of the module, a scalar ``wrt``, ``t = grad(...)``
+    with its ``del t``, and ``-=``."""
+    ns = {"np": np, "revbench": revbench}
+    fs = define('''
+@reversible
+def h(e, z, k):
+    e += np.exp(k * z) + z ** 3
+''', ns, backend=backend)
+    ns["dhdz"] = revbench.grad(fs["h"], loss="e", wrt="z")
+    fs = define('''
+@reversible
+def use(r, s, z):
+    t = dhdz(0.0, z, 2.0)
+    r += s * t * t
+    del t
+    r -= revbench.grad(h, loss=0, wrt=1)(s, z, 2.0)
+''', ns, backend=backend)
+    use = fs["use"]
+    z, s = 0.3, 1.5
+    d = 2.0 * np.exp(2.0 * z) + 3 * z * z
+    r, *_ = use(0.0, s, z)
+    assert r == pytest.approx(s * d * d - d, rel=1e-14)
+    dd = 4.0 * np.exp(2.0 * z) + 6 * z
+    _, gs, gz = grad(use, loss="r", wrt=["s", "z"])(0.0, s, z)
+    assert gs == pytest.approx(d * d, rel=1e-13)
+    assert gz == pytest.approx(2 * s * d * dd - dd, rel=1e-13)
+    assert (~use)(*use(0.0, s, z))[0] == pytest.approx(0.0, abs=1e-13)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_inner_optimisation_inside_a_checkpointed_loop(backend):
+    """A particle pulled down a potential's gradient for n steps (each step holds a
+    gradient), under Revolve: the loss at the end against JAX's scan of jax.grad."""
+    jax, _ = jax_saddle()
+    jnp = jax.numpy
+    from revbench.checkpoint import Revolve
+
+    ns = {"np": np, "revbench": revbench, "Revolve": Revolve}
+    fs = define('''
+@reversible
+def potential(v, p, c):
+    for i in range(len(p)):
+        v += c[i] * p[i] ** 2 + 0.1 * np.cos(3.0 * p[i])
+
+@reversible
+def descend(loss, p, p0, c, h, n):
+    for t in checkpointed(range(n), Revolve(snapshots=3), new=p, old=p0):
+        p += p0
+        p -= h * revbench.grad(potential, loss="v", wrt="p")(0.0, p0, c)
+    loss += np.sum(p * p)
+''', ns, backend=backend)
+    descend = fs["descend"]
+    p0, c = np.array([0.9, -0.4, 0.3]), np.array([0.5, 1.5, 1.0])
+
+    def loss_jax(p0, c):
+        def potential(p):
+            return jnp.sum(c * p ** 2 + 0.1 * jnp.cos(3.0 * p))
+
+        def step(p, _):
+            return p - 0.1 * jax.grad(potential)(p), None
+
+        p, _ = jax.lax.scan(step, p0, None, length=7)
+        return jnp.sum(p * p)
+
+    loss, *_ = descend(0.0, np.zeros(3), p0, c, 0.1, 7)
+    assert loss == pytest.approx(float(loss_jax(p0, c)), rel=1e-13)
+    _, _, gp, gc, *_ = grad(descend, loss="loss", wrt=["p0", "c"])(0.0, np.zeros(3), p0, c,
+                                                                   0.1, 7)
+    want = jax.grad(loss_jax, argnums=(0, 1))(p0, c)
+    np.testing.assert_allclose(gp, np.asarray(want[0]), rtol=1e-11)
+    np.testing.assert_allclose(gc, np.asarray(want[1]), rtol=1e-11)
+
+
+def test_third_derivatives_are_refused_with_the_reason():
+    saddle = functions("python")["saddle"]
+    with pytest.raises(ReversibilityTypeError, match="third derivatives of f") as e:
+        revbench.hvp(saddle, loss="loss", wrt="x")(0.0, X, Y, 0.1, np.ones(4))
+    assert "saddle" in str(e.value)
+
+
+def refused(source: str, ns_extra: dict | None = None) -> Exception:
+    ns = {"np": np, "revbench": revbench}
+    define('''
+@reversible
+def f(out, x, y, n):
+    for i in range(len(y)):
+        out += x[i] * y[i] ** 2
+''', ns, backend="python")
+    ns.update(ns_extra or {})
+    with pytest.raises((ReversibilitySyntaxError, ReversibilityTypeError)) as e:
+        fs = define(source, ns, backend="python")
+        (fn,) = fs.values()
+        fn(np.zeros(3), np.ones(3), np.ones(3), np.ones(3), 2)
+    return e.value
+
+
+@pytest.mark.parametrize("line, words", [
+    ('g += revbench.grad(f, loss="out", wrt="n")(0.0, x, y, n)',
+     ["`n` is passed `n` (int", "has no gradient"]),
+    ('g += revbench.grad(f, loss="out", wrt="z")(0.0, x, y, n)',
+     ["`wrt='z'` is not an argument of f('out', 'x', 'y', 'n')"]),
+    ('g += revbench.grad(f, loss="out", wrt=("x", "y"))(0.0, x, y, n)',
+     ["must name one argument", "got `('x', 'y')`"]),
+    ('g += revbench.grad(f, loss="out")(0.0, x, y, n)', ["`wrt=` of a gradient", "got nothing"]),
+    ('g += revbench.grad(f, loss="out", wrt="y")(0.0, x, y)',
+     ["takes the 4 argument(s) of f('out', 'x', 'y', 'n'), got 3"]),
+    ('g += revbench.grad(f, loss="out", wrt="y", batch=2)(0.0, x, y, n)',
+     ["`batch=` is not supported here"]),
+    ('g += revbench.grad(f, loss="x", wrt="y")(0.0, x, y, n)',
+     ["the loss `x` is passed `x` (float64[:])", "float scalar loss"]),
+    ('g += revbench.grad(missing, loss="out", wrt="y")(0.0, x, y, n)',
+     ["`missing`", "must name a reversible function defined before this one"]),
+    ('g += revbench.jacobian(f, outputs="out", wrt="y")(0.0, x, y, n)',
+     ["`revbench.jacobian(...)` inside a reversible function", "g += revbench.grad("]),
+    ('g += revbench.grad(f, loss="out", wrt="y")(0.0, x, 2.0 * y, n)',
+     ["argument `y` of", "is the array expression `2.0 * y`"]),
+    ('if revbench.grad(f, loss="out", wrt="out")(0.0, x, y, n) > 0.0:\n        g[0] += 1.0',
+     ["cannot be used here", "compute it into an ancilla first"]),
+])
+def test_misuse_is_refused_with_its_line_and_fix(line, words):
+    error = refused(f'''
+@reversible
+def use(g, a, x, y, n):
+    {line}
+''')
+    message = str(error)
+    for w in words:
+        assert w in message, message
+    assert error.lineno == 4, message
+
+
+def test_a_redefined_target_is_taken_again():
+    """A notebook cell redefining f: the function differentiating it uses the new f."""
+    ns = {"np": np, "revbench": revbench}
+    define("@reversible\ndef f(out, y):\n    out += y * y\n", ns, backend="python")
+    use = define("@reversible\ndef use(g, y):\n    g += revbench.grad(f, loss='out', "
+                 "wrt='y')(0.0, y)\n", ns, backend="python")["use"]
+    assert use(0.0, 3.0)[0] == 6.0
+    define("@reversible\ndef f(out, y):\n    out += y * y * y\n", ns, backend="python")
+    assert use(0.0, 3.0)[0] == 27.0
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("steps, words", [
+    (100, ["ancilla `p_recovered_by_chaos_sweep[0]` is not back", "line 12"]),
+    (2000, ["`+=` by `dL_dp`: the operand is infinite or nan", "line 12"]),
+])
+def test_a_sweep_that_does_not_recover_its_inputs_is_an_error_not_a_gradient(steps, words):
+    """The standard map kicked hard: chaos's reverse sweep loses the copies it should give
+    back (or its adjoints overflow). With checks on that is an error at the user's line."""
+    fs = define(f'''
+@reversible
+def chaos(L, x, p, k, n):
+    for t in range(n):
+        for i in range(len(x)):
+            p[i] += k * np.sin(x[i])
+            x[i] += p[i]
+    L += x[0]
+
+@reversible
+def use(g, x, p):
+    g += revbench.grad(chaos, loss="L", wrt="p")(0.0, x, p, 6.0, {steps})
+''', {"np": np, "revbench": revbench}, backend="python")
+    x, p = np.array([0.1, 0.7, 1.3, 2.9]), np.array([0.0, 0.2, -0.3, 0.5])
+    with pytest.raises(revbench.ReversibilityError) as e:
+        fs["use"](np.zeros(4), x, p)
+    for w in words:
+        assert w in str(e.value), str(e.value)
+    assert list(p) == [0.0, 0.2, -0.3, 0.5]  # the caller's arrays are untouched
+
+
+def test_the_debugger_shows_the_gradient_as_one_step_both_ways():
+    use = functions("python")["gradient_y"]
+    trace = revbench.trace(use, np.zeros(4), X, Y, loss=("g", 0))
+    calls = [str(s) for s in trace if "grad(f, loss=out, wrt=y)" in str(s)]
+    assert len(calls) == 2  # forward, then backward
+    assert "+= the gradient of f's `out` with respect to `y`" in calls[0]
+    np.testing.assert_allclose(trace.outputs[0], grad_f_y(X, Y), rtol=1e-14)
+    np.testing.assert_allclose(trace.inputs[0], 0.0, atol=1e-15)
