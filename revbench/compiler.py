@@ -26,7 +26,7 @@ from revbench.rules import adjoints as adjoint_rules
 from revbench.rules import functions as fn_rules
 from revbench.transforms import pipeline
 from revbench.transforms.adjoint import adj_name, adjoint_params, lane_name
-from revbench.transforms.derivative import ACCUMULATOR, GradientIR
+from revbench.transforms.derivative import ACCUMULATOR, GradientIR, along_param
 from revbench.transforms.invert import invert
 from revbench.transforms.pipeline import BACKWARD, FORWARD, INVERSE, Direction
 from revbench.transforms.tangent import tan_name
@@ -179,12 +179,10 @@ class Program:
                 if view is None:
                     view = self._loop_views[loop.name] = LoopView(LoopProgram.of(self, loop))
                 return view
-        gradient = ir.parse_derivative_callee(dotted)
-        if gradient is not None:  # a gradient taken in its body (lang.derivatives)
+        if ir.parse_derivative_callee(dotted) is not None:  # (lang.derivatives)
             view = self._loop_views.get(dotted)
             if view is None:
-                view = self._loop_views[dotted] = DerivativeView(
-                    DerivativeProgram.of(self, *gradient))
+                view = self._loop_views[dotted] = DerivativeView(DerivativeProgram.of(self, dotted))
             return view
         return lookup_name(dotted, self.namespace, self.closure)
 
@@ -715,33 +713,38 @@ class DerivativeView(ProgramView):
 
 @dataclass
 class DerivativeProgram(Program):
-    """``revbench.grad(f, loss=..., wrt=...)(...)`` inside reversible code: a reversible
-    function of ``(accumulator, *f's arguments)`` that adds the gradient into the
-    accumulator.  Its directions are written as IR of calls of ``f``
-    (:mod:`revbench.transforms.derivative`) instead of derived by the passes.  ``f`` is
-    looked up through the enclosing function each time (``target``), so a redefined
+    """A derivative taken inside reversible code (:class:`ir.Derivative`): a reversible
+    function of ``(accumulator, *f's arguments[, *tangents])`` that adds the gradient
+    (``revbench.grad``) or the tangent of an output (``revbench.jvp``) into the
+    accumulator, and changes nothing else.  Its directions are written as IR of calls of
+    ``f`` (:mod:`revbench.transforms.derivative`) instead of derived by the passes.  ``f``
+    is looked up through the enclosing function each time (``target``), so a redefined
     ``f`` (a notebook cell run again) is what its next compilation uses.  The debugger
     shows it as one step."""
 
     opaque = True
     parent: Program | None = None
+    kind: str = "grad"
     target: str = ""  # f (or the module's name for `revbench.grad(f, ...)`), as written
-    loss: str = ""
-    wrt: str = ""
+    loss: str = ""  # grad: the loss; jvp: the output
+    wrt: tuple[str, ...] = ()  # grad: (wrt,); jvp: the arguments given a tangent
     site: ir.Loc = ir.NO_LOC
 
     @classmethod
-    def of(cls, parent: Program, target: str, loss: str, wrt: str) -> DerivativeProgram:
+    def of(cls, parent: Program, callee: str) -> DerivativeProgram:
+        kind, target, loss, wrt = ir.parse_derivative_callee(callee)
         f = parent.ir
-        # (its name is part of generated identifiers: `grad_f_by_y`)
-        name = f"grad_{target.replace('.', '_')}_by_{wrt}"
+        # (its name is part of generated identifiers: `grad_f_by_y`, `jvp_f_along_x_y`)
+        joined = "_".join(wrt)
+        name = (f"grad_{target.replace('.', '_')}_by_{joined}" if kind == "grad" else
+                f"jvp_{target.replace('.', '_')}_along_{joined}")
         func = ir.Function(name, (), (), f.filename, f.firstlineno, f.source_lines)
         prog = cls(func, check=parent.check, backend=parent.backend, atol=parent.atol,
                    rtol=parent.rtol, namespace=parent.namespace, closure=parent.closure,
-                   parent=parent, target=target, loss=loss, wrt=wrt)
-        prog.ir = replace(func, params=(ACCUMULATOR, *prog.function().params))
-        # its statements carry the line of the gradient's first use: messages show it
-        callee = f"grad({target}, loss={loss}, wrt={wrt})"
+                   parent=parent, kind=kind, target=target, loss=loss, wrt=wrt)
+        along = tuple(along_param(p) for p in wrt) if kind == "jvp" else ()
+        prog.ir = replace(func, params=(ACCUMULATOR, *prog.function().params, *along))
+        # its statements carry the line of the derivative's first use: messages show it
         prog.site = next((d.loc for st in ir.walk_stmts(f.body)
                           for e in ir.statement_expressions(st) for d in ir.walk_expr(e)
                           if isinstance(d, ir.Derivative) and ir.derivative_callee(d) == callee),
@@ -758,9 +761,10 @@ class DerivativeProgram(Program):
             raise self._error(f"`{self.target}` is no longer a reversible function (it was one "
                               "when the function differentiating it was defined): define that "
                               "function again")
-        if self.loss not in obj.params or self.wrt not in obj.params:
+        missing = [p for p in (self.loss, *self.wrt) if p not in obj.params]
+        if missing:
             raise self._error(f"`{self.target}` was redefined with the arguments {obj.params}, "
-                              f"which have no `{self.loss}` or `{self.wrt}`: define the function "
+                              f"which have no `{missing[0]}`: define the function "
                               "differentiating it again")
         return obj
 
@@ -788,28 +792,39 @@ class DerivativeProgram(Program):
 
     def opaque_text(self, direction: Direction) -> str:
         op = "-=" if direction.inverse != direction.sweep else "+="
-        what = f"the gradient of {self.target}'s `{self.loss}` with respect to `{self.wrt}`"
-        return f"{op} {what}" + (", with the adjoints carried back through f's Hessian"
-                                 if direction.sweep else "")
+        if self.kind == "jvp":
+            what = (f"the tangent of {self.target}'s `{self.loss}` along the tangents of "
+                    + ", ".join(f"`{p}`" for p in self.wrt))
+        else:
+            what = f"the gradient of {self.target}'s `{self.loss}` with respect to `{self.wrt[0]}`"
+        return f"{op} {what}" + (f", with the adjoints carried back through {self.target}'s "
+                                 "second derivatives" if direction.sweep else "")
 
     def typed(self, direction: Direction, signature: tuple[VarType, ...], lanes: int = 1,
               inactive: frozenset[str] = frozenset()):
         f = self.function()
         prog = f._program
-        if prog.custom_adjoint() is not None:
+        what = "gradient" if self.kind == "grad" else "Jacobian-vector product"
+        if prog.custom_adjoint() is not None and not direction.is_run:
             raise self._error(f"`{self.target}` has a custom adjoint, which gives first "
-                              "derivatives only: the gradient of a program holding its "
-                              "gradient needs its second derivatives")
-        if direction not in (FORWARD, INVERSE, BACKWARD, pipeline.BACKWARD_INVERSE,
-                             FORWARD.with_tangent(), INVERSE.with_tangent()):
-            raise self._error("a gradient taken inside reversible code can "
-                              "be differentiated once more -- grad, vjp, jacobian, jvp of the "
-                              f"function holding it -- but not twice: {direction.name} would "
-                              f"need third derivatives of {self.target}")
+                              f"derivatives only: differentiating a program holding its {what} "
+                              "needs its second derivatives")
+        allowed = (FORWARD, INVERSE, BACKWARD, pipeline.BACKWARD_INVERSE)
+        if self.kind == "grad":
+            allowed += (FORWARD.with_tangent(), INVERSE.with_tangent())
+        if direction not in allowed:
+            once = ("grad, vjp, jacobian, jvp" if self.kind == "grad" else "grad, vjp, jacobian")
+            raise self._error(f"a {what} taken inside reversible code can be differentiated once "
+                              f"more -- {once} of the function holding it -- but not twice: "
+                              f"{direction.name} would need third derivatives of {self.target}")
         params = f.params
-        build = GradientIR(self.target, params, signature[1:], params.index(self.loss),
-                           params.index(self.wrt), prog.written_params(), self.site)
-        run = replace(self.ir, body=build.run(direction.inverse))
+        loss = params.index(self.loss)
+        build = GradientIR(self.target, params, signature[1:1 + len(params)], loss,
+                           params.index(self.wrt[0]) if self.kind == "grad" else loss,
+                           prog.written_params(), self.site,
+                           self.wrt if self.kind == "jvp" else ())
+        runs = build.run if self.kind == "grad" else build.jvp_run
+        run = replace(self.ir, body=runs(direction.inverse))
         if direction.is_run:
             return infer(run, signature)
         if direction.tangent:
@@ -819,9 +834,11 @@ class DerivativeProgram(Program):
         else:
             self.refuse_written_inactive(inactive)
             extra = adjoint_params(infer(run, signature), lanes, frozenset(inactive))
-            active = [p for p in params if adj_name(p) in {n for n, _ in extra}
-                      or lane_name(adj_name(p), 0) in {n for n, _ in extra}]
-            body = build.sweep(direction.inverse, lanes, active)
+            names = {n for n, _ in extra}
+            active = [p for p in self.ir.params[1:] if adj_name(p) in names
+                      or lane_name(adj_name(p), 0) in names]
+            sweeps = build.sweep if self.kind == "grad" else build.jvp_sweep
+            body = sweeps(direction.inverse, lanes, active)
         func = replace(self.ir, params=self.ir.params + tuple(n for n, _ in extra), body=body)
         return infer(func, signature + tuple(t for _, t in extra))
 

@@ -307,3 +307,151 @@ def test_the_debugger_shows_the_gradient_as_one_step_both_ways():
     assert "+= the gradient of f's `out` with respect to `y`" in calls[0]
     np.testing.assert_allclose(trace.outputs[0], grad_f_y(X, Y), rtol=1e-14)
     np.testing.assert_allclose(trace.inputs[0], 0.0, atol=1e-15)
+
+
+# -- over generated programs ------------------------------------------------------------------
+
+def check_nested(p, backend: str) -> None:
+    """For a generated program f with the float loss a0 and a float argument x: the gradient
+    taken inside reversible code is grad's, and the outer gradient of <w, dL/dx> with respect
+    to x is hvp's H w (the rule of the gradient's reverse sweep)."""
+    from hypothesis import note
+    from test_property import build, show, stable
+
+    show(p)
+    f = build(p, backend)
+    args = p.fresh_args()
+    floats = [k for k, a in enumerate(args) if k > 0 and (isinstance(a, float) or (
+        isinstance(a, np.ndarray) and a.dtype == float))]
+    if not floats:
+        return
+    k = floats[0]
+    x = f.params[k]
+    ns = {"np": np, "revbench": revbench, p.name: f}
+    sum_ = "np.sum(acc * weight)" if isinstance(args[k], np.ndarray) else "acc * weight"
+    (outer,) = define(f'''
+@reversible
+def outer(total, weight, acc, {", ".join(f.params)}):
+    acc += revbench.grad({p.name}, loss="a0", wrt="{x}")({", ".join(f.params)})
+    total += {sum_}
+''', ns, backend=backend).values()
+    rng = np.random.default_rng(len(p.source))
+    w = rng.standard_normal(np.shape(args[k]))
+    w = w if isinstance(args[k], np.ndarray) else float(w)
+    zero = np.zeros_like(args[k]) if isinstance(args[k], np.ndarray) else 0.0
+    want = stable("grad", lambda: grad(f, loss="a0")(*p.fresh_args()))[k]
+    got = stable("outer", lambda: outer(0.0, w, zero.copy() if isinstance(zero, np.ndarray)
+                                        else zero, *p.fresh_args()))[2]
+    note(f"inside {got!r}, grad {want!r}")
+    scale = 1.0 + float(np.sum(np.abs(want)))
+    assert np.max(np.abs(np.asarray(got) - want)) <= 1e-10 * scale
+    hv = stable("hvp", lambda: revbench.hvp(f, loss="a0", wrt=x)(*p.fresh_args(), w))
+    g_outer = stable("outer grad", lambda: grad(outer, loss="total", wrt=[x])(
+        0.0, w, zero.copy() if isinstance(zero, np.ndarray) else zero, *p.fresh_args()))[3 + k]
+    note(f"outer grad {g_outer!r}, hvp {hv!r}")
+    scale = 1.0 + float(np.sum(np.abs(hv)))
+    assert np.max(np.abs(np.asarray(g_outer) - hv)) <= 1e-9 * scale
+
+
+def _generated():
+    import program_gen
+    from hypothesis import given, settings
+    from test_property_grad import SETTINGS
+
+    def property_for(backend: str, examples: int):
+        @settings(max_examples=examples, **SETTINGS)
+        @given(program_gen.programs(mode="float"))
+        def run(p):
+            check_nested(p, backend)
+        return run
+    return property_for
+
+
+test_generated_programs_gradient_inside_python = _generated()("python", 30)
+test_generated_programs_gradient_inside_numba = pytest.mark.slow(_generated()("numba", 6))
+
+
+# -- a Jacobian-vector product inside reversible code ------------------------------------------
+
+JVP_SOURCE = '''
+@reversible
+def model(r, x, w):
+    for i in range(len(x)):
+        r[i] += w * np.sin(x[i]) * x[(i + 1) % len(x)] + np.log(1.0 + np.exp(x[i]))
+
+@reversible
+def sensitivity(loss, x, w, v, u):
+    """loss += |J_x v + J_w u|^2 (the tangent of r along v on x and u on w)."""
+    with routine:
+        r = np.zeros_like(x)
+        s = np.zeros_like(x)
+        s += revbench.jvp(model, r, x, w, tangents={"w": u, "x": v}, outputs="r")
+    loss += np.sum(s * s)
+    ~routine
+'''
+
+
+def model_jax(x, w):
+    import jax.numpy as jnp
+
+    return w * jnp.sin(x) * jnp.roll(x, -1) + jnp.log(1.0 + jnp.exp(x))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_jvp_inside_and_its_gradient_match_jax(backend):
+    jax, _ = jax_saddle()
+    jnp = jax.numpy
+    f = define(JVP_SOURCE, {"np": np, "revbench": revbench}, backend=backend)["sensitivity"]
+    v, u = np.array([1.0, -0.5, 0.25, 2.0]), 0.7
+
+    def sensitivity_jax(x, w, v, u):
+        _, s = jax.jvp(model_jax, (x, w), (v, u))
+        return jnp.sum(s * s)
+
+    loss, *_ = f(0.0, X, 1.5, v, u)
+    assert loss == pytest.approx(float(sensitivity_jax(X, 1.5, v, u)), rel=1e-13)
+    _, gx, gw, gv, gu = grad(f, loss="loss")(0.0, X, 1.5, v, u)
+    want = jax.grad(sensitivity_jax, argnums=(0, 1, 2, 3))(X, 1.5, v, u)
+    for got, w in zip((gx, gw, gv, gu), want):
+        np.testing.assert_allclose(got, np.asarray(w), rtol=1e-12)
+    back = (~f)(*f(0.0, X, 1.5, v, u))
+    assert back[0] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_jvp_inside_misuse():
+    with pytest.raises(AssertionError, match="the tangent of `x` must have the shape of `x`"):
+        refused('''
+@reversible
+def use(g, a, x, y, n):
+    g += revbench.jvp(f, 0.0, x, y, n, tangents={"x": a[0:2]}, outputs="out")
+''')
+    error = refused('''
+@reversible
+def use(g, a, x, y, n):
+    g[0] += revbench.jvp(f, 0.0, x, y, n, tangents=t, outputs="out")
+''')
+    assert "dict written out" in str(error) and error.lineno == 4
+    saddle = define(JVP_SOURCE, {"np": np, "revbench": revbench}, backend="python")["sensitivity"]
+    with pytest.raises(ReversibilityTypeError, match="third derivatives of model"):
+        revbench.jvp(saddle, 0.0, X, 1.5, X.copy(), 0.7, tangents={"x": X}, outputs="loss")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_jacobian_of_a_jvp_inside_matches_jax(backend):
+    """Several adjoint lanes through the jvp's reverse sweep: every row at once."""
+    jax, _ = jax_saddle()
+    fs = define(JVP_SOURCE + '''
+@reversible
+def tangent_of_r(s, r, x, w, v):
+    s += revbench.jvp(model, r, x, w, tangents={"x": v}, outputs="r")
+''', {"np": np, "revbench": revbench}, backend=backend)
+    v = np.array([1.0, -0.5, 0.25, 2.0])
+    Jx, Jv = jacobian(fs["tangent_of_r"], outputs="s", wrt=("x", "v"))(
+        np.zeros(4), np.zeros(4), X, 1.5, v)
+
+    def tangent_jax(x, v):
+        return jax.jvp(lambda x: model_jax(x, 1.5), (x,), (v,))[1]
+
+    want_x, want_v = jax.jacrev(tangent_jax, argnums=(0, 1))(X, v)
+    np.testing.assert_allclose(Jx, np.asarray(want_x), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(Jv, np.asarray(want_v), rtol=1e-12, atol=1e-14)

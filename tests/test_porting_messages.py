@@ -99,7 +99,7 @@ def test_a_derivative_inside_reversible_code_says_so(make, body):
             {body}
     """, grad=revbench.grad)
     text = str(err)
-    assert "the derivative taken inside reversible code is a gradient, spelt" in text
+    assert "the derivatives taken inside reversible code are a gradient, spelt" in text
     assert "g += revbench.grad(f, loss=..., wrt=...)(...)" in text
     assert "pass the result in as an argument" in text
     assert "only local arrays can be indexed" not in text

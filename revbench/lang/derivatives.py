@@ -106,7 +106,8 @@ class _Lowering:
             return [s]
         d = s.value
         if (isinstance(d, ir.Derivative) and s.op in ("+=", "-=") and isinstance(s.target, ir.Var)
-                and s.target.name not in {n for a in d.args for n in ir.names_used(a)}
+                and s.target.name not in {n for a in (*d.args, *d.directions)
+                                          for n in ir.names_used(a)}
                 and self.type_of(s.target) == self.type_of(d)):
             # g += grad(...)(...): the call adds into g itself
             pre, args, post = self.arguments(d)
@@ -166,15 +167,17 @@ class _Lowering:
         pre: list[ir.Stmt] = []
         post: list[ir.Stmt] = []
         args: list[ir.Target] = []
-        for k, a in enumerate(d.args):
+        roles = [f"argument `{p}`" for p in d.params] + [f"the tangent of `{d.params[k]}`"
+                                                          for k in d.along]
+        for role, a in zip(roles, (*d.args, *d.directions)):
             if isinstance(a, (ir.Var, ir.Elem)):
                 args.append(a)
                 continue
             t = self.type_of(a)
             if t.is_array:
-                raise self.error(d.loc, f"argument `{d.params[k]}` of `{expr_text(d)}` is the array "
-                                        f"expression `{expr_text(a)}`: pass an array variable "
-                                        "(compute the expression into an ancilla array first)")
+                raise self.error(d.loc, f"{role} of `{expr_text(d)}` is the array expression "
+                                        f"`{expr_text(a)}`: pass an array variable (compute the "
+                                        "expression into an ancilla array first)")
             name = f"{VALUE_PREFIX}{next(self._names)}"
             self.env[name] = t
             pre.append(ir.Alloc(name, a, d.loc))
@@ -191,7 +194,7 @@ class _Lowering:
         t = self.type_of(d)
         if not t.is_array:
             return ir.Const(0.0, d.loc)
-        arg = d.args[d.wrt]
+        arg = d.args[d.wrt if d.kind == "grad" else d.loss]
         return ir.ArrayAlloc("zeros", tuple(extent(arg, ax, self.env) for ax in range(t.ndim)),
                              None, "float", d.loc)
 

@@ -168,35 +168,54 @@ class Scan:
 
 @dataclass(frozen=True)
 class Derivative:
-    """``revbench.grad(f, loss="out", wrt="y")(a, b, c)`` inside reversible code: the
-    gradient of ``f``'s scalar argument ``loss`` (after ``f`` runs) with respect to its
-    argument ``wrt`` (before), at the arguments ``args``.  It has the type of
-    ``args[wrt]``.  Lowered by :mod:`revbench.lang.derivatives` once types are known into
-    an ancilla filled by a call of the derivative's own program
-    (:func:`derivative_callee`), which the compiler resolves to
-    :class:`revbench.compiler.DerivativeProgram`."""
+    """A derivative of a reversible function ``f`` taken inside reversible code:
+
+    * ``revbench.grad(f, loss="out", wrt="y")(a, b, c)`` (``kind`` ``"grad"``): the
+      gradient of ``f``'s float scalar argument ``loss`` (after ``f`` runs) with respect to
+      its argument ``wrt`` (before), at the arguments ``args``; the type of ``args[wrt]``;
+    * ``revbench.jvp(f, a, b, c, tangents={"y": v}, outputs="r")`` (``kind`` ``"jvp"``):
+      the tangent of ``f``'s argument ``loss`` (here: the output ``r``) along the
+      direction ``directions`` given to the arguments ``along``; the type of ``args[loss]``.
+
+    Lowered by :mod:`revbench.lang.derivatives` once types are known into an ancilla filled
+    by a call of the derivative's own program (:func:`derivative_callee`), which the
+    compiler resolves to :class:`revbench.compiler.DerivativeProgram`."""
 
     func: str  # the differentiated function, as written (dotted)
     params: tuple[str, ...]  # its parameters, when the caller was defined
-    loss: int
-    wrt: int
+    loss: int  # grad: the loss; jvp: the output
+    wrt: int  # grad only (-1 for jvp)
     args: tuple[Expr, ...]
     loc: Loc = field(default=NO_LOC, compare=False)
+    kind: str = "grad"
+    along: tuple[int, ...] = ()  # jvp: the arguments given a tangent, in order
+    directions: tuple[Expr, ...] = ()  # jvp: their tangents
 
 
-#: the callee name of a lowered :class:`Derivative`: ``grad(f, loss=out, wrt=y)``
-_DERIVATIVE_CALLEE = re.compile(r"^grad\((?P<func>[\w.]+), loss=(?P<loss>\w+), wrt=(?P<wrt>\w+)\)$")
+#: the callee name of a lowered :class:`Derivative`, which reads as what it computes:
+#: ``grad(f, loss=out, wrt=y)`` or ``jvp(f, outputs=r, tangents=x+y)``
+_DERIVATIVE_CALLEE = re.compile(
+    r"^(?:(?P<grad>grad)\((?P<gfunc>[\w.]+), loss=(?P<loss>\w+), wrt=(?P<wrt>\w+)\)"
+    r"|(?P<jvp>jvp)\((?P<jfunc>[\w.]+), outputs=(?P<out>\w+), tangents=(?P<along>[\w+]+)\))$")
 
 
 def derivative_callee(d: Derivative) -> str:
-    """The name a call of ``d``'s program goes by (it reads as what it computes)."""
+    """The name a call of ``d``'s program goes by."""
+    if d.kind == "jvp":
+        along = "+".join(d.params[k] for k in d.along)
+        return f"jvp({d.func}, outputs={d.params[d.loss]}, tangents={along})"
     return f"grad({d.func}, loss={d.params[d.loss]}, wrt={d.params[d.wrt]})"
 
 
-def parse_derivative_callee(name: str) -> tuple[str, str, str] | None:
-    """``(func, loss, wrt)`` of a :func:`derivative_callee` name; None for any other."""
+def parse_derivative_callee(name: str) -> tuple[str, str, str, tuple[str, ...]] | None:
+    """``(kind, func, loss or output, (wrt,) or the arguments with a tangent)`` of a
+    :func:`derivative_callee` name; None for any other name."""
     m = _DERIVATIVE_CALLEE.match(name)
-    return None if m is None else (m["func"], m["loss"], m["wrt"])
+    if m is None:
+        return None
+    if m["grad"]:
+        return "grad", m["gfunc"], m["loss"], (m["wrt"],)
+    return "jvp", m["jfunc"], m["out"], tuple(m["along"].split("+"))
 
 
 @dataclass(frozen=True)
@@ -532,7 +551,7 @@ def sub_expressions(e: Expr) -> tuple[Expr, ...]:
     if isinstance(e, (Reduce, Scan)):
         return (e.arg,)
     if isinstance(e, Derivative):
-        return e.args
+        return (*e.args, *e.directions)
     if isinstance(e, ArrayAlloc):
         return e.shape
     return ()
@@ -561,7 +580,8 @@ def map_children(e: Expr, f) -> Expr:
     if isinstance(e, (Reduce, Scan)):
         return replace(e, arg=f(e.arg))
     if isinstance(e, Derivative):
-        return replace(e, args=tuple(f(a) for a in e.args))
+        return replace(e, args=tuple(f(a) for a in e.args),
+                       directions=tuple(f(v) for v in e.directions))
     if isinstance(e, ArrayAlloc):
         return replace(e, shape=tuple(f(d) for d in e.shape))
     return e

@@ -988,11 +988,13 @@ class Parser:
 
     @staticmethod
     def _derivative_message(what: str) -> str:
-        return (f"`{what}` inside a reversible function: the derivative taken inside "
-                "reversible code is a gradient, spelt `revbench.grad(f, loss=\"out\", "
-                "wrt=\"x\")(a, b, ...)` in the value of an update (`g += revbench.grad(f, "
-                "loss=..., wrt=...)(...)`) or of an ancilla. For other derivatives, take them "
-                "outside and pass the result in as an argument")
+        return (f"`{what}` inside a reversible function: the derivatives taken inside "
+                "reversible code are a gradient, spelt `revbench.grad(f, loss=\"out\", "
+                "wrt=\"x\")(a, b, ...)`, and a Jacobian-vector product, spelt `revbench.jvp(f, "
+                "a, b, ..., tangents={\"x\": v}, outputs=\"r\")` (the tangent of `r`), in the "
+                "value of an update (`g += revbench.grad(f, loss=..., wrt=...)(...)`) or of an "
+                "ancilla. For other derivatives, take them outside and pass the result in as an "
+                "argument")
 
     def _derivative(self, e: ast.Call) -> ir.Derivative | None:
         """``revbench.grad(f, loss="out", wrt="y")(a, b, c)`` -- or ``dfdy(a, b, c)`` with
@@ -1000,6 +1002,9 @@ class Parser:
         None for any other call.  ``f`` is resolved now, to number ``loss`` and ``wrt``:
         it must be defined before the function that differentiates it."""
         inner = e.func
+        which = self._derivative_name(inner)
+        if which is not None and which.rpartition(".")[2] == "jvp":
+            return self._jvp(e)
         if isinstance(inner, ast.Call):
             which = self._derivative_name(inner.func)
             if which is None:
@@ -1017,15 +1022,7 @@ class Parser:
             spec = list(inner.args[1:]) + [None] * (3 - len(inner.args))
             loss_node = named.get("loss", spec[0])
             wrt_node = named.get("wrt", spec[1])
-            target = inner.args[0]
-            dotted = _dotted(target)
-            f = self._lookup_global(dotted.split(".")[0]) if dotted else None
-            for attr in (dotted or "").split(".")[1:]:
-                f = getattr(f, attr, None)
-            if type(f).__name__ != "ReversibleFunction" or getattr(f, "is_inverse", False):
-                raise self.error(target, f"`{ast.unparse(target)}` in `{ast.unparse(inner)}` "
-                                         "must name a reversible function defined before this "
-                                         "one (not its inverse)")
+            dotted, f = self._derivative_target(inner.args[0], ast.unparse(inner))
             loss = self._derivative_param(inner, f, loss_node, "loss")
             wrt = self._derivative_param(inner, f, wrt_node, "wrt")
             spelt = dotted
@@ -1047,6 +1044,48 @@ class Parser:
                                 f"of {f.__name__}{f.params}, got {len(e.args)}")
         args = tuple(self.expr(a) for a in e.args)
         return ir.Derivative(spelt, tuple(f.params), loss, wrt, args, self.loc(e))
+
+    def _derivative_target(self, target: ast.expr, spelt: str) -> tuple[str, Any]:
+        """``(dotted name, function)`` of the function a derivative differentiates: a
+        reversible function of the module, defined before this one."""
+        dotted = _dotted(target)
+        f = self._lookup_global(dotted.split(".")[0]) if dotted else None
+        for attr in (dotted or "").split(".")[1:]:
+            f = getattr(f, attr, None)
+        if type(f).__name__ != "ReversibleFunction" or getattr(f, "is_inverse", False):
+            raise self.error(target, f"`{ast.unparse(target)}` in `{spelt}` must name a "
+                                     "reversible function defined before this one (not its inverse)")
+        return dotted, f
+
+    def _jvp(self, e: ast.Call) -> ir.Derivative:
+        """``revbench.jvp(f, a, b, c, tangents={"x": v}, outputs="r")`` inside reversible code:
+        the tangent of the one output ``r`` (what ``[1][0]`` of its value is outside)."""
+        named = {k.arg: k.value for k in e.keywords}
+        extra = sorted(set(named) - {"tangents", "outputs"} - {None})
+        if extra or not e.args or "tangents" not in named or "outputs" not in named:
+            raise self.error(e, "inside reversible code, a Jacobian-vector product is "
+                                "`revbench.jvp(f, a, b, ..., tangents={\"x\": v}, outputs=\"r\")`, "
+                                "the tangent of the one output `r`" + (
+                                    f" (`{extra[0]}=` is not supported here)" if extra else ""))
+        dotted, f = self._derivative_target(e.args[0], "revbench.jvp(...)")
+        out = self._derivative_param(e, f, named["outputs"], "outputs")
+        tangents = named["tangents"]
+        if not isinstance(tangents, ast.Dict) or not tangents.keys or None in tangents.keys:
+            raise self.error(tangents, "`tangents=` of `revbench.jvp` inside reversible code is a "
+                                       "dict written out, from argument names to their tangents: "
+                                       "`tangents={\"x\": v}`")
+        along = [self._derivative_param(e, f, k, "tangents") for k in tangents.keys]
+        if len(set(along)) != len(along):
+            raise self.error(tangents, "`tangents=` names an argument twice")
+        if len(e.args) - 1 != len(f.params):
+            raise self.error(e, f"`revbench.jvp({f.__name__}, ...)` takes the {len(f.params)} "
+                                f"argument(s) of {f.__name__}{f.params} after the function, got "
+                                f"{len(e.args) - 1}")
+        order = sorted(range(len(along)), key=lambda k: along[k])
+        return ir.Derivative(dotted, tuple(f.params), out, -1,
+                             tuple(self.expr(a) for a in e.args[1:]), self.loc(e), kind="jvp",
+                             along=tuple(along[k] for k in order),
+                             directions=tuple(self.expr(tangents.values[k]) for k in order))
 
     def _derivative_param(self, at: ast.AST, f: Any, which: Any, what: str) -> int:
         """The position of ``f``'s argument named (or numbered) by ``which`` -- a constant

@@ -320,6 +320,8 @@ class TypeInference:
         be a float.  Lowered to a call of its own program once typed
         (:mod:`revbench.lang.derivatives`)."""
         types = [self._expr(a, True) for a in e.args]
+        if e.kind == "jvp":
+            return self.jvp(e, types, ew)
         spelt = f"revbench.grad({e.func}, loss={e.params[e.loss]!r}, wrt={e.params[e.wrt]!r})"
         loss, out = types[e.loss], types[e.wrt]
         if loss != VarType("float"):
@@ -336,6 +338,28 @@ class TypeInference:
             raise self.error(e.loc, f"`{spelt}(...)` is an array ({out}) but a scalar is needed "
                                     "here; update a whole array with it (`g += revbench.grad(...)"
                                     "(...)`)")
+        return out
+
+    def jvp(self, e: ir.Derivative, types: list[VarType], ew: bool) -> VarType:
+        """``revbench.jvp(f, ..., tangents={"x": v}, outputs="r")``: the type of ``r``, a
+        float (or float array); each tangent has its argument's type."""
+        spelt = f"revbench.jvp({e.func}, ..., outputs={e.params[e.loss]!r})"
+        out = types[e.loss]
+        if out.dtype != "float":
+            raise self.error(e.loc, f"`{spelt}`: the output `{e.params[e.loss]}` is passed "
+                                    f"`{ir_text(e.args[e.loss])}` ({out}), which has no tangent "
+                                    "here: a Jacobian-vector product inside reversible code is "
+                                    "that of a float (or float array) output")
+        for k, v in zip(e.along, e.directions):
+            t, want = self._expr(v, True), types[k]
+            if want.dtype != "float" or t != want:
+                raise self.error(e.loc, f"`{spelt}`: the tangent of `{e.params[k]}` is "
+                                        f"`{ir_text(v)}` ({t}), but `{e.params[k]}` is passed "
+                                        f"`{ir_text(e.args[k])}` ({want}): a tangent has its "
+                                        "argument's type, which must be a float or float array")
+        if out.is_array and not ew:
+            raise self.error(e.loc, f"`{spelt}` is an array ({out}) but a scalar is needed "
+                                    "here; update a whole array with it")
         return out
 
     def condition(self, e: ir.Expr, statement: bool = True) -> None:

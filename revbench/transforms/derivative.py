@@ -61,6 +61,10 @@ class GradientIR:
     wrt: int
     written: frozenset[str]
     loc: ir.Loc = ir.NO_LOC
+    #: a Jacobian-vector product (``jvp`` inside reversible code): the arguments given a
+    #: tangent, which the program receives after f's own (:func:`along_param`); ``loss``
+    #: is then the output
+    along: tuple[str, ...] = ()
 
     def floats(self) -> list[str]:
         return [p for p, t in zip(self.params, self.types) if t.dtype == "float"]
@@ -76,9 +80,11 @@ class GradientIR:
         free = [ir.Dealloc(n, None, self.loc, discard=True) for n in reversed(names.values())]
         return make, free
 
-    def _copies(self) -> tuple[list[ir.Stmt], tuple[ir.Target, ...], list[ir.Stmt]]:
+    def _copies(self, restored: bool = True) -> tuple[list[ir.Stmt], tuple[ir.Target, ...],
+                                                      list[ir.Stmt]]:
         """The arguments ``f`` is called with: copies of those it changes, the caller's
-        own of the rest; the copies' release checks that ``f``'s sweep restored them."""
+        own of the rest.  The copies' release checks that ``f``'s sweep ``restored`` them
+        (else, after a run with no sweep, they are discarded)."""
         make, args, free = [], [], []
         for p, t in zip(self.params, self.types):
             if p not in self.written:
@@ -88,7 +94,8 @@ class GradientIR:
             c = f"{p}_recovered_by_{self.callee}_sweep".replace(".", "_")
             c = f"_rb_copy_{p}" if c in self.params else c
             make.append(ir.Alloc(c, _copy(p, t), self.loc))
-            free.insert(0, ir.Dealloc(c, _copy(p, t), self.loc))
+            free.insert(0, ir.Dealloc(c, _copy(p, t), self.loc) if restored else
+                        ir.Dealloc(c, None, self.loc, discard=True))
             args.append(ir.Var(c, self.loc))
         return make, tuple(args), free
 
@@ -123,27 +130,40 @@ class GradientIR:
                 ir.Update(into, op, ir.Var(names[self.params[self.wrt]], self.loc), self.loc),
                 *free, *release]
 
-    def hessian_product(self, seed_of, wanted: list[str], add) -> list[ir.Stmt]:
-        """Forward-over-reverse: ``f``'s tangent run, then its tangent reverse sweep, with
-        tangents ``seed_of(p)`` on its arguments; then ``add(p, t)`` for each ``p`` of
-        ``wanted``, ``t`` naming the tangent of ``p``'s adjoint (``H . seed`` at ``p``)."""
-        copies, args, release = self._copies()
+    def _tangent_run(self, seed_of, swept: bool = True) -> tuple[list[ir.Stmt], tuple,
+                                                                 dict[str, str], list[ir.Stmt]]:
+        """Copies, tangents ``seed_of(p)`` on f's float arguments, and ``f``'s tangent run:
+        ``(statements, the arguments, the tangents' names, the release)``; ``swept``: a
+        reverse sweep will have restored the copies before their release."""
+        copies, args, release = self._copies(swept)
         tangents = {p: f"_rb_dir_{p}" for p in self.floats()}
         make_t, free_t = self._ancillas(tangents, seed_of)
         tan_args = tuple(ir.Var(tangents[p], self.loc) if p in tangents else None
                          for p in self.params)
+        run = [*copies, *make_t, self._call(args, tangent=True, tan_args=tan_args)]
+        return run, args, tangents, [*free_t, *release]
+
+    def hessian_product(self, seed_of, wanted: list[str], add,
+                        adjoint_init=None) -> list[ir.Stmt]:
+        """Forward-over-reverse: ``f``'s tangent run, then its tangent reverse sweep, with
+        tangents ``seed_of(p)`` on its arguments and adjoints ``adjoint_init(p)`` (1 on the
+        loss); then ``add(p, t, a)`` for each ``p`` of ``wanted``, ``t`` naming the tangent
+        of ``p``'s adjoint (``H . seed`` at ``p``) and ``a`` the adjoint itself."""
+        run, args, tangents, release = self._tangent_run(seed_of)
+        tan_args = tuple(ir.Var(tangents[p], self.loc) if p in tangents else None
+                         for p in self.params)
         names, adj, inactive = self._adjoints(set(wanted))
-        seeds, free_s = self._ancillas(names, self._adjoint_init)
+        seeds, free_s = self._ancillas(names, adjoint_init or self._adjoint_init)
         adj_tans = {p: f"_rb_hvp_{p}" for p in names}
         make_a, free_a = self._ancillas(adj_tans, lambda p: _zero(p, self.type_of(p)))
         sweep_tans = tan_args + tuple(ir.Var(adj_tans[p], self.loc) for p in self.params
                                       if p in names)
-        return [*copies, *make_t, self._call(args, tangent=True, tan_args=tan_args),
-                *seeds, *make_a,
+        return [*run, *seeds, *make_a,
                 self._call(args, backward=True, adj_args=adj, inactive=inactive, tangent=True,
                            tan_args=sweep_tans),
-                *(s for p in wanted for s in add(p, ir.Var(adj_tans[p], self.loc))),
-                *free_a, *free_s, *free_t, *release]
+                *(s for p in wanted for s in add(p, ir.Var(adj_tans[p], self.loc),
+                                                 ir.Var(names[p], self.loc))),
+                *free_a, *free_s, *release]
 
     # -- the directions -----------------------------------------------------------------------
     def run(self, inverse: bool) -> tuple[ir.Stmt, ...]:
@@ -167,7 +187,7 @@ class GradientIR:
                     return _zero(p, self.type_of(p))
                 return _copy(seed, self.type_of(p))
 
-            def add(p: str, t: ir.Var, lane=lane) -> list[ir.Stmt]:
+            def add(p: str, t: ir.Var, a: ir.Var, lane=lane) -> list[ir.Stmt]:
                 return [ir.Update(ir.Var(lane(adj_name(p)), self.loc), op, t, self.loc)]
 
             body += self.hessian_product(seed_of, active, add)
@@ -182,7 +202,63 @@ class GradientIR:
         def seed_of(p: str) -> ir.Expr:
             return _copy(tan_name(p), self.type_of(p))
 
-        def add(p: str, t: ir.Var) -> list[ir.Stmt]:
+        def add(p: str, t: ir.Var, a: ir.Var) -> list[ir.Stmt]:
             return [ir.Update(ir.Var(tan_name(ACCUMULATOR), self.loc), op, t, self.loc)]
 
         return self.run(inverse) + tuple(self.hessian_product(seed_of, [wrt], add))
+
+    # -- a Jacobian-vector product (jvp inside reversible code) ---------------------------------
+    def _along_seed(self, p: str) -> ir.Expr:
+        t = self.type_of(p)
+        return _copy(along_param(p), t) if p in self.along else _zero(p, t)
+
+    def jvp_run(self, inverse: bool) -> tuple[ir.Stmt, ...]:
+        """``FORWARD`` (``INVERSE``): the accumulator gains (loses) the tangent of the
+        output along the given tangents, by ``f``'s tangent run on copies.  A tangent must
+        have its argument's shape: checked first, with checks on or off."""
+        shapes = [ir.Assert(ir.Compare(("==",), (ir.Shape(along_param(p), ax),
+                                                   ir.Shape(p, ax))),
+                            f"the tangent of `{p}` must have the shape of `{p}` (axis {ax})",
+                            self.loc)
+                  for p in self.along for ax in range(self.type_of(p).ndim)]
+        run, _, tangents, release = self._tangent_run(self._along_seed, swept=False)
+        out = tangents[self.params[self.loss]]
+        return tuple([*shapes, *run, ir.Update(ir.Var(ACCUMULATOR, self.loc),
+                                               "-=" if inverse else "+=",
+                                               ir.Var(out, self.loc), self.loc), *release])
+
+    def jvp_sweep(self, inverse: bool, lanes: int, active: list[str]) -> tuple[ir.Stmt, ...]:
+        """The reverse sweep of :meth:`jvp_run`: the accumulator restored, then each lane's
+        adjoint ``a`` of it carried back.  The tangent is ``J v``: its derivative by ``v`` is
+        ``J^T a`` (``f``'s adjoints seeded with ``a`` on the output), by f's arguments the
+        tangent of those adjoints along ``v`` (forward over reverse)."""
+        body = list(self.jvp_run(not inverse))
+        out = self.params[self.loss]
+        op = "-=" if inverse else "+="
+        mine = [p for p in active if p in self.params]
+        wanted = list(dict.fromkeys([*mine, *(p for p in self.along
+                                              if along_param(p) in active)]))
+        for k in range(lanes):
+            def lane(name: str, k: int = k) -> str:
+                return name if lanes == 1 else lane_name(name, k)
+
+            def seed(p: str, lane=lane) -> ir.Expr:
+                t = self.type_of(p)
+                return _copy(lane(adj_name(ACCUMULATOR)), t) if p == out else _zero(p, t)
+
+            def add(p: str, t: ir.Var, a: ir.Var, lane=lane) -> list[ir.Stmt]:
+                out_: list[ir.Stmt] = []
+                if p in mine:
+                    out_.append(ir.Update(ir.Var(lane(adj_name(p)), self.loc), op, t, self.loc))
+                if p in self.along and along_param(p) in active:
+                    out_.append(ir.Update(ir.Var(lane(adj_name(along_param(p))), self.loc), op,
+                                          a, self.loc))
+                return out_
+
+            body += self.hessian_product(self._along_seed, wanted, add, seed)
+        return tuple(body)
+
+
+def along_param(p: str) -> str:
+    """The parameter of a ``jvp`` program that holds the tangent of ``f``'s argument ``p``."""
+    return f"_rb_along_{p}"

@@ -349,7 +349,8 @@ def _drop_zero_stmt(s: ir.Stmt, zeros: frozenset[str], writes: Writes | None
         body, _ = drop_zero_body(s.body, head, writes)
         return replace(s, body=body), head
     if isinstance(s, ir.Call):
-        written = writes(s) if s.backward and writes is not None else None
+        # (a tangent sweep also carries the tangents of its adjoints: never replaced)
+        written = writes(s) if s.backward and not s.tangent and writes is not None else None
         if written is not None and _seeds_zero(s, written, zeros):
             # the callee's reverse sweep would only carry zeros: run its primal effect,
             # which is the call undone (a reverse sweep gives back the call's inputs)
