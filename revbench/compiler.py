@@ -781,6 +781,10 @@ class DerivativeProgram(Program):
     def written_params(self) -> frozenset[str]:
         return frozenset({ACCUMULATOR})
 
+    def _refuse_on_gpu(self, rule: adjoint_rules.AdjointRule | None) -> None:
+        raise self._error(f"on the GPU (device='cuda'): a derivative taken inside reversible "
+                          f"code ({self.ir.name}) does not run there yet; use the CPU for it")
+
     def has_effects(self) -> bool:
         return self.function()._program.has_effects()
 

@@ -455,3 +455,33 @@ def tangent_of_r(s, r, x, w, v):
     want_x, want_v = jax.jacrev(tangent_jax, argnums=(0, 1))(X, v)
     np.testing.assert_allclose(Jx, np.asarray(want_x), rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(Jv, np.asarray(want_v), rtol=1e-12, atol=1e-14)
+
+
+def test_an_in_place_gradient_step_says_how_to_write_it():
+    """The step a user writes first, `y += lr * grad(...)(..., y)`, is not reversible: the
+    message says why and gives the out-of-place and checkpointed forms."""
+    error = refused('''
+@reversible
+def use(g, a, x, y, n):
+    y += 0.1 * revbench.grad(f, loss="out", wrt="y")(0.0, x, y, n)
+''')
+    message = str(error)
+    assert "a gradient step in place cannot be undone" in message
+    assert "y1 += y; y1 += lr * revbench.grad(...)(..., y)" in message
+    assert "checkpointed(range(n), Revolve(snapshots=10), new=y1, old=y)" in message
+    assert error.lineno == 4
+
+
+def test_batched_gradients_of_a_program_holding_a_gradient():
+    """batch= on the CPU runs the same kernels item by item; on the GPU (device='cuda') a
+    derivative inside reversible code is refused at its line before anything runs."""
+    saddle = functions("numba")["saddle"]
+    xs, ys = np.stack([X, 0.5 * X, X + 1.0]), np.stack([Y, Y, -Y])
+    g = grad(saddle, loss="loss", wrt=["x"], batch=("x", "y0"))(0.0, xs, ys, 0.1)
+    for k in range(3):
+        want = grad(saddle, loss="loss", wrt=["x"])(0.0, xs[k], ys[k], 0.1)[1]
+        np.testing.assert_allclose(g[1][k], want, rtol=1e-14)
+    with pytest.raises(ReversibilityTypeError, match="on the GPU") as e:
+        grad(saddle, loss="loss", wrt=["x"], batch=("x", "y0"), device="cuda")(0.0, xs, ys, 0.1)
+    assert "a derivative taken inside reversible code" in str(e.value)
+    assert e.value.lineno == 18

@@ -328,6 +328,10 @@ class Checker:
                 same = isinstance(t, ir.Var) or isinstance(e, ir.Var) or e.indices == t.indices
                 if same:
                     text = self.func.line_text(s.loc.line).strip()
+                    if any(isinstance(d, ir.Derivative) and any(
+                            n is e for a in d.args for n in ir.walk_expr(a))
+                            for d in ir.walk_expr(s.value)):
+                        raise self.error(e.loc, _IN_PLACE_STEP.format(x=_text(t), text=text))
                     raise self.error(e.loc, f"`{_text(t)}` is read on its own right-hand side "
                                             f"(`{text}`): the update could not be undone. Compute "
                                             "the right-hand side into an ancilla first")
@@ -420,6 +424,16 @@ def _changed_names(body) -> tuple[set[str], set[str]]:
         elif isinstance(st, ir.Call):
             called.update(a.name for a in st.args)
     return changed, called
+
+
+#: a gradient step written in place, ``y += lr * revbench.grad(f, ...)(..., y)``
+_IN_PLACE_STEP = (
+    "`{text}`: a gradient step in place cannot be undone -- the step depends on the `{x}` it "
+    "changes, so running it backwards would need the new `{x}` to find the old one. Write the "
+    "step out of place, into a new array (`{x}1 += {x}; {x}1 += lr * revbench.grad(...)"
+    "(..., {x})`), and a loop of such steps as a checkpointed loop, which keeps states instead "
+    "of undoing steps (`for t in checkpointed(range(n), Revolve(snapshots=10), new={x}1, "
+    "old={x}):`, docs/checkpointing.md)")
 
 
 def _literal_zero(e: ir.Expr) -> bool:
