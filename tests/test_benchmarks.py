@@ -225,3 +225,18 @@ def test_session_memory_runs_and_writes_json(tmp_path):
     assert [s["mode"] for s in data["sessions"]] == ["same", "edited", "plain"]
     assert all(s["rss_after_5_mb"] > 0 for s in data["sessions"])
     assert data["interrupt"]["median_s"] > 0 and "Ctrl-C" in proc.stdout
+
+
+@pytest.mark.slow
+def test_bench_nested_quick_writes_json(tmp_path):
+    """The derivative-inside benchmark runs, agrees with JAX, and writes its rows."""
+    out = tmp_path / "nested.json"
+    proc = subprocess.run([sys.executable, str(SCRIPT.parent / "bench_nested.py"), "--quick",
+                           "--out", str(out)], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    data = json.loads(out.read_text())
+    assert data["quick"] is True and [r["n"] for r in data["rows"]] == [100, 10_000]
+    for r in data["rows"]:
+        assert r["value_s"] > 0 and r["grad_s"] > 0
+        if "max_rel_diff_vs_jax" in r:
+            assert r["max_rel_diff_vs_jax"] < 1e-10

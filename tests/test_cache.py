@@ -393,3 +393,27 @@ def test_code_compiled_without_its_module_is_not_cached(fresh_cache):
     assert not index.exists()
     cache.save_overload(sig, cres)  # its module known: saved
     assert index.exists()
+
+
+def test_code_calling_a_callee_compiled_without_its_module_is_not_cached(fresh_cache):
+    """The same for a caller whose callee was compiled while the callee's module was out
+    of ``sys.modules``: the callee's environment, linked into the caller's entry, names
+    "<dynamic>", which loading would try to import (CI saw the warning in a notebook)."""
+    from revbench.backends.kernel_cache import KernelCache, jit
+
+    callee_mod = loader.load_module("c" * 32, "def h(x):\n    return x + 1.0\n", "nb", {})
+    name = callee_mod.__name__
+    sys.modules.pop(name, None)  # released while it compiles
+    try:
+        callee = jit(callee_mod.h, cache=False)
+        assert callee(1.0) == 2.0
+    finally:
+        sys.modules[name] = callee_mod
+    mod = loader.load_module("d" * 32, "def g(x):\n    return _rb_h(x) * 3.0\n", "nb",
+                             {"_rb_h": callee})
+    compiled = jit(mod.g, cache=False)
+    assert compiled(1.0) == 6.0
+    ((sig, cres),) = compiled.overloads.items()
+    cache = KernelCache(mod.g)
+    cache.save_overload(sig, cres)
+    assert not Path(cache._cache_file._index_path).exists()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from typing import Any
 
 import numba
 from numba.core.caching import (
@@ -59,6 +60,23 @@ class _KernelCacheImpl(CompileResultCacheImpl):
     _locator_classes = [_BesideSource]
 
 
+#: the module name Numba records for a function whose module is not in ``sys.modules``
+DYNAMIC = "<dynamic>"
+
+
+def _refers_to_dynamic(data: Any) -> bool:
+    """Whether a compile result refers to Numba's "<dynamic>" module: its own, or the
+    environment of a callee linked into it (which unpickling would try to import)."""
+    if getattr(getattr(data, "fndesc", None), "modname", "") == DYNAMIC:
+        return True
+    try:
+        envs = [data.environment, *data._find_referenced_environments()]
+    except Exception:  # (a result without a library: nothing linked in)
+        return False
+    return any(getattr(env, "globals", {}).get("__name__") == DYNAMIC
+               for env in envs if env is not None)
+
+
 class KernelCache(FunctionCache):
     """Numba's function cache for one generated module's function, failing soft."""
 
@@ -67,20 +85,24 @@ class KernelCache(FunctionCache):
     def load_overload(self, sig, target_context):
         try:
             return super().load_overload(sig, target_context)
-        except Exception as exc:  # a damaged index or data file: unpickling fails
-            warn_once("numba-load", f"revbench: Numba's cached machine code for {self._name} "
-                      f"could not be read ({type(exc).__name__}: {exc}); it is discarded and "
-                      "compiled again")
+        except Exception as exc:
+            if not (isinstance(exc, ModuleNotFoundError) and exc.name == DYNAMIC):
+                # a damaged index or data file: unpickling fails
+                warn_once("numba-load", f"revbench: Numba's cached machine code for "
+                          f"{self._name} could not be read ({type(exc).__name__}: {exc}); it "
+                          "is discarded and compiled again")
+            # (an entry that refers to "<dynamic>", saved before save_overload refused
+            # them, is discarded quietly: it is compiled again, nothing is lost)
             self._discard()
             return None
 
     def save_overload(self, sig, data) -> None:
         if not cache_writable():
             return
-        if getattr(getattr(data, "fndesc", None), "modname", "") == "<dynamic>":
-            # compiled while its generated module was not in sys.modules (released, or the
-            # interpreter shutting down): Numba then records the module as "<dynamic>",
-            # and no process could load the entry -- it would only warn and recompile
+        if _refers_to_dynamic(data):
+            # compiled while its generated module (or a callee's) was not in sys.modules
+            # (released, or the interpreter shutting down): Numba then records the module
+            # as "<dynamic>", and no process could load the entry
             return
         try:
             super().save_overload(sig, data)
