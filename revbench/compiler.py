@@ -177,12 +177,12 @@ class Program:
             if loop.name == dotted:
                 view = self._loop_views.get(loop.name)
                 if view is None:
-                    view = self._loop_views[loop.name] = LoopView(LoopProgram.of(self, loop))
+                    view = self._loop_views[loop.name] = InnerView(LoopProgram.of(self, loop))
                 return view
         if ir.parse_derivative_callee(dotted) is not None:  # (lang.derivatives)
             view = self._loop_views.get(dotted)
             if view is None:
-                view = self._loop_views[dotted] = DerivativeView(DerivativeProgram.of(self, dotted))
+                view = self._loop_views[dotted] = InnerView(DerivativeProgram.of(self, dotted))
             return view
         return lookup_name(dotted, self.namespace, self.closure)
 
@@ -529,10 +529,12 @@ class Program:
         return compiled
 
 
-class LoopView(ProgramView):
-    """A checkpointed loop as its enclosing function's code calls it."""
+class InnerView(ProgramView):
+    """A program made from part of a function -- a checkpointed loop
+    (:class:`LoopProgram`), a derivative taken inside it (:class:`DerivativeProgram`) --
+    as that function's code calls it: forward."""
 
-    def __init__(self, program: LoopProgram):
+    def __init__(self, program: Program):
         self._program = program
         self._direction = FORWARD
 
@@ -701,14 +703,6 @@ class LoopProgram(Program):
             injected[loop_code.DISK_STORE_SYMBOL] = schedule.disk_store
             injected[loop_code.OBJMODE_SYMBOL] = numba.objmode
         return gen, injected
-
-
-class DerivativeView(ProgramView):
-    """A gradient taken inside reversible code, as its enclosing function's code calls it."""
-
-    def __init__(self, program: DerivativeProgram):
-        self._program = program
-        self._direction = FORWARD
 
 
 @dataclass

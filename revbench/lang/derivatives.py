@@ -28,12 +28,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, MutableMapping
 from dataclasses import replace
-from itertools import count
 from typing import Any
 
 from revbench.lang import ir
 from revbench.lang.elementwise import extent
 from revbench.lang.errors import ReversibilityTypeError
+from revbench.lang.lowering import Lowering
 from revbench.lang.text import expr_text
 
 #: the ancillas that receive a gradient, and those that hold a value passed to it
@@ -57,17 +57,10 @@ def _derivatives_in(e: ir.Expr | None) -> list[ir.Derivative]:
     return [] if e is None else [n for n in ir.walk_expr(e) if isinstance(n, ir.Derivative)]
 
 
-class _Lowering:
-    def __init__(self, func: ir.Function, env: MutableMapping[str, Any],
-                 type_of: Callable[[ir.Expr], Any]):
-        self.func = func
-        self.env = env
-        self.type_of = type_of
-        self._names = count()
+class _Lowering(Lowering):
 
     def error(self, loc: ir.Loc, message: str) -> ReversibilityTypeError:
-        f = self.func
-        text = f.line_text(loc.line).strip()
+        f, text = self.func, self.line(loc)
         return ReversibilityTypeError(
             f"{message}\n  in reversible function {f.name}, {f.filename}, line {loc.line}: {text}",
             function=f.name, filename=f.filename, lineno=loc.line, stage="types")
@@ -116,24 +109,25 @@ class _Lowering:
         return [*pre, replace(s, value=_substitute(s.value, values)), *post]
 
     def alloc(self, s: ir.Alloc) -> list[ir.Stmt]:
-        found = _derivatives_in(s.init)
-        if not found:
-            return [s]
-        if isinstance(s.init, ir.Derivative):  # t = grad(...)(...): t is filled by the call
-            pre, args, post = self.arguments(s.init)
-            return [ir.Alloc(s.name, self.zero(s.init), s.loc), *pre,
-                    self.call(s.init, ir.Var(s.name, s.loc), args, False), *post]
-        pre, values, post = self.into_ancillas(found, s.loc)
-        return [*pre, replace(s, init=_substitute(s.init, values)), *post]
+        return self.ancilla(s)
 
     def dealloc(self, s: ir.Dealloc) -> list[ir.Stmt]:
+        return self.ancilla(s)
+
+    def ancilla(self, s: ir.Alloc | ir.Dealloc) -> list[ir.Stmt]:
+        """``t = grad(...)(...)``: ``t`` allocated at zero, then filled by the call; its
+        ``del t``: the call undone, then ``t`` is zero.  A derivative inside a larger
+        initial value goes through an ancilla of its own."""
         found = _derivatives_in(s.init)
         if not found:
             return [s]
-        if isinstance(s.init, ir.Derivative):  # del t: the call undone, then t is zero
-            pre, args, post = self.arguments(s.init)
-            return [*pre, self.call(s.init, ir.Var(s.name, s.loc), args, True), *post,
-                    ir.Dealloc(s.name, self.zero(s.init), s.loc)]
+        d, release = s.init, isinstance(s, ir.Dealloc)
+        if isinstance(d, ir.Derivative):
+            pre, args, post = self.arguments(d)
+            call = self.call(d, ir.Var(s.name, s.loc), args, release)
+            if release:
+                return [*pre, call, *post, ir.Dealloc(s.name, self.zero(d), s.loc)]
+            return [ir.Alloc(s.name, self.zero(d), s.loc), *pre, call, *post]
         pre, values, post = self.into_ancillas(found, s.loc)
         return [*pre, replace(s, init=_substitute(s.init, values)), *post]
 

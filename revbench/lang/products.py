@@ -34,12 +34,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, MutableMapping
 from dataclasses import replace
-from itertools import count
 from typing import Any
 
 from revbench.lang import ir
 from revbench.lang.elementwise import array_nodes, element_at, extent, strided
 from revbench.lang.errors import ReversibilityTypeError
+from revbench.lang.lowering import Lowering
 from revbench.lang.text import expr_text
 
 #: the loop variables of lowered statements (names starting ``_rb_`` are revbench's own)
@@ -71,21 +71,14 @@ def lower(func: ir.Function, env: MutableMapping[str, Any],
     return replace(func, body=_Lowering(func, env, type_of).block(func.body))
 
 
-class _Lowering:
-    def __init__(self, func: ir.Function, env: MutableMapping[str, Any],
-                 type_of: Callable[[ir.Expr], Any]):
-        self.func = func
-        self.env = env
-        self.type_of = type_of
-        self._names = count()
+class _Lowering(Lowering):
 
     def ndim(self, e: ir.Expr) -> int:
         return self.type_of(e).ndim
 
     # -- errors and types ---------------------------------------------------------------
     def error(self, loc: ir.Loc, message: str) -> ReversibilityTypeError:
-        f = self.func
-        text = f.line_text(loc.line).strip()
+        f, text = self.func, self.line(loc)
         return ReversibilityTypeError(
             f"{message} (in reversible function {f.name}, {f.filename}, line {loc.line}: "
             f"`{text}`)", function=f.name, filename=f.filename, lineno=loc.line, stage="types")
