@@ -297,6 +297,17 @@ class Program:
             return self._compile_locked(key, direction, backend, check, signature, lanes,
                                         inactive, shapes)
 
+    def has_compiled(self, direction: Direction, signature: tuple[VarType, ...]) -> bool:
+        """Whether this process holds ``direction``'s code for ``signature`` ready to run
+        (compiled, not merely generated), so a call costs no compilation."""
+        key = (direction, self.backend, self.check, signature, fn_rules.REGISTRY_VERSION[0], 1,
+               frozenset())
+        hit = self._cache.get(key)
+        if hit is None:
+            return False
+        overloads = getattr(hit.run, "overloads", None)  # Numba's dispatcher; Python: None
+        return overloads is None or bool(overloads)
+
     def _compile_locked(self, key, direction, backend, check, signature, lanes,
                         inactive, shapes=None) -> Compiled:
         hit = self._cache.get(key)

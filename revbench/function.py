@@ -189,15 +189,34 @@ class ReversibleFunction(ProgramView):
         __tracebackhide__ = True  # pytest (and IPython, above the last frame) skip this frame
         if kwargs:
             raise positional_only(self.__name__, self.params, kwargs)
+        return self._run(args)
+
+    def _run(self, args: tuple, before_sweep: bool = False) -> tuple:
+        """The call; ``before_sweep``: a reverse sweep follows at once (``grad``), which
+        checks the ancillas' ``del`` again -- a checked run can leave those checks, and
+        the uncomputation only they read, to it (:meth:`_run_direction`)."""
+        __tracebackhide__ = True
         try:
             sig = self.signature_of(args)
-            compiled = self._code_for_call(sig)
+            compiled = self._code_for_call(sig, self._run_direction(sig) if before_sweep else None)
         except (ReversibilityError, TypeError) as exc:
             # A user's mistake: show where they called, not the compiler's insides.
             raise exc.with_traceback(None) from None
         out = self._execute(compiled, args)
         return tuple(orig if isinstance(orig, np.ndarray) else python_scalar(v)
                      for orig, v in zip(args, out))
+
+    def _run_direction(self, signature: tuple[VarType, ...]) -> Direction:
+        """The run a reverse sweep follows: with checks on, the lean one
+        (:attr:`Direction.before_sweep`) -- unless this process compiled the plain run
+        already and not the lean one (a forward call, then ``grad``: one compilation)."""
+        p = self._program
+        lean = self._direction.before_its_sweep()
+        if not (p.check and type(p) is Program and p.custom_adjoint() is None):
+            return self._direction
+        if p.has_compiled(self._direction, signature) and not p.has_compiled(lean, signature):
+            return self._direction
+        return lean
 
     def _execute(self, compiled, args: tuple) -> tuple:
         """Run compiled code on ``args``; with checks on, arrays are restored if it fails."""

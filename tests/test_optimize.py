@@ -19,6 +19,7 @@ from test_property_grad import SETTINGS
 
 import revbench
 from revbench import grad, reversible
+from revbench.transforms.pipeline import Direction
 
 SOURCE = """
 def f(y, x):
@@ -143,3 +144,109 @@ def test_pruning_never_removes_an_error_the_program_raises(backend):
     assert f(0.0, 2) == (1.0, 2)
     with pytest.raises(ValueError, match="negative"):
         f(0.0, -1)
+
+
+# -- the run before a sweep (Direction.before_sweep) ---------------------------------------
+
+def _lean(f) -> Direction:
+    return f._direction.before_its_sweep()
+
+
+@pytest.mark.parametrize("backend", ["python", "numba"])
+def test_a_checked_run_before_its_sweep_leaves_the_del_checks_to_the_sweep(backend):
+    """grad's forward run, with checks on, drops the uncomputation only a ``del`` reads
+    (the sweep checks those ancillas again) and keeps every other check."""
+    ns = {"np": np, "math": math}
+    f = revbench.define(ROUTINE, ns, backend=backend)["f"]
+    x = np.array([0.3, 0.7, 1.1])
+    sig = f.signature_of((0.0, x))
+    lean = plain(f._program.generate(_lean(f), backend, True, sig)[0].source)
+    assert "t[i] -= " not in lean and "t[i] += " in lean, lean
+    assert "_rb_shift_failed" in lean  # an overflow of what is still computed is caught
+    g = grad(f, loss="y")(0.0, x)[1]
+    assert f._program.has_compiled(_lean(f), sig)  # grad ran the lean run ...
+    np.testing.assert_allclose(g, 2 * x * np.cos(x * x), rtol=1e-14)
+    # ... and gives what the full run gives (bit for bit: the same arithmetic)
+    g2 = revbench.define(ROUTINE, ns, backend=backend)["f"]
+    g2(0.0, x)  # compiled the full run first: grad reuses it rather than compile another
+    assert np.array_equal(grad(g2, loss="y")(0.0, x)[1], g)
+    assert not g2._program.has_compiled(_lean(g2), sig)
+
+
+WRONG_UNCOMPUTE = """
+def f(y, x):
+    t = 0.0
+    t += x
+    y[0] += t * t
+    t -= 0.5 * x
+    del t
+"""
+
+
+@pytest.mark.parametrize("backend", ["python", "numba"])
+@pytest.mark.parametrize("api", ["grad", "value_and_grad", "jacobian"])
+def test_an_ancilla_left_dirty_still_fails_the_gradient(backend, api):
+    """The run before the sweep checks no ``del``; the sweep finds the same mistake, at the
+    same line and variable, and the caller's data is left as it was."""
+    f, once_run = (revbench.define(WRONG_UNCOMPUTE, {}, backend=backend)["f"] for _ in "ab")
+    y = np.array([1.0])
+    with pytest.raises(revbench.ReversibilityError) as plain_run:
+        once_run(y, 3.0)
+    call = {"grad": lambda: grad(f, loss=("y", 0))(y, 3.0),
+            "value_and_grad": lambda: revbench.value_and_grad(f, loss=("y", 0))(y, 3.0),
+            "jacobian": lambda: revbench.jacobian(f, "y", "x")(y, 3.0)}[api]
+    with pytest.raises(revbench.ReversibilityError) as swept:
+        call()
+    assert "`t`" in str(swept.value) and "`t`" in str(plain_run.value)
+    assert swept.value.variable == plain_run.value.variable == "t"
+    assert y[0] == 1.0
+    assert f._program.has_compiled(_lean(f), f.signature_of((y, 3.0)))
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(program_gen.programs(mode="float"))
+def test_generated_programs_same_gradient_after_the_lean_run_and_the_full_one(p):
+    """Bit for bit: the lean run computes everything the sweep reads as the full one does."""
+    show(p)
+    lean_f, full_f = build(p, "python"), build(p, "python")
+    stable("forward", lambda: full_f(*p.fresh_args()))  # compiles the full run: grad reuses it
+    g_lean = stable("grad (lean run)", lambda: grad(lean_f, loss="a0")(*p.fresh_args()))
+    g_full = stable("grad (full run)", lambda: grad(full_f, loss="a0")(*p.fresh_args()))
+    for a, b in zip(g_lean, g_full):
+        assert (a is None and b is None) or np.array_equal(a, b, equal_nan=True)
+
+
+NESTED = """
+def f(y, x):
+    with routine:
+        t = 0.0
+        with routine:
+            u = 0.0
+            u += x
+        t += u * x
+        ~routine
+    y += t
+    ~routine
+"""
+
+
+@pytest.mark.parametrize("backend", ["python", "numba"])
+def test_a_checked_sweep_replays_a_routine_without_the_uncompute_only_a_del_reads(backend):
+    """In the sweep, the replay of the outer routine runs the inner one's compute but not its
+    uncompute: the outer routine's adjoint, later in the sweep, uncomputes and checks ``u``."""
+    f = revbench.define(NESTED, {}, backend=backend)["f"]
+    sweep = _sweep_lines(f, 0.0, 3.0)
+    assert sum(ln.startswith("u -= x") for ln in sweep) == 1, sweep  # was 2: replay and adjoint
+    assert sum(ln.startswith("u += x") for ln in sweep) == 2, sweep
+    checks = [ln for ln in sweep if ln.startswith("raise _RbCheckFailed")]
+    assert len(checks) == 2, sweep  # `del u` and `del t`, once each
+    assert grad(f, loss="y")(0.0, 3.0)[1] == 2 * 3.0
+
+
+@pytest.mark.parametrize("backend", ["python", "numba"])
+def test_an_inner_ancilla_left_dirty_still_fails_the_gradient(backend):
+    dirty = NESTED.replace("        t += u * x\n", "        t += u * x\n        u += 1.0\n")
+    f = revbench.define(dirty, {}, backend=backend)["f"]
+    with pytest.raises(revbench.ReversibilityError) as exc:
+        grad(f, loss="y")(0.0, 3.0)
+    assert exc.value.variable == "u" and "not back at its allocated value" in str(exc.value)

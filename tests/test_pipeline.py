@@ -21,7 +21,8 @@ from revbench.transforms.pipeline import (
 )
 
 NAMES = ["forward", "inverse", "backward", "backward-inverse", "tangent-forward",
-         "tangent-inverse", "tangent-backward", "tangent-backward-inverse", "hvp", "hvp-inverse"]
+         "tangent-inverse", "tangent-backward", "tangent-backward-inverse", "hvp", "hvp-inverse",
+         "forward-before-sweep", "inverse-before-sweep"]
 
 
 def test_every_direction_has_one_name_and_parses_back():
@@ -47,6 +48,13 @@ def test_relations_between_directions():
         HVP.with_tangent()
     with pytest.raises(ValueError):
         Direction(sweep=True, hvp=True)
+    lean = FORWARD.before_its_sweep()
+    assert lean.is_run and lean.program == FORWARD and lean.backward() == BACKWARD
+    assert lean.flipped() == INVERSE.before_its_sweep()
+    with pytest.raises(ValueError):
+        BACKWARD.before_its_sweep()
+    with pytest.raises(ValueError):
+        Direction(sweep=True, before_sweep=True)
 
 
 @pytest.mark.parametrize("view", [FORWARD, INVERSE])
@@ -65,9 +73,10 @@ def test_the_pass_table_names_only_known_passes_and_keeps_their_order():
             assert set(meaning) | set(optimising) <= set(PASSES), (d, meaning, optimising)
             assert optimising[-1] == "hoist"  # types again after everything
             assert ("prune" in optimising) == (not check and not d.second_order)
+            assert ("prune-before-sweep" in optimising) == (check and d.before_sweep)
             if "tangent" in meaning:
                 assert meaning[-1] == "tangent"  # the tangent of the finished program
-    assert pipeline.passes(BACKWARD, True) == (("adjoint",), ("drop-zero-adjoints", "hoist"))
+    assert pipeline.passes(BACKWARD, True) == (("adjoint",), ("drop-zero-adjoints", "prune-replays", "hoist"))
     assert pipeline.passes(HVP, True)[0] == ("adjoint", "drop-zero-adjoints", "prepend-run",
                                              "tangent")
 

@@ -86,7 +86,7 @@ def value_and_grad(f: ReversibleFunction, loss: Loss, wrt: Any = None, batch: An
         sig, backward = b.prepare(args)
         refuse_wrt_without_gradient(f, sig, wrt)
         seed = resolve_loss(f, loss, sig, args)
-        outs = b.forward(args)
+        outs = b.forward(args, sweep_follows=True)
         values = b.snapshot(outs) if _keep_values else None
         adjs = b.seeded_adjoints(sig, outs, seed)
         adj_out, error = b.sweep(backward, outs, adjs, args, f"{_api}({f.__name__})")
@@ -182,7 +182,8 @@ def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any, batch: Any = None,
                         variable=f.params[k], function=f.name, stage="ad")
             if len(set(ks)) != len(ks):
                 raise ValueError(f"jacobian: {what} names an argument twice")
-        outs = b.forward(args)
+        # (a sweep follows unless there is no output element to seed)
+        outs = b.forward(args, sweep_follows=any(np.size(args[k]) for k in ko))
         saved = b.snapshot(outs)
         sizes_out = [outs[k].size if sig[k].is_array else 1 for k in ko]
         sizes_wrt = [outs[k].size if sig[k].is_array else 1 for k in kw]

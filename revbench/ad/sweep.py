@@ -170,11 +170,13 @@ class Backward:
     def has_adjoint(self, name: str, t: VarType) -> bool:
         return t.dtype in DIFFERENTIABLE and name not in self.inactive
 
-    def forward(self, args: tuple) -> tuple:
-        """f(*args) on copies of the arrays f can change (the caller's stay untouched)."""
+    def forward(self, args: tuple, sweep_follows: bool = False) -> tuple:
+        """f(*args) on copies of the arrays f can change (the caller's stay untouched);
+        ``sweep_follows``: this call runs a reverse sweep right after, which checks the
+        ancillas' ``del`` again (so the run may leave them out)."""
         written = self.f._program.written_params()
         work = tuple(copy_arg(a) if name in written else a for name, a in zip(self.f.params, args))
-        return self.f(*work)
+        return self.f._run(work, before_sweep=sweep_follows)
 
     def snapshot(self, state: tuple) -> tuple:
         """Copies of the arrays in ``state`` that a reverse sweep will change."""

@@ -314,11 +314,16 @@ class Call:
 
 @dataclass(frozen=True)
 class Block:
-    """A block run as written: a ``with routine:`` body (label 'routine')."""
+    """A block run as written: a ``with routine:`` body (label 'routine').
+
+    ``replay``: in a reverse sweep, a routine run again where the program uncomputed it
+    (``~routine`` read backwards); the sweep later runs the routine's own adjoint, which
+    uncomputes it once more and checks its ancillas' ``del`` again."""
 
     body: tuple[Stmt, ...]
     label: str = ""
     loc: Loc = field(default=NO_LOC, compare=False)
+    replay: bool = False
 
 
 @dataclass(frozen=True)

@@ -305,7 +305,10 @@ class Adjoint:
         return [ir.Block(self.body(s.body), s.label, s.loc)]
 
     def s_Inverted(self, s: ir.Inverted) -> list[ir.Stmt]:
-        return [ir.Block(self.body(invert_body(s.body)), s.label, s.loc)]
+        # a routine's uncompute, read backwards, runs the routine again: a replay, whose
+        # adjoints are zero (the routine's own adjoint comes later in the sweep)
+        return [ir.Block(self.body(invert_body(s.body)), s.label, s.loc,
+                         replay=s.label.startswith("~routine"))]
 
     def s_If(self, s: ir.If) -> list[ir.Stmt]:
         return [ir.If(s.post, s.pre, self.body(s.then), self.body(s.orelse), s.loc)]

@@ -42,22 +42,30 @@ class Direction:
     ``inverse``: the program is the function's inverse (else the function as written);
     ``sweep``: the reverse sweep of AD of that program (run after it); ``tangent``: the
     tangent program of the above; ``hvp``: the tangent of the run followed by its
-    reverse sweep (excludes ``sweep`` and ``tangent``)."""
+    reverse sweep (excludes ``sweep`` and ``tangent``); ``before_sweep``: a plain run that
+    a reverse sweep follows at once, in the same call (``grad``, ``value_and_grad``,
+    ``jacobian``), which leaves the checks of its ancillas' ``del`` to that sweep."""
 
     inverse: bool = False
     sweep: bool = False
     tangent: bool = False
     hvp: bool = False
+    before_sweep: bool = False
 
     def __post_init__(self) -> None:
         if self.hvp and (self.sweep or self.tangent):
             raise ValueError("an hvp direction is neither a sweep nor a tangent")
+        if self.before_sweep and (self.sweep or self.tangent or self.hvp):
+            raise ValueError("only a plain run comes before a sweep")
 
     # -- names: in generated files' headers, error messages and the cache's keys ---------
     @property
     def name(self) -> str:
         """``forward``, ``inverse``, ``backward``, ``backward-inverse``, ``hvp``,
-        ``hvp-inverse``, or ``tangent-`` and one of the first four."""
+        ``hvp-inverse``, ``tangent-`` and one of the first four, or ``forward-before-sweep``
+        and ``inverse-before-sweep``."""
+        if self.before_sweep:
+            return ("inverse" if self.inverse else "forward") + "-before-sweep"
         if self.hvp:
             return "hvp-inverse" if self.inverse else "hvp"
         if self.sweep:
@@ -100,6 +108,12 @@ class Direction:
         """The same kind of program of the other base: forward <-> inverse."""
         return replace(self, inverse=not self.inverse)
 
+    def before_its_sweep(self) -> Direction:
+        """This run, as the run a reverse sweep follows at once (:attr:`before_sweep`)."""
+        if not self.is_run:
+            raise ValueError(f"{self.name} is not a plain run")
+        return replace(self, before_sweep=True)
+
     def backward(self) -> Direction:
         """The reverse sweep of this direction's program."""
         return Direction(inverse=self.inverse, sweep=True)
@@ -139,7 +153,8 @@ HVP_INVERSE = Direction(inverse=True, hvp=True)
 #: the first-order directions (the programs ``kernel()`` and the batched drivers call)
 FIRST_ORDER = (FORWARD, INVERSE, BACKWARD, BACKWARD_INVERSE)
 #: every direction a program compiles to
-ALL = (*FIRST_ORDER, *(d.with_tangent() for d in FIRST_ORDER), HVP, HVP_INVERSE)
+ALL = (*FIRST_ORDER, *(d.with_tangent() for d in FIRST_ORDER), HVP, HVP_INVERSE,
+       FORWARD.before_its_sweep(), INVERSE.before_its_sweep())
 _BY_NAME = {d.name: d for d in ALL}
 
 
@@ -213,6 +228,23 @@ def _prune(typed: TypedFunction, host: Host, req: Request, d: Direction) -> Type
     return replace(typed, func=prune(typed.func, host.callee_writes_only))
 
 
+def _prune_before_sweep(typed: TypedFunction, host: Host, req: Request,
+                        d: Direction) -> TypedFunction:
+    """With checks on, a run that a reverse sweep follows at once: without the work only a
+    ``del``'s check reads (:func:`~revbench.transforms.prune.prune_before_sweep`)."""
+    from revbench.transforms.prune import prune_before_sweep
+
+    return replace(typed, func=prune_before_sweep(typed.func, host.callee_writes_only))
+
+
+def _prune_replays(typed: TypedFunction, host: Host, req: Request, d: Direction) -> TypedFunction:
+    """With checks on, a reverse sweep: its replays of routines without the uncomputation
+    that only a ``del``'s check reads (:func:`~revbench.transforms.prune.prune_replays`)."""
+    from revbench.transforms.prune import prune_replays
+
+    return replace(typed, func=prune_replays(typed.func, host.callee_writes_only))
+
+
 def _hoist(typed: TypedFunction, host: Host, req: Request, d: Direction) -> TypedFunction:
     """Repeated loop-invariant element loads read once per iteration (types again:
     hoisting adds locals)."""
@@ -229,6 +261,8 @@ PASSES: dict[str, Pass] = {
     "prepend-run": _prepend_run,
     "tangent": _tangent,
     "prune": _prune,
+    "prune-before-sweep": _prune_before_sweep,
+    "prune-replays": _prune_replays,
     "hoist": _hoist,
 }
 
@@ -251,6 +285,10 @@ def passes(direction: Direction, check: bool) -> tuple[tuple[str, ...], tuple[st
     if not check and not direction.second_order:
         # (second-order programs keep the dead work: prune does not know tangent calls)
         optimising.append("prune")
+    elif direction.before_sweep:
+        optimising.append("prune-before-sweep")
+    elif direction.sweep and not direction.second_order:
+        optimising.append("prune-replays")
     optimising.append("hoist")
     return tuple(meaning), tuple(optimising)
 

@@ -132,10 +132,14 @@ def size_names(func: ir.Function) -> frozenset[str]:
 @dataclass(frozen=True)
 class _Known:
     """What pruning knows beyond the body: the names that hold sizes (:func:`size_names`)
-    and which parameters each call's callee changes."""
+    and which parameters each call's callee changes; ``checked``: the code keeps its
+    runtime checks, so a ``del`` reads its ancilla and only statements where
+    ``removable`` holds (in a replay, :func:`prune_replays`) may go."""
 
     sizes: frozenset[str] = frozenset()
     writes: Writes | None = None
+    checked: bool = False
+    removable: bool = True
 
 
 def prune_body(body: tuple[ir.Stmt, ...], live: set[str], known: _Known = _Known()
@@ -152,27 +156,36 @@ def prune_body(body: tuple[ir.Stmt, ...], live: set[str], known: _Known = _Known
 
 
 def _prune_stmt(s: ir.Stmt, live: set[str], known: _Known) -> tuple[ir.Stmt | None, set[str]]:
+    dead_goes = known.removable
     if isinstance(s, ir.Update):
-        if s.target.name not in live:
+        if s.target.name not in live and dead_goes:
             return None, live
         return s, live | _stmt_reads(s)
     if isinstance(s, ir.Swap):
-        if s.a.name not in live and s.b.name not in live:
+        if s.a.name not in live and s.b.name not in live and dead_goes:
             return None, live
         return s, live | _stmt_reads(s)
     if isinstance(s, ir.Alloc):
         gone = {s.name, shape_of(s.name)}
         # an adjoint is the sweep's own arithmetic, not the program's: where nothing reads it,
         # nothing the program would raise is lost with it (a seed `adj / c if c > 0 else 0`)
-        if not (gone & live) and (_is_adjoint(s.name) or not _may_raise(s.init, known.sizes)):
+        if not (gone & live) and dead_goes and (_is_adjoint(s.name)
+                                                or not _may_raise(s.init, known.sizes)):
             return None, live
         return s, (live - gone) | uses(s.init)
     if isinstance(s, ir.Dealloc):
-        # without checks ``del t`` reads nothing, and nothing reads t after it
+        if known.checked and not known.removable and not s.discard:
+            # checked: ``del t`` compares t with its allocated value
+            return s, live | {s.name} | (uses(s.init) if s.init is not None else set())
+        # without checks ``del t`` reads nothing, and nothing reads t after it (in a
+        # checked replay the sweep checks t again later: :func:`prune_replays`)
+        if known.checked:
+            s = replace(s, discard=True)
         return s, live - {s.name, shape_of(s.name)}
     if isinstance(s, ir.Block):
-        body, live = prune_body(s.body, live, known)
-        return (replace(s, body=body) if body else None), live
+        inner = replace(known, removable=True) if known.checked and s.replay else known
+        body, live = prune_body(s.body, live, inner)
+        return (replace(s, body=body) if body or not dead_goes else None), live
     if isinstance(s, ir.Inverted):
         # run as the inverse of its body: prune that (the block keeps its label)
         body, live = prune_body(invert_body(s.body), live, known)
@@ -195,11 +208,12 @@ def _prune_stmt(s: ir.Stmt, live: set[str], known: _Known) -> tuple[ir.Stmt | No
             body, body_in = prune_body(s.body, head, known)
             new = head | (body_in - {s.var})
             if new == head:
-                if not body:  # nothing left to do in it: no loop (its bounds have no effect)
-                    return None, live
+                if not body and dead_goes:  # nothing left to do in it: no loop (its bounds
+                    return None, live       # have no effect)
                 return replace(s, body=body), head | _stmt_reads(s)
             head = new
-    if isinstance(s, ir.Call) and known.writes is not None and not _call_live(s, live, known):
+    if isinstance(s, ir.Call) and known.writes is not None and dead_goes \
+            and not _call_live(s, live, known):
         return None, live
     if isinstance(s, ir.Call | ir.Print | ir.Assert):
         return s, live | _stmt_reads(s)
@@ -230,6 +244,53 @@ def prune(func: ir.Function, writes: Writes | None = None) -> ir.Function:
     is kept."""
     body, _ = prune_body(func.body, set(func.params), _Known(size_names(func), writes))
     return replace(func, body=_drop_deallocs(body, set()))
+
+
+def prune_replays(func: ir.Function, writes: Writes | None = None) -> ir.Function:
+    """A checked reverse sweep without the work in its replays that only a ``del``'s check
+    reads, and without those checks.
+
+    A replay (``ir.Block.replay``) runs a routine again where the program had uncomputed
+    it; inside it the routine's nested ``~routine``s uncompute their ancillas only to
+    check them.  The sweep's adjoint of that same routine comes later and runs those
+    uncomputations once more -- from the same values, with their checks -- so in the
+    replay they are dead: the reasoning of :func:`prune_before_sweep`, for the replay as
+    a run its sweep follows.  Outside replays everything stays, checks included."""
+    body, _ = prune_body(func.body, set(func.params),
+                         _Known(size_names(func), writes, checked=True, removable=False))
+    return replace(func, body=_drop_deallocs(body, set()))
+
+
+def prune_before_sweep(func: ir.Function, writes: Writes | None = None) -> ir.Function:
+    """A checked run that a reverse sweep follows at once, in the same call, without the
+    work that only a ``del``'s check reads -- a forward run's ``~routine``, the
+    uncomputation of its ancillas -- and without those checks.
+
+    Why nothing is lost: the sweep runs the inverse of every statement of the run from its
+    end, and where the run would check ``del t`` (``t`` must equal its allocated value
+    again), the sweep allocates ``t`` at that value, undoes its updates, and checks at
+    ``t``'s allocation that it is back where it started -- the same condition, read
+    backwards: ``t``'s updates are invertible, so one holds where the other does.  The
+    checks the run keeps (overflow, shapes, a postcondition, an ``assert``) read only what
+    is live.  Used only where the sweep surely follows (not by ``vjp``, whose pullback
+    the caller may never call); the sweep reports a failed check at its line as the run
+    would."""
+    pruned = prune(func, writes)
+    return replace(pruned, body=_unchecked_deallocs(pruned.body))
+
+
+def _unchecked_deallocs(body: tuple[ir.Stmt, ...]) -> tuple[ir.Stmt, ...]:
+    """Every ``del`` in ``body`` releasing its ancilla without the check (nested too)."""
+    out = []
+    for s in body:
+        if isinstance(s, ir.Dealloc):
+            s = replace(s, discard=True)
+        elif isinstance(s, ir.If):
+            s = replace(s, then=_unchecked_deallocs(s.then), orelse=_unchecked_deallocs(s.orelse))
+        elif isinstance(s, (ir.Block, ir.Inverted, ir.While, ir.For)):
+            s = replace(s, body=_unchecked_deallocs(s.body))
+        out.append(s)
+    return tuple(out)
 
 
 def _drop_deallocs(body: tuple[ir.Stmt, ...], allocated: set[str]) -> tuple[ir.Stmt, ...]:
@@ -333,7 +394,7 @@ def _drop_zero_stmt(s: ir.Stmt, zeros: frozenset[str], writes: Writes | None
     if isinstance(s, (ir.Block, ir.Inverted)):
         body = s.body if isinstance(s, ir.Block) else invert_body(s.body)
         body, zeros = drop_zero_body(body, zeros, writes)
-        return ir.Block(body, s.label, s.loc), zeros
+        return ir.Block(body, s.label, s.loc, getattr(s, "replay", False)), zeros
     if isinstance(s, ir.If):
         then, z1 = drop_zero_body(s.then, zeros, writes)
         orelse, z2 = drop_zero_body(s.orelse, zeros, writes)
