@@ -250,3 +250,12 @@ def test_an_inner_ancilla_left_dirty_still_fails_the_gradient(backend):
     with pytest.raises(revbench.ReversibilityError) as exc:
         grad(f, loss="y")(0.0, 3.0)
     assert exc.value.variable == "u" and "not back at its allocated value" in str(exc.value)
+
+
+@pytest.mark.parametrize("backend", ["python", "numba"])
+def test_the_derivative_of_a_quotient_by_a_tiny_divisor_is_finite(backend):
+    """d(x/z)/dz = -x/z**2 is computed as -(x/z)/z: z*z underflows to 0 for |z| < 1e-162,
+    which raised ZeroDivisionError (found by a hypothesis property over hvp)."""
+    f = revbench.define("def f(y, x, z):\n    y += x / z\n", {}, backend=backend)["f"]
+    _, dx, dz = grad(f, loss="y")(0.0, 1e-250, 1e-170)
+    assert dx == pytest.approx(1e170) and dz == pytest.approx(-1e90)

@@ -156,9 +156,10 @@ BINARY_OPERATORS: dict[str, OperatorRule] = {r.op: r for r in (
     OperatorRule("-", (OperatorPartial(_one), OperatorPartial(_one, sign=-1)), "subtract"),
     OperatorRule("*", (OperatorPartial(lambda a, b: b), OperatorPartial(lambda a, b: a)),
                  "multiply"),
-    # d(a/b)/da = 1/b, d(a/b)/db = -a/b^2
+    # d(a/b)/da = 1/b, d(a/b)/db = -a/b^2, computed as (a/b)/b: b*b underflows to 0 for
+    # |b| < 1e-154 (a ZeroDivisionError where the quotient and its derivative are finite)
     OperatorRule("/", (OperatorPartial(lambda a, b: b, reciprocal=True),
-                       OperatorPartial(lambda a, b: BinOp("/", a, BinOp("*", b, b)), sign=-1)),
+                       OperatorPartial(lambda a, b: BinOp("/", BinOp("/", a, b), b), sign=-1)),
                  "divide"),
     OperatorRule("**", (OperatorPartial(power_base_partial),
                         OperatorPartial(power_exponent_partial)), "power"),
