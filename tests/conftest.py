@@ -53,3 +53,13 @@ def untiered(monkeypatch):
     from revbench import tiering
 
     monkeypatch.setitem(tiering._state, "mode", "off")
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    """This process compiles into an empty cache folder of the test's own."""
+    from revbench.backends import loader
+
+    monkeypatch.setattr(loader, "_state", loader._State())
+    monkeypatch.setenv("REVBENCH_CACHE_DIR", str(tmp_path))
+    return loader.cache_dir()

@@ -69,14 +69,6 @@ def _linked_definitions(dispatcher) -> dict[str, str]:
     return found
 
 
-@pytest.fixture
-def fresh_cache(tmp_path, monkeypatch):
-    """This process compiles into an empty cache folder of the test's own."""
-    monkeypatch.setattr(loader, "_state", loader._State())
-    monkeypatch.setenv("REVBENCH_CACHE_DIR", str(tmp_path))
-    return loader.cache_dir()
-
-
 def test_functions_linked_into_kernels_are_named_by_their_code(fresh_cache, monkeypatch):
     """Under one name (less Numba's per-process counter) there is one code: else a process
     loading two cached kernels links one's helper into the other (issue 21, item 0)."""

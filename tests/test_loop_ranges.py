@@ -107,7 +107,7 @@ def test_a_stencil_needs_no_alias_or_index_overflow_checks(make):
     src = f.source("forward", u, 0.1)
     inner = src[src.index("for i in range"):]
     assert "_rb_iadd" not in inner and "_rb_isub(i" not in inner, src
-    assert "_RbCheckFailed" not in inner.split("_rb_shift_failed")[0], src
+    assert "_RbCheckFailed" not in inner.split("_rb_float_shift")[0], src
     out, _ = f(u.copy(), 0.1)
     want = u.copy()
     for t in range(3):

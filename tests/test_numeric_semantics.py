@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import math
+import re
 import textwrap
 import warnings
 
@@ -819,3 +820,31 @@ def test_the_tracer_frees_an_ancilla_back_at_inf_or_nan(x):
     assert revbench.trace(f, 1.0, x).error is None
     g = revbench.define("def g(y, x):\n    a = x.copy()\n    y += 1.0\n    del a\n", {})["g"]
     assert revbench.trace(g, 1.0, np.array([x, 1.0])).error is None
+
+
+
+def test_compiled_checked_updates_are_inlined(fresh_cache):
+    """Checked ``+=`` / ``-=`` are calls of runtime helpers in generated code (less code
+    for Numba to type); compiled, LLVM must inline them all.  With the failure's raise
+    inside the helper, LLVM kept each float update a call: checked loops ran 2-3x slower.
+    Only the failures stay out of line."""
+    src = """
+    def f(y, x, n):
+        for i in range(len(x)):
+            y += x[i] * x[i]
+            y -= 2.0 * x[i]
+            x[i] += y
+            x[i] -= 0.5 * y
+            n += 3
+            n -= 1
+            n += i
+    """
+    f = revbench.define(textwrap.dedent(src), backend="numba")["f"]
+    x = np.array([0.5, 1.5, -2.0])
+    kernel = f.kernel("forward", 0.0, x, 1)
+    assert kernel(0.0, x.copy(), 1, 0.0, 0.0)[0] == f(0.0, x.copy(), 1)[0]
+    llvm = "\n".join(kernel.inspect_llvm(sig) for sig in kernel.signatures)
+    called = set(re.findall(r"\bcall [^@]*@(\S+?)\(", llvm))
+    helpers = [c for c in called if "float_shift" in c or "rb_checked_int" in c]
+    assert not helpers, helpers
+    assert "rb_shift_failed" in llvm and "rb_checked_int_add_failed" in llvm  # out of line

@@ -161,17 +161,20 @@ def iabs(a, module, k, st):
     return abs(a)
 
 
-@device(f"void(float64, float64, float64, int64, int64, {ST})")
-def shift_failed(old, new, value, module, k, st):
-    if not abs(value) < math.inf:
-        _rb_fail(st, module, k)
-    elif abs(old) < math.inf:
-        _rb_fail(st, module, k + 1)
+@device(f"float64(float64, float64, boolean, int64, int64, {ST})")
+def float_shift(old, value, subtract, module, k, st):
+    new = old - value if subtract else old + value
+    if not abs(new) < math.inf:
+        if not abs(value) < math.inf:
+            _rb_fail(st, module, k)
+        elif abs(old) < math.inf:
+            _rb_fail(st, module, k + 1)
+    return new
 
 
 #: the CPU helper's name (:data:`revbench.backends.codegen.INT_HELPERS`) -> its device twin
 CHECKED = {"iadd": iadd, "isub": isub, "imul": imul, "ifloordiv": ifloordiv, "ipow": ipow,
-           "ineg": ineg, "iabs": iabs, "shift_failed": shift_failed}
+           "ineg": ineg, "iabs": iabs, "float_shift": float_shift}
 
 
 @cuda.jit

@@ -129,7 +129,7 @@ def user_function(rule) -> Callable:
     or for a helper of :mod:`revbench.backends.runtime` (checked integers, float shifts)."""
     key = (rule.name, rule.fingerprint)
     if key not in _user_cache:
-        impl = _checked_int_impls().get(rule.user_function)
+        impl = _checked_impls().get(rule.user_function)
         if impl is None:
             impl = with_identity(rule.user_function, rule.fingerprint)
         _user_cache[key] = typed_once(impl, rule.name)
@@ -259,7 +259,7 @@ def typed_once(impl: Callable, name: str) -> Callable:
     return stand_in
 
 
-_int_impls: dict[Callable, Callable] = {}
+_checked_helper_impls: dict[Callable, Callable] = {}
 
 
 def _named(fn: Callable, qualname: str) -> Callable:
@@ -269,16 +269,18 @@ def _named(fn: Callable, qualname: str) -> Callable:
     return fn
 
 
-def _checked_int_impls() -> dict[Callable, Callable]:
-    """runtime's checked int64 helpers as Numba compiles them; ``+ - *`` use LLVM's
-    overflow intrinsics (an add or multiply and one branch on the overflow flag).
+def _checked_impls() -> dict[Callable, Callable]:
+    """runtime's checked helpers as Numba compiles them: the int64 ``+ - *`` with LLVM's
+    overflow intrinsics (an add or multiply and one branch on the overflow flag), the
+    float shift with its failure out of line.
 
     Each is built by a factory, so each gets a name of its own (:func:`_named`): under
     one shared name, the cached code of one kernel linked another's subtraction for its
     addition (issue 21)."""
-    if _int_impls:
-        return _int_impls
-    from numba.core import types
+    if _checked_helper_impls:
+        return _checked_helper_impls
+    import numba
+    from numba.core import types as nbtypes
     from numba.extending import intrinsic
 
     from revbench.backends import runtime
@@ -287,7 +289,7 @@ def _checked_int_impls() -> dict[Callable, Callable]:
     def with_overflow(method: str):
         @intrinsic
         def op(typingctx, a, b):
-            sig = types.Tuple((types.int64, types.boolean))(types.int64, types.int64)
+            sig = nbtypes.Tuple((nbtypes.int64, nbtypes.boolean))(nbtypes.int64, nbtypes.int64)
 
             def codegen(context, builder, signature, args):
                 r = getattr(builder, method)(*args)
@@ -302,18 +304,38 @@ def _checked_int_impls() -> dict[Callable, Callable]:
                                                   "smul_with_overflow"))
 
     def checked(op, name: str):
+        def overflowed(a, b, module, k):
+            raise CheckFailed(module, k, a, b)
+
+        fail = numba.njit(_named(overflowed, f"rb_checked_{name}_failed"))
+
         def impl(a, b, module, k):
             r, overflow = op(int(a), int(b))
             if overflow:
-                raise CheckFailed(module, k, int(a), int(b))
+                fail(int(a), int(b), module, k)
             return r
 
         return _named(impl, f"rb_checked_{name}")
 
-    _int_impls.update({runtime.int_add: checked(add, "int_add"),
+    # A raise with run-time values is a lot of code (the exception's arguments boxed): in
+    # the helper itself, it made LLVM keep every checked update a call (2-3x slower
+    # loops).  Out of line, in a function of its own, the helper is small and inlined.
+    shift_failed = numba.njit(_named(copy_function(runtime.shift_failed), "rb_shift_failed"))
+    float_shift = copy_function(runtime.float_shift, shift_failed=shift_failed)
+    _checked_helper_impls.update({runtime.int_add: checked(add, "int_add"),
                        runtime.int_sub: checked(sub, "int_sub"),
-                       runtime.int_mul: checked(mul, "int_mul")})
-    return _int_impls
+                       runtime.int_mul: checked(mul, "int_mul"),
+                       runtime.float_shift: _named(float_shift, "rb_float_shift")})
+    return _checked_helper_impls
+
+
+def copy_function(fn: Callable, **names: object) -> Callable:
+    """A copy of the Python function ``fn`` that reads ``names`` instead of the globals of
+    those names (its module keeps its own)."""
+    copy = types.FunctionType(fn.__code__, {**fn.__globals__, **names}, fn.__name__,
+                              fn.__defaults__, fn.__closure__)
+    copy.__qualname__, copy.__module__ = fn.__qualname__, fn.__module__
+    return copy
 
 
 def is_numba_error(exc: BaseException) -> bool:
@@ -368,18 +390,11 @@ def helper(fn: Callable) -> Callable:
     with LOCK:
         dispatcher = _helpers.get(fn)
         if dispatcher is None:
-            import types
-
             import numba
 
-            scope = dict(fn.__globals__)
             calls = set(fn.__globals__.get("NUMBA_CALLS", ())) & set(fn.__code__.co_names)
-            for name in calls:
-                if scope[name] is not fn:
-                    scope[name] = helper(fn.__globals__[name])
-            copy = types.FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__,
-                                      fn.__closure__)
-            copy.__qualname__, copy.__module__ = fn.__qualname__, fn.__module__
+            copy = copy_function(fn, **{name: helper(fn.__globals__[name]) for name in calls
+                                        if fn.__globals__[name] is not fn})
             # (not cached on disk: Numba cannot compile a caller of a generator it loaded
             # from its cache -- the generator's implementation is registered only when it
             # is compiled; a cached *caller* has it linked in and needs nothing)

@@ -173,7 +173,7 @@ def loop_extreme(item, shape, start, largest):
 
 
 # --------------------------------------------------------------------------- #
-# A float shift that went wrong (generated code with checks on calls this)
+# A checked float shift (generated code with checks on calls this)
 # --------------------------------------------------------------------------- #
 def shift_failed(old, new, value, module, k):
     """``y += value`` (or ``-=``) made ``y`` infinite or nan: raise check ``k`` (an
@@ -183,6 +183,18 @@ def shift_failed(old, new, value, module, k):
         raise CheckFailed(module, k, 0, value)
     if abs(old.real) < math.inf and abs(old.imag) < math.inf:
         raise CheckFailed(module, k + 1, old, new)
+
+
+def float_shift(old, value, subtract, module, k):
+    """``old + value`` (``old - value`` where ``subtract``) for a checked float or complex
+    ``y += value`` (``-=``): one call in generated code instead of a copy of ``y``, the
+    update, a test and a failure branch -- less code for Numba to type and LLVM to
+    optimize, which inlines it back (``subtract`` is a constant at every call site; Numba
+    compiles :func:`shift_failed` out of line, see ``numba_backend``)."""
+    new = old - value if subtract else old + value
+    if not (abs(new.real) < math.inf and abs(new.imag) < math.inf):
+        shift_failed(old, new, value, module, k)
+    return new
 
 
 # --------------------------------------------------------------------------- #
