@@ -36,7 +36,8 @@ CODEGEN_VERSION = "3"  # 2: checked int64 helpers (their Numba versions are not 
 
 def _helpers_fingerprint() -> str:
     """A hash of the files that say what the helpers of generated code do (``runtime``:
-    checks, checked integers; ``numba_backend``: their compiled versions).
+    checks, checked integers; ``numba_backend`` and ``numba_checks``: their compiled
+    versions).
 
     The helpers are called by name, so their code is not in the generated text, while
     Numba's cache of a generated file holds them compiled in: without this hash in every
@@ -44,7 +45,7 @@ def _helpers_fingerprint() -> str:
     caller compiled against an older callee's cached code would mix the two)."""
     here = Path(__file__).resolve().parent
     digest = hashlib.sha256()
-    for name in ("runtime.py", "numba_backend.py", "libm.py"):
+    for name in ("runtime.py", "numba_backend.py", "numba_checks.py", "libm.py"):
         digest.update((here / name).read_bytes())
     return digest.hexdigest()[:12]
 

@@ -16,6 +16,7 @@ import weakref
 from collections.abc import Callable
 from types import ModuleType
 
+from revbench.backends import numba_checks
 from revbench.backends.codegen import FASTMATH_FLAGS, Generated
 from revbench.backends.loader import LOCK, load_module
 from revbench.backends.runtime import TABLES
@@ -129,9 +130,11 @@ def user_function(rule) -> Callable:
     or for a helper of :mod:`revbench.backends.runtime` (checked integers, float shifts)."""
     key = (rule.name, rule.fingerprint)
     if key not in _user_cache:
-        impl = _checked_impls().get(rule.user_function)
-        if impl is None:
-            impl = with_identity(rule.user_function, rule.fingerprint)
+        inline = numba_checks.inline_helper(rule.user_function)
+        if inline is not None:
+            _user_cache[key] = inline
+            return inline
+        impl = with_identity(rule.user_function, rule.fingerprint)
         _user_cache[key] = typed_once(impl, rule.name)
     return _user_cache[key]
 
@@ -259,83 +262,11 @@ def typed_once(impl: Callable, name: str) -> Callable:
     return stand_in
 
 
-_checked_helper_impls: dict[Callable, Callable] = {}
-
-
 def _named(fn: Callable, qualname: str) -> Callable:
     """``fn`` renamed: each function compiled into cached code needs a name of its own
     (see :func:`with_identity`)."""
     fn.__name__ = fn.__qualname__ = qualname
     return fn
-
-
-def _checked_impls() -> dict[Callable, Callable]:
-    """runtime's checked helpers as Numba compiles them: the int64 ``+ - *`` with LLVM's
-    overflow intrinsics (an add or multiply and one branch on the overflow flag), the
-    float shift with its failure out of line.
-
-    Each is built by a factory, so each gets a name of its own (:func:`_named`): under
-    one shared name, the cached code of one kernel linked another's subtraction for its
-    addition (issue 21)."""
-    if _checked_helper_impls:
-        return _checked_helper_impls
-    import numba
-    from numba.core import types as nbtypes
-    from numba.extending import intrinsic
-
-    from revbench.backends import runtime
-    from revbench.backends.runtime import CheckFailed
-
-    def with_overflow(method: str):
-        @intrinsic
-        def op(typingctx, a, b):
-            sig = nbtypes.Tuple((nbtypes.int64, nbtypes.boolean))(nbtypes.int64, nbtypes.int64)
-
-            def codegen(context, builder, signature, args):
-                r = getattr(builder, method)(*args)
-                return context.make_tuple(builder, signature.return_type,
-                                          [builder.extract_value(r, 0), builder.extract_value(r, 1)])
-
-            return sig, codegen
-
-        return op
-
-    add, sub, mul = (with_overflow(m) for m in ("sadd_with_overflow", "ssub_with_overflow",
-                                                  "smul_with_overflow"))
-
-    def checked(op, name: str):
-        def overflowed(a, b, module, k):
-            raise CheckFailed(module, k, a, b)
-
-        fail = numba.njit(_named(overflowed, f"rb_checked_{name}_failed"))
-
-        def impl(a, b, module, k):
-            r, overflow = op(int(a), int(b))
-            if overflow:
-                fail(int(a), int(b), module, k)
-            return r
-
-        return _named(impl, f"rb_checked_{name}")
-
-    # A raise with run-time values is a lot of code (the exception's arguments boxed): in
-    # the helper itself, it made LLVM keep every checked update a call (2-3x slower
-    # loops).  Out of line, in a function of its own, the helper is small and inlined.
-    shift_failed = numba.njit(_named(copy_function(runtime.shift_failed), "rb_shift_failed"))
-    float_shift = copy_function(runtime.float_shift, shift_failed=shift_failed)
-    _checked_helper_impls.update({runtime.int_add: checked(add, "int_add"),
-                       runtime.int_sub: checked(sub, "int_sub"),
-                       runtime.int_mul: checked(mul, "int_mul"),
-                       runtime.float_shift: _named(float_shift, "rb_float_shift")})
-    return _checked_helper_impls
-
-
-def copy_function(fn: Callable, **names: object) -> Callable:
-    """A copy of the Python function ``fn`` that reads ``names`` instead of the globals of
-    those names (its module keeps its own)."""
-    copy = types.FunctionType(fn.__code__, {**fn.__globals__, **names}, fn.__name__,
-                              fn.__defaults__, fn.__closure__)
-    copy.__qualname__, copy.__module__ = fn.__qualname__, fn.__module__
-    return copy
 
 
 def is_numba_error(exc: BaseException) -> bool:
@@ -393,8 +324,9 @@ def helper(fn: Callable) -> Callable:
             import numba
 
             calls = set(fn.__globals__.get("NUMBA_CALLS", ())) & set(fn.__code__.co_names)
-            copy = copy_function(fn, **{name: helper(fn.__globals__[name]) for name in calls
-                                        if fn.__globals__[name] is not fn})
+            copy = numba_checks.copy_function(
+                fn, **{name: helper(fn.__globals__[name]) for name in calls
+                       if fn.__globals__[name] is not fn})
             # (not cached on disk: Numba cannot compile a caller of a generator it loaded
             # from its cache -- the generator's implementation is registered only when it
             # is compiled; a cached *caller* has it linked in and needs nothing)

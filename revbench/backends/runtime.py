@@ -217,6 +217,12 @@ def int_wrap(v):
     return ((v - INT64_MIN) & 0xFFFFFFFFFFFFFFFF) + INT64_MIN
 
 
+def int_overflowed(a, b, module, k):
+    """Raise check ``k``: ``a op b`` does not fit in int64 (what compiled code calls, out
+    of line, when LLVM's overflow flag is set: :mod:`revbench.backends.numba_checks`)."""
+    raise CheckFailed(module, k, a, b)
+
+
 def int_add(a, b, module, k):
     a = int(a)
     b = int(b)

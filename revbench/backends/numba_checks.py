@@ -1,0 +1,128 @@
+"""The checked arithmetic of generated code, as Numba compiles it: written into the caller.
+
+With checks on, every ``+=`` / ``-=`` of a float and every ``+ - *`` of integers calls a
+helper of :mod:`revbench.backends.runtime` (``_rb_float_shift``, ``_rb_iadd``, ...): one
+call is far less code for Numba to type than the update, its test and a failure branch
+written out.  Under Numba those calls are *intrinsics*: typing one costs what typing a call
+costs, and its code goes straight into the caller -- the operation, one test and a branch
+to a failure function compiled out of line (raising with run-time values is a lot of code).
+
+Compiled as functions of their own, the helpers were small, but LLVM inlines a call only
+where its cost model says so: in a large kernel, some checked updates stayed calls, and a
+raise inside a helper kept all of them calls (2-3x slower checked loops).
+
+The failures are the runtime's own functions (:func:`runtime.shift_failed`,
+:func:`runtime.int_overflowed`), compiled once per process and linked into each caller:
+the Python backend calls the very same code, so both backends raise the same check.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import operator
+import types
+from collections.abc import Callable
+
+from revbench.backends import runtime
+
+
+def copy_function(fn: Callable, qualname: str | None = None, **names: object) -> Callable:
+    """A copy of the Python function ``fn`` that reads ``names`` instead of the globals of
+    those names (its module keeps its own); ``qualname`` renames it (each function
+    compiled into cached code needs a name of its own: issue 21)."""
+    copy = types.FunctionType(fn.__code__, {**fn.__globals__, **names}, fn.__name__,
+                              fn.__defaults__, fn.__closure__)
+    copy.__qualname__, copy.__module__ = fn.__qualname__, fn.__module__
+    if qualname is not None:
+        copy.__name__ = copy.__qualname__ = qualname
+    return copy
+
+
+def inline_helper(fn: Callable) -> Callable | None:
+    """The intrinsic generated code calls under Numba for the runtime helper ``fn``, or
+    ``None`` where ``fn`` has none (it is then compiled as a function)."""
+    return _intrinsics().get(fn)
+
+
+def _call_out_of_line(context, builder, dispatcher, argtypes: tuple, args: tuple) -> None:
+    """A call of the jitted ``dispatcher`` (compiled for ``argtypes`` on first use) from
+    generated LLVM code; an exception it raises propagates to the caller's caller."""
+    cres = dispatcher.overloads.get(argtypes)
+    if cres is None:
+        dispatcher.compile(argtypes)
+        cres = dispatcher.overloads[argtypes]
+    context.active_code_library.add_linking_library(cres.library)
+    context.call_internal(builder, cres.fndesc, cres.signature, args)
+
+
+def _add(a, b):
+    return a + b
+
+
+def _sub(a, b):
+    return a - b
+
+
+def _finite(v):
+    return abs(v.real) < math.inf and abs(v.imag) < math.inf
+
+
+@functools.cache
+def _intrinsics() -> dict[Callable, Callable]:
+    import numba
+    from numba.core import types as nb
+    from numba.core.typing import signature
+    from numba.extending import intrinsic
+
+    shift_failed = numba.njit(copy_function(runtime.shift_failed, "rb_shift_failed"))
+    overflowed = numba.njit(copy_function(runtime.int_overflowed, "rb_int_overflowed"))
+
+    @intrinsic(prefer_literal=True)
+    def rb_float_shift(typingctx, old, value, subtract, module, k):
+        """``old - value`` if ``subtract`` (a constant) else ``old + value``, tested."""
+        if not isinstance(subtract, nb.BooleanLiteral):
+            return None
+        python_op = _sub if subtract.literal_value else _add
+        typed = typingctx.resolve_function_type(
+            operator.sub if subtract.literal_value else operator.add, (old, value), {})
+        if typed is None:
+            return None
+        out = typed.return_type
+        fail_types = (old, out, value, nb.int64, nb.int64)
+
+        def codegen(context, builder, sig, args):
+            a, v, _, m, kk = args
+            new = context.compile_internal(builder, python_op, signature(out, old, value), (a, v))
+            ok = context.compile_internal(builder, _finite, signature(nb.boolean, out), (new,))
+            with builder.if_then(builder.not_(ok), likely=False):
+                _call_out_of_line(context, builder, shift_failed, fail_types, (a, new, v, m, kk))
+            return new
+
+        return signature(out, old, value, subtract, nb.int64, nb.int64), codegen
+
+    def checked_int(method: str, name: str):
+        """int64 ``a op b`` with LLVM's overflow intrinsic: the operation and one branch
+        on its overflow flag."""
+        def typer(typingctx, a, b, module, k):
+            if not all(isinstance(t, (nb.Integer, nb.Boolean)) for t in (a, b)):
+                return None
+
+            def codegen(context, builder, sig, args):
+                x, y = (context.cast(builder, v, t, nb.int64) for v, t in zip(args[:2], (a, b)))
+                m, kk = (context.cast(builder, v, t, nb.int64)
+                         for v, t in zip(args[2:], sig.args[2:]))
+                r = getattr(builder, method)(x, y)
+                with builder.if_then(builder.extract_value(r, 1), likely=False):
+                    _call_out_of_line(context, builder, overflowed, (nb.int64,) * 4, (x, y, m, kk))
+                return builder.extract_value(r, 0)
+
+            return signature(nb.int64, a, b, nb.int64, nb.int64), codegen
+
+        typer.__name__ = typer.__qualname__ = name
+        return intrinsic(prefer_literal=False)(typer)
+
+    return {runtime.float_shift: rb_float_shift,
+            runtime.int_add: checked_int("sadd_with_overflow", "rb_iadd"),
+            runtime.int_sub: checked_int("ssub_with_overflow", "rb_isub"),
+            runtime.int_mul: checked_int("smul_with_overflow", "rb_imul")}
