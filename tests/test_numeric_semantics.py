@@ -848,3 +848,18 @@ def test_compiled_checked_updates_are_inlined(fresh_cache):
     helpers = [c for c in called if re.search(r"float_shift|rb_i(add|sub|mul)|rb_checked", c)]
     assert not helpers, helpers
     assert "rb_shift_failed" in llvm and "rb_int_overflowed" in llvm  # out of line
+
+
+def test_a_check_names_the_element_not_the_local_it_was_loaded_into(make):
+    """An element read twice in a loop body is loaded once into a local (the ``hoist``
+    transform); a failed check still names it as written: ``x[i]``, not ``_rb_h1``."""
+    f = make("""
+    def f(y, x):
+        for i in range(len(x)):
+            y[i] -= x[i]
+            y[i] += 2.0 * x[i]
+    """)
+    y = np.array([1.7e308, 1.0])
+    err = fails(f, y, np.array([-1.7e308, 0.0]))
+    assert "`y[i] -= x[i]`" in str(err) and "_rb_" not in str(err), str(err)
+    np.testing.assert_array_equal(y, [1.7e308, 1.0])  # the caller's array restored

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,7 @@ from revbench.lang.text import conditional_syntax, expr_text
 from revbench.lang.types import NUMPY_NAMES, TypedFunction, VarType
 from revbench.rules import functions as fn_rules
 from revbench.rules.instructions import ADD, DIV, MUL, SUB, UPDATES
+from revbench.transforms import hoist
 from revbench.transforms.invert import invert_body
 from revbench.transforms.pipeline import Direction
 
@@ -51,6 +53,8 @@ def _helpers_fingerprint() -> str:
 
 
 HELPERS_FINGERPRINT = _helpers_fingerprint()
+#: the locals repeated elements are loaded into (transforms/hoist.py), in a check's text
+_LOADED = re.compile(rf"\b{hoist.LOCAL_PREFIX}\d+\b")
 
 
 #: what ``fastmath=True`` allows: reassociating float sums (so reductions vectorise) and
@@ -221,6 +225,8 @@ class Emitter:
         self.lines: list[str] = []
         self.linemap: dict[int, int] = {}
         self.checks: list[CheckInfo] = []
+        #: a loaded element's local (transforms/hoist.py) -> the element as the user wrote it
+        self.loaded: dict[str, str] = {}
         self.level = 1
         self._tmp = 0
         self.user_functions: dict[str, object] = {}
@@ -251,6 +257,9 @@ class Emitter:
         return f"_rb_{stem}{self._tmp}"
 
     def check(self, kind: str, variable: str, loc: ir.Loc, detail: str = "") -> int:
+        # a message names what the user wrote: x[i], not the local it was loaded into
+        variable, detail = (_LOADED.sub(lambda m: self.loaded.get(m[0], m[0]), t)
+                            for t in (variable, detail))
         self.checks.append(CheckInfo(kind, variable, loc.line, detail))
         return len(self.checks) - 1
 
@@ -843,6 +852,8 @@ class Emitter:
 
     def s_Alloc(self, s: ir.Alloc) -> None:
         init = s.init
+        if s.name.startswith(hoist.LOCAL_PREFIX):
+            self.loaded[s.name] = expr_text(init)
         if self._loops and isinstance(init, ir.ArrayAlloc) and init.kind != "copy":
             self.buffered_alloc(s.name, init, s.loc)
             return

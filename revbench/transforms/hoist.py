@@ -26,6 +26,8 @@ from revbench.lang import ir
 from revbench.transforms.prune import uses
 
 _STRAIGHT = (ir.Update, ir.Swap)
+#: the name of the local an element is loaded into is this and a number
+LOCAL_PREFIX = "_rb_h"
 
 
 def _elems(s: ir.Stmt):
@@ -81,7 +83,7 @@ def hoist_body(body: tuple[ir.Stmt, ...], names: count, ndims: dict[str, int]) -
         if not ready:
             break
         elem = min(ready, key=_depth)  # the innermost first: x[indices[k]] after indices[k]
-        var = ir.Var(f"_rb_h{next(names)}", elem.loc)
+        var = ir.Var(f"{LOCAL_PREFIX}{next(names)}", elem.loc)
         first = next(k for k, s in enumerate(stmts)
                      if isinstance(s, _STRAIGHT) and elem in set(_elems(s)))
         stmts = [_subst_stmt(s, elem, var) if isinstance(s, _STRAIGHT) else s for s in stmts]
