@@ -409,3 +409,109 @@ def test_code_calling_a_callee_compiled_without_its_module_is_not_cached(fresh_c
     cache = KernelCache(mod.g)
     cache.save_overload(sig, cres)
     assert not Path(cache._cache_file._index_path).exists()
+
+
+# -- issue 22: each kernel's machine code made once ---------------------------------------
+BIG_CALLEE = """
+def big(y, x, n):
+    for i in range(n):
+        y[i] += x[i] * x[i]
+        y[i] += math.sin(x[i])
+        y[i] -= 0.5 * x[i]
+        y[i] += x[i] / (1.0 + x[i] * x[i])
+    for i in range(n):
+        y[i] *= 2.0
+        y[i] += math.cos(x[i])
+
+def small(s, v):
+    s += v
+
+def caller(s, y, x, n):
+    big(y, x, n)
+    for i in range(n):
+        small(s, y[i])
+"""
+
+
+def _kernels(fn) -> list:
+    return [c.run for c in fn._program._cache.values()]
+
+
+def test_a_large_callee_is_compiled_once_and_called_through_its_slot(fresh_cache):
+    """A callee of some size is not linked (optimised and compiled again) into each caller:
+    the caller calls it through its slot; a small callee is still linked, so LLVM can
+    inline it.  Results, gradients and errors are those of the Python backend."""
+    import math
+
+    from revbench.backends import numba_linking
+
+    ns = revbench.define(BIG_CALLEE, {"math": math})
+    py = revbench.define(BIG_CALLEE, {"math": math}, backend="python")
+    x = np.linspace(0.1, 1.0, 5)
+
+    def args():  # (y changes in place)
+        return 0.0, np.zeros(5), x, 5
+
+    out = ns["caller"](*args())
+    ref = py["caller"](*args())
+    assert out[0] == pytest.approx(ref[0], rel=1e-14)
+    np.testing.assert_allclose(out[1], ref[1], rtol=1e-14)
+
+    (kernel,) = _kernels(ns["caller"])
+    text = "\n".join(kernel.inspect_llvm().values())
+    defined = [ln for ln in text.splitlines() if ln.startswith("define")]
+    assert any("caller__forward" in ln for ln in defined)
+    assert not any("big__forward" in ln for ln in defined), "the callee was linked in"
+    slots = set(re.findall(re.escape(numba_linking.PREFIX) + r"(rbgen_\w+)\$", text))
+    (big_kernel,) = _kernels(ns["big"])
+    assert slots == {big_kernel.py_func.__module__}  # the small callee: linked (inlined)
+
+    g = revbench.grad(ns["caller"], loss="s", wrt="x")(*args())[2]
+    g_ref = revbench.grad(py["caller"], loss="s", wrt="x")(*args())[2]
+    np.testing.assert_allclose(g, g_ref, rtol=1e-13)
+    # d s / d x_i = 2 (2 x + cos x - 0.5 + (1 - x^2) / (1 + x^2)^2) - sin x
+    hand = 2 * (2 * x + np.cos(x) - 0.5 + (1 - x * x) / (1 + x * x) ** 2) - np.sin(x)
+    np.testing.assert_allclose(g, hand, rtol=1e-12)
+
+    # a check failing inside the callee (called through its slot): the same error as the
+    # Python backend's, and the caller's arrays restored
+    bad = x.copy()
+    bad[2] = 1e200
+    y = np.zeros(5)
+    for fn in (ns["caller"], py["caller"]):
+        with pytest.raises(revbench.ReversibilityError, match=r"x\[i\] \* x\[i\]"):
+            fn(0.0, y, bad, 5)
+        assert not y.any()
+
+
+CACHED_CALLEE = f"""
+import math
+import numpy as np
+import revbench
+fns = revbench.define({BIG_CALLEE!r}, {{"math": math}})
+caller, big = fns["caller"], fns["big"]
+x = np.linspace(0.1, 1.0, 5)
+out = caller(0.0, np.zeros(5), x, 5)
+g = revbench.grad(caller, loss="s", wrt="x")(0.0, np.zeros(5), x, 5)[2]
+try:
+    caller(0.0, np.zeros(5), np.array([1.0, 1e200]), 2)
+except revbench.ReversibilityError as exc:
+    failure = str(exc).splitlines()[0]
+hits = sum(sum(k.stats.cache_hits.values()) for k in
+           [c.run for f in (caller, big) for c in f._program._cache.values()])
+print(repr((float(out[0]), out[1].tolist(), g.tolist(), failure)))
+print("hits", hits)
+"""
+
+
+def test_a_caller_loaded_from_the_cache_loads_the_callees_it_calls(tmp_path):
+    """In a fresh process, a caller whose machine code comes from the disk cache calls its
+    large callees through their slots: loading it loads them too (else the call would
+    find the slot empty), with the same results, gradients and errors as the process
+    that compiled them."""
+    cache = tmp_path / "cache"
+    first = _ok(_run(CACHED_CALLEE, cache)).splitlines()
+    second = _ok(_run(CACHED_CALLEE, cache)).splitlines()
+    assert first[0] == second[0]
+    assert "x[i] * x[i]" in first[0]
+    assert first[1] == "hits 0" and second[1] != "hits 0"

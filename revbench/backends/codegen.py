@@ -47,7 +47,8 @@ def _helpers_fingerprint() -> str:
     caller compiled against an older callee's cached code would mix the two)."""
     here = Path(__file__).resolve().parent
     digest = hashlib.sha256()
-    for name in ("runtime.py", "numba_backend.py", "numba_checks.py", "libm.py"):
+    for name in ("runtime.py", "numba_backend.py", "numba_checks.py", "numba_linking.py",
+                 "kernel_cache.py", "libm.py"):
         digest.update((here / name).read_bytes())
     return digest.hexdigest()[:12]
 
@@ -1269,7 +1270,10 @@ def assemble(comments: list[str], fname: str, params: tuple[str, ...], body: lis
     adjoint's sweep, an external function's kernels): the usual header, ``_RB_MODULE``,
     the calling convention ``fname(*params, atol, rtol)``, and every line mapped to the
     user's ``line`` (the function's ``def``)."""
-    header = [*comments, "import math as _rb_math", "import numpy as _rb_np"]
+    # (the helpers' fingerprint: the kernels this code calls are linked in or called by
+    # name, so new helpers are a new module -- never a cached one calling the old kernels)
+    header = [*comments, f"# helpers {HELPERS_FINGERPRINT}", "import math as _rb_math",
+              "import numpy as _rb_np"]
     if check:
         header.append("from revbench.backends.runtime import CheckFailed as _RbCheckFailed")
     lines = [f"def {fname}({', '.join((*params, '_rb_gatol', '_rb_grtol'))}):",

@@ -20,14 +20,15 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-import numba
 from numba.core.caching import (
     CompileResultCacheImpl,
     FunctionCache,
     _CacheLocator,
     _SourceFileBackedLocatorMixin,
 )
+from numba.core.registry import CPUDispatcher
 
+from revbench.backends import numba_linking
 from revbench.backends.loader import cache_writable, warn_once
 
 
@@ -57,7 +58,20 @@ class _BesideSource(_SourceFileBackedLocatorMixin, _CacheLocator):
 
 
 class _KernelCacheImpl(CompileResultCacheImpl):
+    """A compile result saved with the callee kernels it calls through their slots
+    (:mod:`revbench.backends.numba_linking`), which loading it loads first."""
+
     _locator_classes = [_BesideSource]
+
+    def reduce(self, cres):
+        return super().reduce(cres), numba_linking.callees_of(cres.library)
+
+    def rebuild(self, target_context, payload):
+        reduced, callees = payload
+        numba_linking.prepare(callees)
+        cres = super().rebuild(target_context, reduced)
+        numba_linking.load_callees(callees)
+        return cres
 
 
 #: the module name Numba records for a function whose module is not in ``sys.modules``
@@ -85,6 +99,8 @@ class KernelCache(FunctionCache):
     def load_overload(self, sig, target_context):
         try:
             return super().load_overload(sig, target_context)
+        except numba_linking.CalleeMissing:
+            return None  # (compiled again, with its callees)
         except Exception as exc:
             if not (isinstance(exc, ModuleNotFoundError) and exc.name == DYNAMIC):
                 # a damaged index or data file: unpickling fails
@@ -120,11 +136,21 @@ class KernelCache(FunctionCache):
             pass
 
 
+class KernelDispatcher(CPUDispatcher):
+    """Numba's dispatcher of a generated kernel, which publishes each compiled version for
+    other kernels to call (:func:`revbench.backends.numba_linking.publish`)."""
+
+    def add_overload(self, cres):
+        super().add_overload(cres)
+        numba_linking.publish(self, cres)
+
+
 def jit(fn: Callable, cache: bool = True, **options) -> Callable:
     """``numba.njit(**options)(fn)``, cached on disk through :class:`KernelCache` when
     ``cache`` is set and ``fn`` comes from a generated file written to the cache (a module
     compiled in memory -- the cache full or read-only -- is not cached)."""
-    dispatcher = numba.njit(**options)(fn)
+    dispatcher = KernelDispatcher(py_func=fn, locals={},
+                                  targetoptions={"nopython": True, **options})
     if cache and getattr(fn, "__globals__", {}).get("__rb_on_disk__", False):
         try:
             dispatcher._cache = KernelCache(fn)

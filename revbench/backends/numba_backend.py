@@ -12,11 +12,10 @@ import collections
 import functools
 import re
 import types
-import weakref
 from collections.abc import Callable
 from types import ModuleType
 
-from revbench.backends import numba_checks
+from revbench.backends import numba_checks, numba_linking
 from revbench.backends.codegen import FASTMATH_FLAGS, Generated
 from revbench.backends.loader import LOCK, load_module
 from revbench.backends.runtime import TABLES
@@ -47,10 +46,9 @@ def module_dispatcher(mod: ModuleType, function_name: str, **options) -> Callabl
 _recent: collections.deque = collections.deque(maxlen=64)
 
 
-#: generated module name -> its dispatcher, while something uses it.  Not an attribute of
-#: the module: Numba keeps a dispatcher's compiled code (and so the module's globals) until
-#: the dispatcher dies, so a dispatcher among those globals would never die.
-_dispatchers: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+#: generated module name -> its dispatcher, while something uses it (kept where the kernels
+#: that call it find it: :data:`revbench.backends.numba_linking.KERNELS`)
+_dispatchers = numba_linking.KERNELS
 
 
 _poll_registered: list[bool] = []
