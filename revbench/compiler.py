@@ -139,6 +139,27 @@ class Program:
         visit(self)
         return tuple(found)
 
+    def code_size(self) -> int:
+        """The statements of this function and of every function it calls, each counted
+        once (as each is compiled once): about how long its compiled sweep is."""
+        seen: set[int] = set()
+
+        def visit(prog: Program) -> int:
+            if id(prog) in seen:
+                return 0
+            seen.add(id(prog))
+            n = 0
+            for st in ir.walk_stmts(prog.ir.body):
+                n += 1
+                if isinstance(st, ir.Call):
+                    try:
+                        n += visit(prog.callee(st)[0])
+                    except ReversibilityTypeError:
+                        pass
+            return n
+
+        return visit(self)
+
     def written_params(self) -> frozenset[str]:
         """The parameters this function may change, through its calls too.
 

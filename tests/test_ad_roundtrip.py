@@ -252,3 +252,37 @@ def test_jacobian_checks_every_sweep(make, monkeypatch):
     np.testing.assert_allclose(J, np.diag(2 * x))
     lanes = ad_module.JACOBIAN_LANES
     assert calls == ["jacobian(f)"] * -(-20 // lanes)
+
+
+def test_a_large_program_gets_fewer_jacobian_lanes(make, monkeypatch):
+    """Each lane is another copy of every adjoint statement to compile: a program whose
+    statements (its callees' included) times the lanes pass the budget gets fewer lanes,
+    halving, and the same Jacobian from more sweeps (batched too)."""
+    fns = make("""
+        def g(r, x, i):
+            r[i] += x[i] * x[i]
+            r[i] += np.sin(x[i])
+
+        def f(r, x):
+            for i in range(len(r)):
+                g(r, x, i)
+    """, all=True)
+    f = fns["f"]
+    assert f._program.code_size() == 4  # the loop, the call, g's two updates
+    x = np.linspace(0.1, 2.0, 20)
+    want = np.diag(2 * x + np.cos(x))
+    calls = []
+    original = sweep.check_recovered
+    monkeypatch.setattr(sweep, "check_recovered",
+                        lambda *a, **kw: calls.append(a[3]) or original(*a, **kw))
+    for budget, lanes in ((32, 8), (31, 4), (8, 2), (7, 1), (0, 1)):
+        monkeypatch.setattr(sweep, "LANE_BUDGET", budget)
+        assert sweep.jacobian_lanes(f, 20, 8) == lanes
+        assert sweep.jacobian_lanes(f, 3, 8) == min(3, lanes)
+        calls.clear()
+        np.testing.assert_allclose(jacobian(f, outputs="r", wrt="x")(np.zeros(20), x), want,
+                                   rtol=1e-14)
+        assert len(calls) == -(-20 // lanes)
+        xs = np.stack([x, 2 * x])
+        J = jacobian(f, outputs="r", wrt="x", batch=("r", "x"))(np.zeros((2, 20)), xs)
+        np.testing.assert_allclose(J[1], np.diag(4 * x + np.cos(2 * x)), rtol=1e-14)

@@ -34,7 +34,14 @@ from typing import Any
 import numpy as np
 
 from revbench.ad import gpu
-from revbench.ad.sweep import Backward, block_rows, param_index, resolve_loss, tolerance_of
+from revbench.ad.sweep import (
+    Backward,
+    block_rows,
+    jacobian_lanes,
+    param_index,
+    resolve_loss,
+    tolerance_of,
+)
 from revbench.backends.batch_steps import each_block, seed_lanes
 from revbench.backends.loader import load_module
 from revbench.backends.runtime import Interrupted, interrupted
@@ -45,7 +52,7 @@ from revbench.lang.errors import ReversibilityError, ReversibilityTypeError
 from revbench.lang.types import NUMPY_DTYPES, VarType, python_scalar
 from revbench.rules import functions as fn_rules
 
-#: seeds per reverse sweep, as for the unbatched jacobian
+#: the most seeds per reverse sweep, as for the unbatched jacobian
 LANES = 8
 
 
@@ -391,7 +398,7 @@ def batched_jacobian(f: ReversibleFunction, out_names: tuple, wrt_names: tuple, 
             if len(set(ks)) != len(ks):
                 raise ValueError(f"jacobian: {what} names an argument twice")
         rows = [(k, r) for k in ko for r in range(_size(item[k]))]
-        lanes = max(1, min(len(rows), LANES))
+        lanes = jacobian_lanes(f, len(rows), LANES)
         lay = bat.layout(sig, ko, kw, lanes, len(rows), keep_values=False)
         shapes = [(n, _size(item[o]), _size(item[w])) for o in ko for w in kw]
         if device == "cuda":

@@ -31,6 +31,7 @@ from revbench.ad.sweep import (
     Loss,
     as_names,
     check_loss,
+    jacobian_lanes,
     param_index,
     refuse_wrt_without_gradient,
     require_reversible,
@@ -118,8 +119,9 @@ def grad(f: ReversibleFunction, loss: Loss, wrt: Any = None, batch: Any = None,
     return run
 
 
-#: how many Jacobian rows one reverse sweep computes (adjoint lanes); more lanes share
-#: more uncomputation but compile a longer function
+#: the most Jacobian rows one reverse sweep computes (adjoint lanes); more lanes share
+#: more uncomputation but compile a longer function (a large program gets fewer:
+#: :func:`revbench.ad.sweep.jacobian_lanes`)
 JACOBIAN_LANES = 8
 
 
@@ -189,7 +191,7 @@ def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any, batch: Any = None,
         sizes_wrt = [outs[k].size if sig[k].is_array else 1 for k in kw]
         m = sum(sizes_out)
         rows = [(k, r) for k, size in zip(ko, sizes_out) for r in range(size)]  # seed per row
-        lanes = max(1, min(m, JACOBIAN_LANES))
+        lanes = jacobian_lanes(f, m, JACOBIAN_LANES)
         _, backward = b.prepare(args, lanes)
         per_lane = len(b.zero_adjoints(sig, saved))
         slots_out = {k: b.adjoint_slot(sig, k) for k in ko}
