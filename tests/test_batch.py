@@ -234,9 +234,16 @@ def run_script(folder, script: str) -> subprocess.CompletedProcess:
                           text=True, timeout=300)
 
 
-def test_a_users_module_level_driver_is_cached_across_processes(tmp_path):
+#: every kernel called through its slot by generated code (revbench.backends.numba_linking)
+ALL_SLOTS = "import revbench.backends.numba_linking as L\nL.LINK_BELOW = 0\n"
+
+
+@pytest.mark.parametrize("slots", ["", ALL_SLOTS], ids=["small", "slotted"])
+def test_a_users_module_level_driver_is_cached_across_processes(tmp_path, slots):
+    """A kernel that generated code calls through its slot is linked into a user's driver
+    all the same: Numba's cache of the driver has nothing to fill a slot with."""
     (tmp_path / "user_driver.py").write_text(
-        "import numba\nimport numpy as np\nimport revbench\n\n" + SQ_KERNEL + USER_DRIVER
+        "import numba\nimport numpy as np\nimport revbench\n\n" + slots + SQ_KERNEL + USER_DRIVER
         + "\nassert driver(np.arange(4.0)) == 14.0\n"
         "print('hits', sum(driver.stats.cache_hits.values()))\n")
     runs = [run_script(tmp_path, "user_driver.py") for _ in range(2)]
@@ -245,12 +252,13 @@ def test_a_users_module_level_driver_is_cached_across_processes(tmp_path):
     assert "hits 0" in runs[0].stdout and "hits 1" in runs[1].stdout
 
 
-def test_a_stale_cached_driver_says_how_to_fix_it(tmp_path):
+@pytest.mark.parametrize("slots", ["", ALL_SLOTS], ids=["small", "slotted"])
+def test_a_stale_cached_driver_says_how_to_fix_it(tmp_path, slots):
     """Numba keys a cached driver on its own file only: after the kernels it calls change
     (here: the reversible function, edited in another file), loading it must not run the
     old kernels, and must say what to do rather than fail on a module name."""
     kern = tmp_path / "kern.py"
-    kern.write_text("import revbench\n\n" + SQ_KERNEL)
+    kern.write_text("import revbench\n\n" + slots + SQ_KERNEL)
     (tmp_path / "drv.py").write_text("import numba\nimport numpy as np\nfrom kern import fwd\n"
                                      + USER_DRIVER + "\nprint('total', driver(np.arange(4.0)))\n")
     first = run_script(tmp_path, "drv.py")

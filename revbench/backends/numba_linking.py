@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import re
 import threading
 import weakref
 
@@ -90,7 +91,7 @@ def publish(dispatcher, cres) -> None:
     _owners[symbol] = (module_name, args)
     context = dispatcher.targetctx
     context.remove_user_function(cres.entry_point)
-    impl = _call_through(symbol, cres.fndesc)
+    impl = _call_through(symbol, cres)
     context._defns[cres.entry_point].append(impl, impl.signature)
 
 
@@ -105,14 +106,30 @@ def _llvm_size(cres) -> int:
         return 0
 
 
-def _call_through(symbol: str, fndesc):
-    """Numba's lowering of a call of the kernel ``fndesc``: load the slot, call it (the
-    same calling convention as a direct call), pass on an exception it raised."""
+#: the mangled name of a function of a generated module (``rbgen_<key>_nb``)
+_GENERATED = re.compile(r"rbgen_[0-9a-f]{32}_nb")
+
+
+def _call_through(symbol: str, cres):
+    """Numba's lowering of a call of the kernel ``cres``: load the slot, call it (the
+    same calling convention as a direct call), pass on an exception it raised.
+
+    Only generated code calls through slots: its cache (:mod:`kernel_cache`) knows to
+    load the callees first.  A user's own ``@njit(cache=True)`` driver of a kernel
+    (``f.kernel``) is cached by Numba alone, which would load it with nothing filling its
+    slots; it links the kernel in, as Numba does (and a stale one then fails to load with
+    :class:`revbench.backends.loader.StaleKernelError`, which says what to do)."""
     from llvmlite import ir as lir
     from numba.core import cgutils
-    from numba.core.imputils import fix_returning_optional, impl_ret_new_ref
+    from numba.core.imputils import fix_returning_optional, impl_ret_new_ref, user_function
+
+    fndesc = cres.fndesc
+    linked = user_function(fndesc, [cres.library])
 
     def imp(context, builder, sig, args):
+        if not _GENERATED.search(builder.function.name):
+            context.active_code_library.add_linking_library(cres.library)
+            return linked(context, builder, sig, args)
         module = builder.module
         slot = module.globals.get(symbol)
         if slot is None:
