@@ -252,6 +252,24 @@ def test_a_users_module_level_driver_is_cached_across_processes(tmp_path, slots)
     assert "hits 0" in runs[0].stdout and "hits 1" in runs[1].stdout
 
 
+def test_a_driver_of_a_kernel_calling_through_slots_is_compiled_in_each_process(tmp_path):
+    """A kernel whose function calls another through its slot, linked into a user's driver:
+    Numba's cache of the driver would be loaded in another process with nothing to fill
+    that slot (and LLVM would end the process).  The driver is not cached -- Numba warns --
+    and is compiled again: correct results in every process, and no crash."""
+    (tmp_path / "user_driver.py").write_text(
+        "import numba\nimport numpy as np\nimport revbench\n\n" + ALL_SLOTS
+        + SQ_KERNEL.replace("fwd = sq.kernel", "@revbench.reversible\ndef sq2(y, x):\n"
+                            "    sq(y, x)\n\nfwd = sq2.kernel") + USER_DRIVER
+        + "\nassert driver(np.arange(4.0)) == 14.0\n"
+        "print('hits', sum(driver.stats.cache_hits.values()))\n")
+    runs = [run_script(tmp_path, "user_driver.py") for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr
+        assert "hits 0" in r.stdout
+    assert "Cannot cache compiled function \"driver\"" in runs[0].stderr, runs[0].stderr
+
+
 @pytest.mark.parametrize("slots", ["", ALL_SLOTS], ids=["small", "slotted"])
 def test_a_stale_cached_driver_says_how_to_fix_it(tmp_path, slots):
     """Numba keys a cached driver on its own file only: after the kernels it calls change

@@ -119,6 +119,7 @@ def _register_interrupt_poll() -> None:
 def compile_numba(gen: Generated, injected: dict[str, object], check: bool,
                   fastmath: bool = False) -> Callable:
     mod = load_module(gen.key, gen.source, "nb", injected)
+    numba_linking.SLOT_CALLERS.add(mod.__name__)
     flags = {"fastmath": set(FASTMATH_FLAGS)} if fastmath else {}
     return module_dispatcher(mod, gen.function_name, boundscheck=check, **flags)
 

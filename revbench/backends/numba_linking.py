@@ -106,6 +106,10 @@ def _llvm_size(cres) -> int:
         return 0
 
 
+#: the generated modules whose code calls kernels through their slots: the kernels, not
+#: the drivers (:func:`revbench.backends.numba_backend.compile_numba` adds them)
+SLOT_CALLERS: set[str] = set()
+
 #: the mangled name of a function of a generated module (``rbgen_<key>_nb``)
 _GENERATED = re.compile(r"rbgen_[0-9a-f]{32}_nb")
 
@@ -114,8 +118,8 @@ def _call_through(symbol: str, cres):
     """Numba's lowering of a call of the kernel ``cres``: load the slot, call it (the
     same calling convention as a direct call), pass on an exception it raised.
 
-    Only generated code calls through slots: its cache (:mod:`kernel_cache`) knows to
-    load the callees first.  A user's own ``@njit(cache=True)`` driver of a kernel
+    Only kernels call through slots: their cache (:mod:`kernel_cache`) knows to load the
+    callees first.  A user's own ``@njit(cache=True)`` driver of a kernel
     (``f.kernel``) is cached by Numba alone, which would load it with nothing filling its
     slots; it links the kernel in, as Numba does (and a stale one then fails to load with
     :class:`revbench.backends.loader.StaleKernelError`, which says what to do)."""
@@ -127,8 +131,14 @@ def _call_through(symbol: str, cres):
     linked = user_function(fndesc, [cres.library])
 
     def imp(context, builder, sig, args):
-        if not _GENERATED.search(builder.function.name):
+        caller = _GENERATED.search(builder.function.name)
+        if caller is None or caller.group() not in SLOT_CALLERS:
+            # a driver runs a kernel per item or step: linked in, LLVM can inline it and
+            # drop the reference counting of its arrays at each call (6-17% of a batched
+            # Jacobian); Numba compiles it once per driver
             context.active_code_library.add_linking_library(cres.library)
+            if caller is None and _calls_slots(cres.library):
+                _not_cachable(builder)
             return linked(context, builder, sig, args)
         module = builder.module
         slot = module.globals.get(symbol)
@@ -147,6 +157,27 @@ def _call_through(symbol: str, cres):
     imp.signature = fndesc.argtypes
     imp.libs = ()
     return imp
+
+
+def _calls_slots(library) -> bool:
+    """Whether the compiled ``library`` calls kernels through their slots."""
+    module = library._final_module if library._shared_module is None else library._shared_module
+    return any(gv.name.startswith(PREFIX) for gv in module.global_variables)
+
+
+def _not_cachable(builder) -> None:
+    """Keep Numba from caching the function being compiled: it links in a kernel that
+    calls others through their slots, and Numba's cache would load it in another process
+    with nothing to fill them (LLVM cannot link a symbol it does not know, and ends the
+    process).  Numba refuses to cache code with a "dynamic global" and warns (the slots
+    are such globals: addresses of this process).  The function is compiled again in each
+    process instead."""
+    from llvmlite import ir as lir
+
+    name = f"numba.dynamic.globals.revbench_slots.{builder.function.name}"
+    if name not in builder.module.globals:
+        marker = lir.GlobalVariable(builder.module, lir.IntType(8), name=name)
+        marker.initializer = lir.Constant(lir.IntType(8), 0)
 
 
 def callees_of(library) -> tuple[tuple[str, str, tuple], ...]:
