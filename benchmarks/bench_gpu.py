@@ -89,14 +89,22 @@ tanh_loss_fast = reversible(check=False)(tanh_loss_src)
 
 
 def timed(fn, reps: int) -> tuple[float, float]:
-    """(first call's seconds, median of ``reps`` later calls)."""
+    """(first call's seconds, median of ``reps`` later calls), each call waited for to the
+    end of the last kernel it launched."""
+    sync = lambda: None
+    if "numba.cuda" in sys.modules:
+        from numba import cuda
+
+        sync = cuda.synchronize
     t = time.perf_counter()
     fn()
+    sync()
     first = time.perf_counter() - t
     times = []
     for _ in range(reps):
         t = time.perf_counter()
         fn()
+        sync()
         times.append(time.perf_counter() - t)
     return first, statistics.median(times)
 
@@ -176,10 +184,12 @@ def loss_rows(n: int, d: int, reps: int, quick: bool, rows: list[dict]) -> None:
     theta, x, y = rng.normal(size=d) / math.sqrt(d), rng.normal(size=(n, d)), rng.normal(size=n)
     dev = [cuda.to_device(a) for a in (np.zeros(n), theta, x, y)]
     m = min(n, 5000)
-    ref = revbench.grad(tanh_loss, "l", batch=("l", "x", "y"), reduce="sum")(
+    # the gradient with respect to theta alone, as JAX's below (wrt=: no per-item
+    # gradient of x, n x d numbers, is computed or written)
+    ref = revbench.grad(tanh_loss, "l", "theta", batch=("l", "x", "y"), reduce="sum")(
         np.zeros(m), theta, x[:m], y[:m])[1]
     for f, det in ((tanh_loss, False), (tanh_loss, True), (tanh_loss_fast, False)):
-        g = revbench.grad(f, "l", batch=("l", "x", "y"), reduce="sum", device="cuda",
+        g = revbench.grad(f, "l", "theta", batch=("l", "x", "y"), reduce="sum", device="cuda",
                           deterministic=det)
         first, t = timed(lambda g=g: g(*dev), reps)
         got = g(np.zeros(m), theta, x[:m], y[:m])[1]
@@ -208,16 +218,179 @@ def gmm_rows(n: int, reps: int, quick: bool, rows: list[dict]) -> None:
     x = rng.normal(size=(n, d))
     dev = [cuda.to_device(a) for a in (np.zeros(n), alphas, means, icf, x)]
     m = min(n, 2000)
-    ref = revbench.grad(per_point_gmm, "ll", batch=("ll", "x"), reduce="sum")(
+    wrt = ("alphas", "means", "icf")
+    ref = revbench.grad(per_point_gmm, "ll", wrt, batch=("ll", "x"), reduce="sum")(
         np.zeros(m), alphas, means, icf, x[:m])
     for det in (False, True):
-        g = revbench.grad(per_point_gmm, "ll", batch=("ll", "x"), reduce="sum", device="cuda",
-                          deterministic=det)
+        g = revbench.grad(per_point_gmm, "ll", wrt, batch=("ll", "x"), reduce="sum",
+                          device="cuda", deterministic=det)
         first, t = timed(lambda g=g: g(*dev), reps)
         got = g(np.zeros(m), alphas, means, icf, x[:m])
         rows.append({"case": "gmm_loglik_grad" + (" deterministic" if det else ""), "n": n,
                      "gpu_ms": 1e3 * t, "first_s": first,
                      "max_rel": max(max_rel(a, b) for a, b in zip(got[1:4], ref[1:4]))})
+    jax = jax_or_none()
+    if jax is not None and not quick:
+        import jax.numpy as jnp
+
+        lower = [(j, c) for c in range(d) for j in range(c + 1, d)]
+        rows_, cols_ = np.array([j for j, _ in lower]), np.array([c for _, c in lower])
+
+        def total(alphas, means, icf, x):
+            low = jnp.zeros((k, d, d)).at[:, rows_, cols_].set(icf[:, d:])
+
+            def one(xi):
+                xc = xi[None, :] - means                                  # (k, d)
+                qx = jnp.exp(icf[:, :d]) * xc + jnp.einsum("kjl,kl->kj", low, xc)
+                terms = alphas + jnp.sum(icf[:, :d], axis=1) - 0.5 * jnp.sum(qx * qx, axis=1)
+                return jax.scipy.special.logsumexp(terms)
+
+            return jnp.sum(jax.vmap(one)(x))
+
+        jg = jax.jit(jax.grad(total, argnums=(0, 1, 2)))
+        args = [jnp.asarray(a) for a in (alphas, means, icf, x)]
+        _, t_jax = timed(lambda: jax.block_until_ready(jg(*args)), reps)
+        same = jg(*[jnp.asarray(a) for a in (alphas, means, icf, x[:m])])
+        for r in rows[-2:]:
+            r["jax_ms"] = 1e3 * t_jax
+            r["speedup_vs_jax"] = t_jax / (r["gpu_ms"] / 1e3)
+            r["jax_max_rel"] = max(max_rel(np.asarray(a), b) for a, b in zip(same, ref[1:4]))
+
+
+def host_profile(rows: list[dict], n: int = 10**4, reps: int = 200) -> None:
+    """Where a small call's time goes on the host: cProfile of 50 BA Jacobians of 10^4
+    device-resident observations (the GPU's part is a few microseconds of it)."""
+    import cProfile
+    import io
+    import pstats
+
+    from natural_programs import ba_residual
+    from numba import cuda
+
+    rng = np.random.default_rng(0)
+    cam = rng.normal(size=(n, 11)) * 0.1
+    cam[:, 5], cam[:, 6] = -8.0, 500.0
+    dev = [cuda.to_device(a) for a in (np.zeros((n, 2)), cam, rng.normal(size=(n, 3)),
+                                       rng.uniform(0.5, 1.5, n), rng.normal(size=(n, 2)))]
+    jac = revbench.jacobian(ba_residual, "r", ("cam", "X", "w"),
+                            batch=("r", "cam", "X", "w", "feat"), device="cuda")
+    jac(*dev)
+    cuda.synchronize()
+    prof = cProfile.Profile()
+    t = time.perf_counter()
+    prof.enable()
+    for _ in range(50):
+        jac(*dev)
+    cuda.synchronize()
+    prof.disable()
+    per_call = (time.perf_counter() - t) / 50
+    text = io.StringIO()
+    pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(40)
+    print(f"host profile: {1e3 * per_call:.3f} ms per call (profiled)")
+    print(text.getvalue()[-9000:])
+
+    # the same call in parts, unprofiled: the kernel alone (launched as the call launches
+    # it, with the same arrays), the launch without waiting, the whole call
+    bat = next(c.cell_contents for c in jac.__closure__ if hasattr(c.cell_contents, "_drivers"))
+    drv = next(iter(bat._drivers.values()))
+    seeds = next(iter(drv._seeds.values()))
+    blocks = [cuda.device_array((n, 2, s)) for s in (11, 3, 1)]
+    grid, tpb = drv.shape_of_launch(n)
+
+    def launch():
+        drv.kernel[grid, tpb](*dev, *seeds, *blocks, drv.status, 0, n, 1e-10, 1e-10, 1e-10,
+                              1e-10)
+
+    def median_ms(fn, sync=True):
+        times = []
+        for _ in range(reps):
+            t = time.perf_counter()
+            fn()
+            if sync:
+                cuda.synchronize()
+            times.append(time.perf_counter() - t)
+        return 1e3 * statistics.median(times)
+
+    parts = {"whole call": median_ms(lambda: jac(*dev)),
+             "kernel launched and waited for": median_ms(launch),
+             "kernel launch alone (not waited for)": median_ms(launch, sync=False),
+             "3 device_array allocations": median_ms(
+                 lambda: [cuda.device_array((n, 2, s)) for s in (11, 3, 1)], sync=False),
+             "status in and out": median_ms(lambda: (drv.status.copy_to_device(drv.status_host),
+                                                     drv.status.copy_to_host(drv.status_host)))}
+    for what, ms in parts.items():
+        print(f"  {what:40} {ms:8.3f} ms")
+        rows.append({"case": f"ba_jacobian n=1e4 host: {what}", "n": n, "gpu_ms": ms})
+
+
+def first_call_probe(n: int) -> None:
+    """In a fresh process: the seconds to import revbench and to the first BA Jacobian on
+    the GPU (compiling, or loading from the disk cache), printed as JSON."""
+    import json
+
+    t0 = time.perf_counter()
+    from natural_programs import ba_residual
+    from numba import cuda
+
+    t_import = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    cuda.current_context()  # (the CUDA context: what every GPU program pays once)
+    t_context = time.perf_counter() - t0
+    rng = np.random.default_rng(0)
+    cam = rng.normal(size=(n, 11)) * 0.1
+    cam[:, 5], cam[:, 6] = -8.0, 500.0
+    args = (np.zeros((n, 2)), cam, rng.normal(size=(n, 3)), rng.uniform(0.5, 1.5, n),
+            rng.normal(size=(n, 2)))
+    jac = revbench.jacobian(ba_residual, "r", ("cam", "X", "w"),
+                            batch=("r", "cam", "X", "w", "feat"), device="cuda")
+    t1 = time.perf_counter()
+    jac(*args)
+    cuda.synchronize()
+    print(json.dumps({"import_s": t_import, "context_s": t_context,
+                      "first_s": time.perf_counter() - t1}))
+
+
+def first_call_rows(n: int, rows: list[dict]) -> None:
+    """The first call in a new process: with an empty cache, then loading what the first
+    process left in it (both revbench's folder and Numba's)."""
+    import json
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, REVBENCH_CACHE_DIR=cache, NUMBA_CACHE_DIR=cache)
+        for label in ("first_call cold cache", "first_call from disk cache"):
+            t = time.perf_counter()
+            out = subprocess.run([sys.executable, __file__, "--probe-first-call", str(n)],
+                                 env=env, capture_output=True, text=True, timeout=600)
+            wall = time.perf_counter() - t
+            if out.returncode != 0:
+                print(out.stderr[-3000:], file=sys.stderr)
+                continue
+            probe = json.loads(out.stdout.strip().splitlines()[-1])
+            rows.append({"case": f"ba_jacobian {label}", "n": n, "first_s": probe["first_s"],
+                         "import_s": probe["import_s"], "context_s": probe["context_s"],
+                         "process_s": wall})
+            print(f"{label}: import {probe['import_s']:.2f} s, CUDA context "
+                  f"{probe['context_s']:.2f} s, first call {probe['first_s']:.2f} s", flush=True)
+
+
+def launch_shape_rows(reps: int, rows: list[dict]) -> None:
+    """BA at 10^6 and the summed d = 64 loss, at other block sizes (the tuning knob)."""
+    from revbench.ad import gpu
+
+    default = gpu.THREADS_PER_BLOCK
+    for tpb in (64, 256):
+        gpu.THREADS_PER_BLOCK = tpb
+        sub: list[dict] = []
+        ba_rows(10**6, reps, True, sub)
+        loss_rows(10**6, 64, reps, True, sub)
+        for r in sub:
+            r["case"] += f" tpb={tpb}"
+            for key in ("cpu_one_core_ms", "cpu_all_cores_ms"):
+                r.pop(key, None)
+        rows.extend(sub)
+    gpu.THREADS_PER_BLOCK = default
 
 
 def main() -> None:
@@ -225,10 +398,21 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="small sizes (the CUDA simulator)")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--out", type=Path, default=HERE / "results" / "bench_gpu.json")
+    ap.add_argument("--launch-shapes", action="store_true",
+                    help="also time BA and the d = 64 loss at 64 and 256 threads per block")
+    ap.add_argument("--profile", action="store_true",
+                    help="also profile where a small call's time goes on the host")
+    ap.add_argument("--probe-first-call", type=int, metavar="N", help=argparse.SUPPRESS)
     opts = ap.parse_args()
+    if opts.probe_first_call:
+        first_call_probe(opts.probe_first_call)
+        return
     quick = opts.quick or os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
     reps = 1 if quick else opts.reps
     rows: list[dict] = []
+    if not quick:
+        first_call_rows(10**4, rows)
+        print("first calls done", flush=True)
     for n in ((16,) if quick else (10**4, 10**5, 10**6)):
         ba_rows(n, reps, quick, rows)
         print(f"ba n={n} done", flush=True)
@@ -236,6 +420,11 @@ def main() -> None:
         loss_rows(32 if quick else 10**6, d, reps, quick, rows)
         print(f"loss d={d} done", flush=True)
     gmm_rows(4 if quick else 10**6, reps, quick, rows)
+    print("gmm done", flush=True)
+    if opts.launch_shapes and not quick:
+        launch_shape_rows(reps, rows)
+    if opts.profile and not quick:
+        host_profile(rows)
     print(f"{'case':36} {'n':>8} {'gpu ms':>9} {'first s':>8} {'cpu 1 core ms':>14} "
           f"{'cpu all ms':>11} {'jax ms':>8} {'vs jax':>7} {'max rel':>9}")
     for r in rows:
@@ -245,7 +434,15 @@ def main() -> None:
               f"{col('cpu_one_core_ms', '14.1f')} {col('cpu_all_cores_ms', '11.1f')} "
               f"{col('jax_ms', '8.3f')} "
               f"{col('speedup_vs_jax', '7.2f')} {col('max_rel', '9.1e')}")
-    write_results({"machine": machine_info("numba", "numba_cuda", "jax"), "quick": quick,
+    info = machine_info("numba", "numba_cuda", "jax")
+    try:
+        from numba import cuda
+
+        info["gpu"] = str(cuda.get_current_device().name)
+    except Exception:  # the simulator, or no GPU
+        info["gpu"] = None
+    print(f"GPU: {info['gpu']}, CPU: {info['cpu']} ({info['cpus_usable']} usable)")
+    write_results({"machine": info, "quick": quick,
                    "rows": rows}, opts.out)
 
 

@@ -154,11 +154,19 @@ def test_summed_gradients_of_shared_parameters(ns):
     np.testing.assert_allclose(cpu[1], ((2 * (t - y) * (1 - t * t))[:, None] * x).sum(0),
                                rtol=1e-10)
     runs = []
+    # A GPU's tanh may differ from the C library's in the last digit, and both 1 - t^2
+    # (near |t| = 1) and t - y (near t = y) cancel, so the per-item gradient
+    # 2 (t - y)(1 - t^2) theta is compared to rounding of its factors, not of itself (on an
+    # H200, an entry differed by more than 1e-10 of the largest in its row); the sum, to
+    # rounding of its terms.  (In the simulator, which calls Python's math, they are equal.)
+    factors = (2 * np.abs(t - y) + 2)[:, None]  # bounds |2 (t - y)| + |2 (1 - t^2)|
+    item_bound = 1e-12 * (factors * np.abs(theta) + np.abs(cpu[2]))  # (dl/dx_i ~ theta)
+    sum_bound = 1e-12 * (factors * np.abs(x) + np.abs(per_item[1])).sum(axis=0)
     for deterministic in (False, True, True):
         g = revbench.grad(f, "l", batch=("l", "x", "y"), reduce="sum", device="cuda",
                           deterministic=deterministic)(*args)
-        np.testing.assert_allclose(g[1], cpu[1], rtol=1e-12)
-        np.testing.assert_array_equal(g[2], cpu[2])
+        assert np.all(np.abs(g[1] - cpu[1]) <= sum_bound)
+        assert np.all(np.abs(g[2] - cpu[2]) <= item_bound)
         runs.append(g[1])
     assert np.array_equal(runs[1], runs[2])  # deterministic: bit-identical run to run
     vg = revbench.value_and_grad(f, "l", batch=("l", "x", "y"), reduce="sum",
@@ -322,8 +330,8 @@ PTX_SCRIPT = textwrap.dedent('''
         values = [np.zeros(s, dt) for s, dt in value_shapes]
         partials = [np.zeros((2, block_shapes[i][2])) for i, w in enumerate(lay.wrt)
                     if lay.summed and lay.summed[w]]
-        argv = [*args.device, *seeds, *blocks, *values, *partials, np.zeros(1, np.int64),
-                np.zeros(2, np.int64), 0, 1, 0.0, 0.0, 0.0, 0.0]
+        argv = [*args.device, *seeds, *blocks, *values, *partials, np.zeros(3, np.int64),
+                0, 1, 0.0, 0.0, 0.0, 0.0]
         ptx, _ = cuda.compile_ptx(drv.kernel.py_func, tuple(typeof(a) for a in argv),
                                   cc=(9, 0))
         assert ".target sm_90" in ptx
@@ -371,3 +379,41 @@ def test_kernels_compile_for_a_real_gpu(check, tmp_path: Path):
                        text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "PTX [" in r.stdout
+
+
+CACHE_SCRIPT = textwrap.dedent('''
+    import os
+    from revbench.backends import cuda_backend, loader
+    cuda_backend.cuda_module()
+    src = "def kernel(a):\\n    a[0] = 1.0\\n"
+    fn = cuda_backend.compile_kernel("c" * 32, src, "kernel", {})
+    cache = fn._cache
+    locator = cache._impl.locator
+    path = locator._py_file
+    assert type(cache).__name__ == "KernelCache", type(cache)
+    assert os.path.dirname(locator.get_cache_path()) == os.path.dirname(path)
+    before = locator.get_source_stamp()
+    loader.write_source("c" * 32, src)  # the next process's load: the same text, touched
+    os.utime(path, (1, 1))
+    assert locator.get_source_stamp() == before, "a touched file must keep its cache"
+    with open(path, "a") as f:
+        f.write("# edited\\n")
+    assert locator.get_source_stamp() != before, "an edited file must not"
+    print("stamp ok")
+''')
+
+
+def test_a_cached_gpu_kernel_is_keyed_on_its_text_not_its_file_time(tmp_path: Path):
+    """numba-cuda stamps a cache with the source file's time and size; revbench touches a
+    generated file whenever it is used (for pruning), so each new process found the GPU
+    kernels' cache stale and compiled again (9.3 s for a BA Jacobian's first call "from
+    the cache" on an H200, 1.5 s once fixed).  The stamp is now the file's digest, as Numba's
+    CPU cache does.  (Without the simulator: no GPU is needed to build the cache object.)"""
+    script = tmp_path / "cache.py"
+    script.write_text(CACHE_SCRIPT)
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env["REVBENCH_CACHE_DIR"] = str(tmp_path / "cache")
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "stamp ok" in r.stdout

@@ -383,6 +383,7 @@ def batched_jacobian(f: ReversibleFunction, out_names: tuple, wrt_names: tuple, 
     api = f"jacobian({f.__name__})"
     bat = _Batched(f, b, batch, api)
     bat.unbatched = unbatched
+    lanes_for: dict[int, int] = {}  # rows -> lanes (jacobian_lanes walks f's code)
 
     def run(*args):
         if device == "cuda":
@@ -398,7 +399,9 @@ def batched_jacobian(f: ReversibleFunction, out_names: tuple, wrt_names: tuple, 
             if len(set(ks)) != len(ks):
                 raise ValueError(f"jacobian: {what} names an argument twice")
         rows = [(k, r) for k in ko for r in range(_size(item[k]))]
-        lanes = jacobian_lanes(f, len(rows), LANES)
+        lanes = lanes_for.get(len(rows))
+        if lanes is None:
+            lanes = lanes_for[len(rows)] = jacobian_lanes(f, len(rows), LANES)
         lay = bat.layout(sig, ko, kw, lanes, len(rows), keep_values=False)
         shapes = [(n, _size(item[o]), _size(item[w])) for o in ko for w in kw]
         if device == "cuda":

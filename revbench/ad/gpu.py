@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import threading
 from typing import Any
 
 import numpy as np
@@ -220,22 +221,23 @@ def kernel_source(lay, params: tuple[str, ...], shapes: tuple[tuple[int, ...], .
     J = [f"J{o}_{w}" for o in lay.outputs for w in lay.wrt]
     V = [f"V{k}" for k in range(npar) if lay.keep[k]]
     summed = [w for w in lay.wrt if lay.summed and lay.summed[w]]
-    R = [f"R{w}" for w in summed]  # per thread partial sums (deterministic=True)
+    inplace = accumulated_in_place(lay)
+    R = [f"R{w}" for w in summed]  # partial sums per block or thread (deterministic=True)
     out = SourceWriter()
+    # STAT: [0] the first failing item (an atomic min), [1:3] its status (module, check)
     with out.block(f"def kernel({', '.join([*P, 'seed_param', 'seed_flat', 'block_row', *J, *V, *R])}, "
-                   "FIRST, ST, lo, hi, atol, rtol, catol, crtol):"):
+                   "STAT, lo, hi, atol, rtol, catol, crtol):"):
         out.emit("m = seed_param.shape[0]", "st = _rb_cuda.local.array(2, _rb_np.int64)")
-        for w in summed:  # this thread's share of a summed gradient, over its items
-            size = max(1, math.prod(shapes[w]))
-            out.emit(f"acc{w} = _rb_cuda.local.array({size}, _rb_np.float64)")
-            with out.block(f"for q in range({size}):"):
-                out.emit(f"acc{w}[q] = 0.0")
 
-        def local(name: str, k: int) -> None:
-            dims = ", ".join(str(max(d, 1)) for d in shapes[k])
-            dt = NUMPY_NAMES[lay.sig[k].dtype]
+        def local(name: str, k: int, dt: str | None = None) -> None:
+            dims = ", ".join(str(max(d, 1)) for d in shapes[k]) or "1"
+            dt = dt or NUMPY_NAMES[lay.sig[k].dtype]
             out.emit(f"{name} = _rb_cuda.local.array(({dims},), _rb_np.{dt})")
 
+        for w in summed:  # this thread's share of a summed gradient, over its items
+            local(f"acc{w}", w, "float64")
+            with out.loops(shapes[w], "q") as idx:
+                out.emit(f"acc{w}[{', '.join(idx) or '0'}] = 0.0")
         written_arrays = [k for k, t in enumerate(lay.sig) if t.is_array and lay.written[k]]
         for k in written_arrays:
             local(f"a{k}", k)
@@ -244,11 +246,14 @@ def kernel_source(lay, params: tuple[str, ...], shapes: tuple[tuple[int, ...], .
         for lane in range(lay.lanes):
             for k, t in enumerate(lay.sig):
                 if lay.adjoint[k] and t.is_array:
-                    local(f"g{lane}_{k}", k)
+                    if k in inplace:  # the sweep adds each item's adjoint into the sum
+                        out.emit(f"g{lane}_{k} = acc{k}")
+                    else:
+                        local(f"g{lane}_{k}", k)
         with out.block("for i in range(lo + _rb_cuda.grid(1), hi, _rb_cuda.gridsize(1)):"):
-            _kernel_item(out, lay, npar, shapes, written_arrays, summed)
+            _kernel_item(out, lay, npar, shapes, written_arrays, summed, inplace)
             with out.block("if hi - lo == 1:  # one item, run again to learn which check failed"):
-                out.emit("ST[0] = st[0]", "ST[1] = st[1]")
+                out.emit("STAT[1] = st[0]", "STAT[2] = st[1]")
         if summed:
             with out.block("if hi - lo == 1:"):
                 out.emit("return")
@@ -256,8 +261,22 @@ def kernel_source(lay, params: tuple[str, ...], shapes: tuple[tuple[int, ...], .
     return out.text()
 
 
+def accumulated_in_place(lay) -> set[int]:
+    """The summed gradients that a reverse sweep adds into directly, item after item.
+
+    The adjoint of an argument the function only reads starts at zero and the sweep only
+    adds to it; started at the sum of the items before, it ends at the sum with this item
+    -- no zeroing and no copy per item, which for a wide parameter (a GMM's 330 numbers)
+    were most of a thread's memory traffic.  (One lane only: ``grad`` and
+    ``value_and_grad``, the APIs that sum.)"""
+    if not lay.summed or lay.lanes != 1:
+        return set()
+    return {w for w in lay.wrt
+            if lay.summed[w] and lay.sig[w].is_array and not lay.written[w]}
+
+
 def _kernel_item(out: SourceWriter, lay, npar: int, shapes: tuple[tuple[int, ...], ...],
-                 written_arrays: list[int], summed: list[int]) -> None:
+                 written_arrays: list[int], summed: list[int], inplace: set[int]) -> None:
     """The kernel's steps for item ``i``: those of the CPU's driver."""
     out.emit("st[0] = 0", "st[1] = 0")
 
@@ -272,7 +291,7 @@ def _kernel_item(out: SourceWriter, lay, npar: int, shapes: tuple[tuple[int, ...
     def give_up(leave: str) -> None:
         """After a kernel call: a failed item marks itself and leaves (``leave``)."""
         with out.block("if st[1] != 0:"):
-            out.emit("_rb_cuda.atomic.min(FIRST, 0, i)", leave)
+            out.emit("_rb_cuda.atomic.min(STAT, 0, i)", leave)
 
     for k in range(npar):
         if k in written_arrays:
@@ -300,6 +319,8 @@ def _kernel_item(out: SourceWriter, lay, npar: int, shapes: tuple[tuple[int, ...
                 out.emit(f"t{k} = s{k}")
 
         def zero(g: str, k: int) -> None:
+            if k in inplace:  # (holds the sum so far)
+                return
             with out.loops(shapes[k], "z") as idx:
                 out.emit(f"{g}[{', '.join(idx)}] = 0.0")
 
@@ -316,50 +337,72 @@ def _kernel_item(out: SourceWriter, lay, npar: int, shapes: tuple[tuple[int, ...
                                     ["ok = False"], "catol", "crtol",
                                     shapes[k] if t.is_array else ())
             with out.block("if not ok:"):
-                out.emit("st[1] = -1", "_rb_cuda.atomic.min(FIRST, 0, i)", "break")
+                out.emit("st[1] = -1", "_rb_cuda.atomic.min(STAT, 0, i)", "break")
 
         def put(o: int, w: int, src: str) -> None:
+            if w in inplace:  # (the sweep added it)
+                out.emit("pass")
+                return
             with out.loops(shapes[w], "u") as idx:
                 value = f"{src}[{', '.join(idx)}]" if idx else src
                 if w in summed:
-                    out.emit(f"acc{w}[{_flat(idx, shapes[w])}] += {value}")
+                    out.emit(f"acc{w}[{', '.join(idx) or '0'}] += {value}")
                 else:
                     out.emit(f"J{o}_{w}[i, block_row[row], {_flat(idx, shapes[w])}] = {value}")
 
         each_block(out, lay, npar, put)
 
 
+#: a block's warp sums of a summed gradient are combined this many entries at a time (its
+#: shared memory: warps x CHUNK doubles, 16 KB at 128 threads)
+CHUNK = 512
+
+
 def _kernel_sums(out: SourceWriter, lay, shapes: tuple[tuple[int, ...], ...],
                  summed: list[int]) -> None:
-    """Each thread's share of the summed gradients, after its items: into its row of
-    partial sums, or added into the result."""
-    tree = summed and not lay.deterministic and not cuda_backend.simulated()
-    if tree:
-        out.emit(f"sh = _rb_cuda.shared.array({THREADS_PER_BLOCK}, _rb_np.float64)",
-                 "tid = _rb_cuda.threadIdx.x")
+    """Each thread's share of the summed gradients, after its items, added up per block:
+    within each warp by shuffles, then across the block's warps through shared memory,
+    always in the same order; then one atomic add per block and entry, or
+    (``deterministic=True``) the block's sum into its row of partial sums, which
+    :func:`column_sums` adds in a fixed order.  One barrier per ``CHUNK`` entries, not a
+    tree of barriers per entry (a GMM's 330 entries took 2,300 barriers per block)."""
+    if not summed:
+        return
+    if cuda_backend.simulated():
+        # Numba's simulator runs a block's threads as Python threads, has no shuffles, and
+        # its barriers (syncthreads) can hang when the threads are many: there, each
+        # thread adds its own sum atomically, or writes it into its own row (the block sums
+        # below are compiled to PTX by the tests and run on a real GPU by bench_gpu.py)
+        for w in summed:
+            with out.loops(shapes[w], "q") as idx:
+                el, q = f"acc{w}[{', '.join(idx) or '0'}]", _flat(idx, shapes[w])
+                if lay.deterministic:
+                    out.emit(f"R{w}[_rb_cuda.grid(1), {q}] = {el}")
+                else:
+                    out.emit(f"_rb_cuda.atomic.add(J{lay.outputs[0]}_{w}, (0, 0, {q}), {el})")
+        return
+    warps = THREADS_PER_BLOCK // 32
+    out.emit(f"sh = _rb_cuda.shared.array(({warps}, {CHUNK}), _rb_np.float64)",
+             "tid = _rb_cuda.threadIdx.x", "lane = tid % 32", "warp = tid // 32")
     for w in summed:
-        o = lay.outputs[0]
         size = max(1, math.prod(shapes[w]))
-        with out.block(f"for q in range({size}):"):
-            if lay.deterministic:  # each thread's partial sum; a fixed-order sum follows
-                out.emit(f"R{w}[_rb_cuda.grid(1), q] = acc{w}[q]")
-            elif not tree:
-                # Numba's simulator runs a block's threads as Python threads, and its
-                # barriers (syncthreads) can hang when they are many: there, each thread
-                # adds its sum atomically (the tree below is compiled to PTX by the tests,
-                # not simulated)
-                out.emit(f"_rb_cuda.atomic.add(J{o}_{w}, (0, 0, q), acc{w}[q])")
-            else:
-                # the fastest: the block adds its threads' partial sums as a tree in shared
-                # memory, then one atomic add per block and entry
-                out.emit(f"sh[tid] = acc{w}[q]", "_rb_cuda.syncthreads()",
-                         "half = _rb_cuda.blockDim.x // 2")
-                with out.block("while half > 0:"):
-                    with out.block("if tid < half:"):
-                        out.emit("sh[tid] += sh[tid + half]")
-                    out.emit("_rb_cuda.syncthreads()", "half //= 2")
-                with out.block("if tid == 0:"):
-                    out.emit(f"_rb_cuda.atomic.add(J{o}_{w}, (0, 0, q), sh[0])")
+        with out.loops(shapes[w], "q") as idx:
+            out.emit(f"q = {_flat(idx, shapes[w])}", f"v = acc{w}[{', '.join(idx) or '0'}]")
+            for delta in (16, 8, 4, 2, 1):
+                out.emit(f"v += _rb_cuda.shfl_down_sync(0xFFFFFFFF, v, {delta})")
+            with out.block("if lane == 0:"):
+                out.emit(f"sh[warp, q % {CHUNK}] = v")
+            with out.block(f"if q % {CHUNK} == {CHUNK - 1} or q == {size - 1}:"):
+                out.emit("_rb_cuda.syncthreads()", f"base = q - q % {CHUNK}")
+                with out.block(f"for c in range(tid, q - base + 1, {THREADS_PER_BLOCK}):"):
+                    out.emit("total = sh[0, c]")
+                    for k in range(1, warps):
+                        out.emit(f"total += sh[{k}, c]")
+                    if lay.deterministic:
+                        out.emit(f"R{w}[_rb_cuda.blockIdx.x, base + c] = total")
+                    else:
+                        out.emit(f"_rb_cuda.atomic.add(J{lay.outputs[0]}_{w}, (0, 0, base + c), "
+                                 "total)")
                 out.emit("_rb_cuda.syncthreads()")
 
 
@@ -368,16 +411,25 @@ def _cuda() -> Any:
 
 
 def column_sums(part, out) -> None:
-    """The fixed-order sum of the threads' partial sums (``deterministic=True``)."""
+    """The fixed-order sum of the rows of partial sums (``deterministic=True``): one warp
+    per entry on a GPU, one thread per entry in the simulator (which has no shuffles)."""
     _cuda()
-    from revbench.backends.cuda_helpers import column_sums as kernel
+    from revbench.backends import cuda_helpers
 
     size = part.shape[1]
-    kernel[math.ceil(size / 64), 64](part, out)
+    if cuda_backend.simulated():
+        cuda_helpers.column_sums[math.ceil(size / 64), 64](part, out)
+    else:
+        cuda_helpers.column_sums_by_warps[math.ceil(size / 4), 128](part, out)
 
 
 class Driver:
-    """A compiled kernel for one layout and item shapes, and how to launch it."""
+    """A compiled kernel for one layout and item shapes, and how to launch it.
+
+    What does not change from call to call lives on the GPU with it: the seeds of the
+    reverse sweeps and the status the kernel reports in.  A call of a small batch is then
+    one launch, one copy of three numbers in and out (no allocations of its own); the
+    status is reused under a lock, so threads calling the same function take turns."""
 
     def __init__(self, bat, lay, shapes: tuple[tuple[int, ...], ...]):
         f, b = bat.f, bat.b
@@ -387,6 +439,7 @@ class Driver:
         fwd = f.compiled_kernel("forward", lay.sig, backend="cuda", shapes=shapes)
         bwd = f.compiled_kernel("backward", lay.sig, lay.lanes, b.inactive, backend="cuda",
                                 shapes=shapes + adj_shapes)
+        self.threads = THREADS_PER_BLOCK  # (the block sums are written for it)
         source = kernel_source(lay, f.params, shapes)
         header = (f"# revbench CUDA batched driver for {f.__name__}\n"
                   f"# device functions: {fwd.generated.key} {bwd.generated.key}\n"
@@ -396,33 +449,70 @@ class Driver:
         self.kernel = cuda_backend.compile_kernel(key, source, "kernel",
                                                   {"_rb_fwd": fwd.run, "_rb_bwd": bwd.run})
         self.tables = (fwd.table, bwd.table)
+        self.lock = threading.Lock()
+        self.status_host = np.zeros(3, dtype=np.int64)
+        self._status: Any = None
+        self._sms = 0
+        self._seeds: dict[tuple, tuple] = {}
 
-    @staticmethod
-    def shape_of_launch(items: int) -> tuple[int, int]:
-        """(blocks, threads per block): a power of two (the tree that adds a summed
-        gradient's partial sums halves the block), enough blocks to fill the GPU, each
-        thread then striding over items."""
+    @property
+    def status(self) -> Any:
+        """[first failing item, module, check]: on the GPU, made at the first launch, with
+        a page-locked copy on the host (a copy from pageable memory is staged: measured
+        0.15 ms for the three numbers in and out on an H200)."""
+        if self._status is None:
+            cuda = _cuda()
+            self.status_host = cuda.pinned_array(3, dtype=np.int64)
+            self._status = cuda.to_device(self.status_host)
+        return self._status
+
+    @property
+    def sms(self) -> int:
+        if not self._sms:
+            self._sms = _cuda().get_current_device().MULTIPROCESSOR_COUNT
+        return self._sms
+
+    def seeds(self, rows: list[tuple[int, int]]) -> tuple:
+        """The rows the sweeps seed, on the GPU (made once per set of rows)."""
+        key = tuple(rows)
+        hit = self._seeds.get(key)
+        if hit is None:
+            cuda = _cuda()
+            hit = self._seeds[key] = tuple(cuda.to_device(np.array(v, dtype=np.int64)) for v in (
+                [k for k, _ in rows], [r for _, r in rows], block_rows(rows)))
+        return hit
+
+    def shape_of_launch(self, items: int) -> tuple[int, int]:
+        """(blocks, threads per block): enough blocks to fill the GPU, each thread then
+        striding over items; whole warps (the block sums shuffle within warps)."""
         if items == 1:
             return 1, 1
         if cuda_backend.simulated():  # Python threads: few of them
             return min(math.ceil(items / 32), 4), 32
-        cuda = _cuda()
-        sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
-        return min(math.ceil(items / THREADS_PER_BLOCK), 16 * sms), THREADS_PER_BLOCK
+        return min(math.ceil(items / self.threads), 16 * self.sms), self.threads
+
+    def partial_rows(self, items: int) -> int:
+        """Rows of partial sums ``deterministic=True`` needs: one per block (one per thread
+        in the simulator, which sums no blocks)."""
+        grid, tpb = self.shape_of_launch(items)
+        return grid * tpb if cuda_backend.simulated() else grid
 
     def launch(self, n: int, args: list, seeds: tuple, blocks: list, values: list,
                partials: list, lo: int = 0, hi: int | None = None) -> tuple[int, tuple[int, int]]:
         """Run items ``lo:hi``; returns (the first failing item or n, its status)."""
-        cuda = _cuda()
         hi = n if hi is None else hi
-        first = cuda.to_device(np.array([n], dtype=np.int64))
-        st = cuda.to_device(np.zeros(2, dtype=np.int64))
         atol, rtol = get_tolerance()
         catol, crtol = self.tolerance
         grid, tpb = self.shape_of_launch(hi - lo)
-        self.kernel[grid, tpb](*args, *seeds, *blocks, *values, *partials, first, st, lo, hi,
-                               atol, rtol, catol, crtol)
-        return int(first.copy_to_host()[0]), tuple(int(v) for v in st.copy_to_host())
+        with self.lock:
+            status = self.status
+            self.status_host[:] = (n, 0, 0)
+            status.copy_to_device(self.status_host)
+            self.kernel[grid, tpb](*args, *seeds, *blocks, *values, *partials, status, lo, hi,
+                                   atol, rtol, catol, crtol)
+            status.copy_to_host(self.status_host)  # (waits for the kernel)
+            first, module, code = (int(v) for v in self.status_host)
+        return first, (module, code)
 
 
 def run(bat, lay, args: Arguments, item: tuple, rows: list[tuple[int, int]],
@@ -435,16 +525,19 @@ def run(bat, lay, args: Arguments, item: tuple, rows: list[tuple[int, int]],
     if driver is None:
         driver = bat._drivers[key] = Driver(bat, lay, shapes)
     driver.tolerance = tolerance
-    seeds = tuple(cuda.to_device(np.array(v, dtype=np.int64)) for v in (
-        [k for k, _ in rows], [r for _, r in rows], block_rows(rows)))
+    seeds = driver.seeds(rows)
     summed = [w for w in lay.wrt if lay.summed and lay.summed[w]]
-    # summed gradients are added into: they start at zero
-    blocks = [cuda.to_device(np.zeros(s)) if lay.summed and lay.summed[w] else
-              cuda.device_array(s, dtype=np.float64) for s, w in zip(block_shapes, lay.wrt)]
+    # summed gradients are added into: they start at zero; the others are written whole,
+    # views of one allocation (each allocation is a driver call, a few on a small batch)
+    whole = [not (lay.summed and lay.summed[w]) for w in lay.wrt]
+    sizes = [math.prod(s) if wh else 0 for s, wh in zip(block_shapes, whole)]
+    buffer = cuda.device_array(max(1, sum(sizes)), dtype=np.float64)
+    offsets = np.cumsum([0, *sizes])
+    blocks = [buffer[offsets[j]:offsets[j + 1]].reshape(s) if wh else cuda.to_device(np.zeros(s))
+              for j, (s, wh) in enumerate(zip(block_shapes, whole))]
     values = [cuda.device_array(s, dtype=dt) for s, dt in value_shapes]
     n = args.n
-    grid, tpb = driver.shape_of_launch(n)
-    rows_of_partials = grid * tpb if lay.deterministic else 1
+    rows_of_partials = driver.partial_rows(n) if lay.deterministic else 1
     partials = [cuda.device_array((rows_of_partials, max(1, math.prod(shapes[w]))))
                 for w in summed]
     bad, _ = driver.launch(n, args.device, seeds, blocks, values, partials)

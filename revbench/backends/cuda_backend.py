@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from revbench.backends.codegen import Generated
-from revbench.backends.loader import LOCK, load_module
+from revbench.backends.loader import LOCK, cache_writable, load_module
 
 
 def cuda_module() -> Any:
@@ -73,7 +73,76 @@ def compile_kernel(key: str, source: str, name: str, injected: dict[str, object]
     with LOCK:
         fn = getattr(mod, "__rb_kernel__", None)
         if fn is None:
-            cache = bool(getattr(mod, "__rb_on_disk__", False)) and not simulated()
-            fn = cuda.jit(cache=cache)(getattr(mod, name))
+            fn = cuda.jit(getattr(mod, name))
+            if getattr(mod, "__rb_on_disk__", False) and not simulated():
+                try:
+                    fn._cache = _kernel_cache_class()(fn.py_func)  # what cache=True sets
+                except RuntimeError:  # no folder to cache in: compiled in each process
+                    pass
             mod.__rb_kernel__ = fn
         return fn
+
+
+_KERNEL_CACHE: list[type] = []
+
+
+def _kernel_cache_class() -> type:
+    """numba-cuda's kernel cache, keyed on the generated file's *text*.
+
+    numba-cuda (0.30) takes a source file's modification time and size as its stamp: an
+    index saved under another stamp is ignored.  revbench touches a generated file each
+    time it uses it (its last use decides what ``revbench.cache.prune`` removes), so every
+    new process found the index stale and compiled the kernel again (measured on an H200:
+    9.3 s for a BA Jacobian's first call from the "cache", 9.7 s cold).  The file's name
+    is already the digest of its text; the stamp here is a digest of the text too, as
+    Numba's own CPU cache does, and the machine code lives beside the file, in revbench's
+    cache folder, like the CPU kernels'."""
+    if _KERNEL_CACHE:
+        return _KERNEL_CACHE[0]
+    import hashlib
+
+    from numba.cuda.core.caching import _CacheLocator
+    from numba.cuda.dispatcher import CUDACache, CUDACacheImpl
+
+    class BesideSource(_CacheLocator):
+        def __init__(self, py_func, py_file):
+            self._py_file = py_file
+            self._lineno = py_func.__code__.co_firstlineno
+            self._cache_path = os.path.join(os.path.dirname(os.path.abspath(py_file)),
+                                            "__pycache__")
+
+        def ensure_cache_path(self) -> None:
+            if cache_writable():
+                os.makedirs(self._cache_path, exist_ok=True)
+            elif not os.path.isdir(self._cache_path):
+                raise OSError(f"no cached machine code in {self._cache_path}")
+
+        def get_cache_path(self) -> str:
+            return self._cache_path
+
+        def get_source_stamp(self) -> str:
+            with open(self._py_file, "rb") as f:
+                return hashlib.sha256(f.read()).hexdigest()
+
+        def get_disambiguator(self) -> str:
+            return str(self._lineno)
+
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            if not os.path.exists(py_file):
+                return None
+            self = cls(py_func, py_file)
+            try:
+                self.ensure_cache_path()
+            except OSError:  # a read-only cache folder without machine code
+                return None
+            return self
+
+    class KernelCacheImpl(CUDACacheImpl):
+        _locator_classes = [BesideSource]
+
+    class KernelCache(CUDACache):
+        _impl_class = KernelCacheImpl
+
+    _KERNEL_CACHE.append(KernelCache)
+    return KernelCache

@@ -188,3 +188,21 @@ def column_sums(part, out):
         for t in range(part.shape[0]):
             s += part[t, q]
         out[0, 0, q] = s
+
+
+@cuda.jit
+def column_sums_by_warps(part, out):
+    """``out[0, 0, q] = sum over t of part[t, q]``, one warp per column ``q``: lane ``l``
+    adds rows ``l, l + 32, ...`` in order, then the lanes' sums are added by shuffles in a
+    fixed pattern -- the same bits every run, however the GPU schedules the warps."""
+    q = cuda.grid(1) // 32
+    lane = cuda.threadIdx.x % 32
+    if q >= part.shape[1]:
+        return  # (a whole warp: the shuffles below see all or none of its lanes)
+    s = 0.0
+    for t in range(lane, part.shape[0], 32):
+        s += part[t, q]
+    for delta in (16, 8, 4, 2, 1):
+        s += cuda.shfl_down_sync(0xFFFFFFFF, s, delta)
+    if lane == 0:
+        out[0, 0, q] = s
