@@ -37,6 +37,25 @@ def energy(e, x, k, c, z):
     x[1] += c * 0.5
 '''
 
+#: a loss of shared parameters theta over items (x, y), for reduce="sum"
+FIT = '''
+def fit(l, theta, x, y):
+    with routine:
+        z = 0.0
+        for j in range(len(theta)):
+            z += theta[j] * x[j]
+        t = math.tanh(z)
+    l += (t - y) * (t - y)
+    ~routine
+'''
+
+#: a function whose item fails where s = 0
+SCALED = '''
+def scaled(y, x, s):
+    y += x
+    y *= s
+'''
+
 VARIANTS = [("numba", True), ("python", True), ("numba", False)]
 IDS = ["numba", "python", "numba-unchecked"]
 
@@ -163,11 +182,7 @@ def test_batch_arguments_must_agree(ns):
 
 
 def test_a_failing_item_raises_its_own_error_naming_it():
-    ns = revbench.define('''
-def scaled(y, x, s):
-    y += x
-    y *= s
-''')
+    ns = revbench.define(SCALED)
     y, x, s = np.zeros(5), np.ones(5), np.array([1.0, 2.0, 0.0, 3.0, 0.0])
     g = revbench.grad(ns["scaled"], loss="y", batch=(0, 1, 2))
     with pytest.raises(revbench.ReversibilityError, match="the operand is zero") as err:
@@ -340,3 +355,70 @@ def test_workers_must_be_a_positive_int(workers):
         revbench.grad(f, "e", batch=("e", "x"), workers=workers)
     with pytest.raises(ValueError, match="workers"):
         revbench.grad(f, "e", workers=2)
+
+
+def test_a_batched_vjp_is_each_items_vjp(ns):
+    """vjp(batch=): the outputs per item, and a pullback per item -- bit for bit the
+    unbatched vjp's, and the cotangents times the batched Jacobian."""
+    f = ns["project"]
+    args = _data(23, seed=5)
+    saved = [a.copy() for a in args]
+    batch = ("r", "cam", "X", "w", "feat")
+    outs, pullback = revbench.vjp(f, *args, outputs="r", wrt=("cam", "X", "w"), batch=batch)
+    assert len(outs) == 1 and outs[0].shape == (23, 2)
+    ct = np.random.default_rng(6).normal(size=(23, 2))
+    ct_saved = ct.copy()
+    g = pullback(ct)
+    assert [a.shape for a in g] == [(23, 6), (23, 3), (23,)]
+    for i in (0, 11, 22):
+        item = (args[0][i].copy(), args[1][i], args[2][i], args[3][i].item(), args[4][i])
+        o1, p1 = revbench.vjp(f, *item, outputs="r", wrt=("cam", "X", "w"))
+        np.testing.assert_array_equal(outs[0][i], o1[0])
+        gi = p1(ct[i])
+        np.testing.assert_array_equal(g[0][i], gi[0])
+        np.testing.assert_array_equal(g[1][i], gi[1])
+        assert g[2][i] == gi[2]
+    J = revbench.jacobian(f, "r", ("cam", "X", "w"), batch=batch)(*args)
+    for a, jac in zip(g, J):
+        np.testing.assert_allclose(a.reshape(23, -1), np.einsum("no,noc->nc", ct, jac),
+                                   rtol=1e-12, atol=1e-14)
+    assert np.array_equal(pullback(ct)[0], g[0])  # a pullback can be called again
+    assert not np.any(pullback(None)[0])  # None: a zero cotangent
+    for a, s in zip((*args, ct), (*saved, ct_saved)):  # nothing the caller passed changed
+        assert np.array_equal(a, s)
+    # wrt=None: every float argument, aligned with all of them
+    every = revbench.vjp(f, *args, outputs="r", batch=batch)[1](ct)
+    assert len(every) == 5 and np.array_equal(every[1], g[0]) and every[3].shape == (23,)
+
+
+def test_a_batched_vjp_sums_shared_gradients_and_refuses_bad_cotangents():
+    f = revbench.define(FIT)["fit"]
+    rng = np.random.default_rng(7)
+    n, d = 40, 5
+    theta, x, y = rng.normal(size=d), rng.normal(size=(n, d)), rng.normal(size=n)
+    ct = rng.uniform(0.5, 2.0, size=n)
+    _, pb = revbench.vjp(f, np.zeros(n), theta, x, y, outputs="l", wrt=("theta", "x"),
+                         batch=("l", "x", "y"), reduce="sum")
+    g_theta, g_x = pb(ct)
+    t = np.tanh(x @ theta)
+    per_item = (ct * 2 * (t - y) * (1 - t * t))[:, None]
+    np.testing.assert_allclose(g_theta, (per_item * x).sum(axis=0), rtol=1e-11)  # hand-derived
+    np.testing.assert_allclose(g_x, per_item * theta, rtol=1e-11)
+    with pytest.raises(ValueError, match=r"cotangents of `l` have shape \(3,\); expected \(40,\)"):
+        pb(np.ones(3))
+    with pytest.raises(TypeError, match="one cotangent per output"):
+        pb(ct, ct)
+    with pytest.raises(TypeError, match="complex"):
+        pb(ct + 1j)
+    with pytest.raises(revbench.ReversibilityTypeError, match="must be float"):
+        revbench.vjp(f, np.zeros(n), theta, x, np.arange(n), outputs="l", wrt="y",
+                     batch=("l", "x", "y"))
+
+
+def test_a_failing_item_of_a_batched_pullback_raises_its_own_error():
+    ns = revbench.define(SCALED)
+    y, x, s = np.zeros(5), np.ones(5), np.array([1.0, 2.0, 0.0, 3.0, 0.0])
+    with pytest.raises(revbench.ReversibilityError, match="the operand is zero") as err:
+        revbench.vjp(ns["scaled"], y, x, s, outputs="y", batch=(0, 1, 2))
+    assert "batch item 2" in "".join(getattr(err.value, "__notes__", []))
+    np.testing.assert_array_equal(y, 0.0)

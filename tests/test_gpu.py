@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_batch import _data  # the items of test_batch's projection: (r, cam, X, w, feat)
+from test_batch import FIT, _data  # _data: the items of test_batch's projection
 
 import revbench
 
@@ -49,16 +49,6 @@ def pick(y, x, k):
     y += x[k] * x[k]
 
 
-def fit(l, theta, x, y):
-    with routine:
-        z = 0.0
-        for j in range(len(theta)):
-            z += theta[j] * x[j]
-        t = math.tanh(z)
-    l += (t - y) * (t - y)
-    ~routine
-
-
 def observe(r, cams, ci, X, feat):
     for j in range(2):
         r[j] += cams[ci, j] * X[j] + cams[ci, 2] * X[2] - feat[j]
@@ -70,7 +60,7 @@ def sized(y, x, n):
     y += t[0] * t[0]
     t[0] -= x[0]
     del t
-'''
+''' + FIT
 
 
 @pytest.fixture(scope="module", params=[True, False], ids=["checked", "unchecked"])
@@ -322,7 +312,8 @@ PTX_SCRIPT = textwrap.dedent('''
             self.batch, self.params, self.api = batch, params, api
             self.n = args[batch[0]].shape[0]
 
-    def to_ptx(bat, lay, args, item, rows, block_shapes, value_shapes, tolerance):
+    def to_ptx(bat, lay, args, item, rows, block_shapes, value_shapes, tolerance,
+               cotangents=()):
         from numba import typeof
         drv = gpu.Driver(bat, lay, tuple(tuple(np.shape(a)) for a in item))
         seeds = [np.zeros(len(rows), np.int64)] * 3
@@ -330,8 +321,8 @@ PTX_SCRIPT = textwrap.dedent('''
         values = [np.zeros(s, dt) for s, dt in value_shapes]
         partials = [np.zeros((2, block_shapes[i][2])) for i, w in enumerate(lay.wrt)
                     if lay.summed and lay.summed[w]]
-        argv = [*args.device, *seeds, *blocks, *values, *partials, np.zeros(3, np.int64),
-                0, 1, 0.0, 0.0, 0.0, 0.0]
+        argv = [*args.device, *seeds, *blocks, *values, *cotangents, *partials,
+                np.zeros(3, np.int64), 0, 1, 0.0, 0.0, 0.0, 0.0]
         ptx, _ = cuda.compile_ptx(drv.kernel.py_func, tuple(typeof(a) for a in argv),
                                   cc=(9, 0))
         assert ".target sm_90" in ptx
@@ -352,6 +343,10 @@ PTX_SCRIPT = textwrap.dedent('''
         revbench.grad(ns["fit"], "l", batch=("l", "x", "y"), reduce="sum", device="cuda",
                       deterministic=deterministic)(np.zeros(n), np.ones(3), np.ones((n, 3)),
                                                    np.ones(n))
+    cuda.to_device = lambda a: a  # (the pullback's cotangents, for their types)
+    outs, pullback = revbench.vjp(ns["project"], *args, outputs="r", wrt=("cam", "X"),
+                                  batch=("r", "cam", "X", "w", "feat"), device="cuda")
+    pullback(np.ones((n, 2)))  # (the forward run's kernel, then the pullback's)
     print("PTX", compiled)
 ''')
 
@@ -417,3 +412,53 @@ def test_a_cached_gpu_kernel_is_keyed_on_its_text_not_its_file_time(tmp_path: Pa
                        timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "stamp ok" in r.stdout
+
+
+def test_a_batched_vjp_on_the_gpu_is_the_cpus(ns):
+    """vjp(batch=, device="cuda"): the outputs and the pullback of every item, as the CPU
+    computes them; device arrays in, device arrays out; summed shared gradients."""
+    f = ns["project"]
+    args = _data(29, seed=8)
+    ct = np.random.default_rng(9).normal(size=(29, 2))
+    cpu_outs, cpu_pb = revbench.vjp(f, *args, outputs="r", wrt=("cam", "X", "w"), batch=BATCH)
+    outs, pb = revbench.vjp(f, *args, outputs="r", wrt=("cam", "X", "w"), batch=BATCH,
+                            device="cuda")
+    np.testing.assert_allclose(outs[0], cpu_outs[0], rtol=1e-12)
+    for a, b in zip(cpu_pb(ct), pb(ct)):
+        assert isinstance(b, np.ndarray) and b.shape == a.shape
+        np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-300)
+    from revbench.backends import cuda_backend
+
+    cuda = cuda_backend.cuda_module()
+    dev = [cuda.to_device(a) for a in args]
+    _, dpb = revbench.vjp(f, *dev, outputs="r", wrt="cam", batch=BATCH, device="cuda")
+    (g_cam,) = dpb(cuda.to_device(ct))
+    assert cuda.devicearray.is_cuda_ndarray(g_cam)
+    np.testing.assert_allclose(g_cam.copy_to_host(), cpu_pb(ct)[0], rtol=1e-12)
+    with pytest.raises(TypeError, match="float64"):
+        dpb(cuda.to_device(ct.astype(np.float32)))
+
+    fit = ns["fit"]
+    rng = np.random.default_rng(10)
+    n, d = 64, 4
+    theta, x, y, w = rng.normal(size=d), rng.normal(size=(n, d)), rng.normal(size=n), \
+        rng.uniform(0.5, 2.0, n)
+    for deterministic in (False, True):
+        _, gpb = revbench.vjp(fit, np.zeros(n), theta, x, y, outputs="l", wrt="theta",
+                              batch=("l", "x", "y"), reduce="sum", device="cuda",
+                              deterministic=deterministic)
+        _, cpb = revbench.vjp(fit, np.zeros(n), theta, x, y, outputs="l", wrt="theta",
+                              batch=("l", "x", "y"), reduce="sum")
+        np.testing.assert_allclose(gpb(w)[0], cpb(w)[0], rtol=1e-11)
+
+
+def test_a_failing_item_of_a_gpu_vjp_raises_the_cpus_error():
+    f = revbench.define(SRC)["divide"]
+    x, a = np.linspace(1.0, 2.0, 6), np.linspace(1.0, 2.0, 6)
+    a[4] = 0.0
+    with pytest.raises(revbench.ReversibilityError) as cpu:
+        revbench.vjp(f, np.zeros(6), x, a, outputs="y", batch=("y", "x", "a"))
+    with pytest.raises(revbench.ReversibilityError) as gpu:
+        revbench.vjp(f, np.zeros(6), x, a, outputs="y", batch=("y", "x", "a"), device="cuda")
+    assert str(gpu.value) == str(cpu.value) and "`a`" in str(gpu.value)
+    assert any("batch item 4" in note and "GPU" in note for note in gpu.value.__notes__)

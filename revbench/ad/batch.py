@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -42,7 +42,7 @@ from revbench.ad.sweep import (
     resolve_loss,
     tolerance_of,
 )
-from revbench.backends.batch_steps import each_block, seed_lanes
+from revbench.backends.batch_steps import cotangent_names, each_block, seed_lanes
 from revbench.backends.loader import load_module
 from revbench.backends.runtime import Interrupted, interrupted
 from revbench.backends.source import SourceWriter, emit_given_back
@@ -75,6 +75,9 @@ class _Layout:
     #: gradient of the total; their block has one row of items, added to in item order
     summed: tuple[bool, ...] = ()
     deterministic: bool = True  # (the GPU: a fixed order of the sum, else the fastest)
+    #: a pullback (``vjp``): these outputs' adjoints start at cotangents given per item
+    #: (one sweep, its one row that of ``outputs[0]``); empty for the other derivatives
+    cotangents: tuple[int, ...] = ()
 
 
 def batch_names(f: ReversibleFunction, batch: Any) -> tuple[int, ...]:
@@ -129,6 +132,16 @@ class _Batched:
             if not args[k].flags.c_contiguous:
                 args[k] = np.ascontiguousarray(args[k])
         return n, tuple(args), self.item(args, 0)
+
+    def take(self, args: tuple, device: str) -> tuple[int, tuple, tuple, Any]:
+        """The call's items: (n, the arguments -- on the CPU with batched arrays made
+        contiguous --, the first item (on the GPU, stand-ins of its types and shapes), the
+        GPU's :class:`revbench.ad.gpu.Arguments` or ``None``)."""
+        if device == "cuda":
+            gargs = gpu.Arguments(args, self.batch, self.f.params, self.api)
+            return gargs.n, args, gargs.item_standins(), gargs
+        n, args, item = self.split(args)
+        return n, args, item, None
 
     def item(self, args, i: int) -> tuple:
         return tuple(python_scalar(a[i]) if k in self.batch else a for k, a in enumerate(args))
@@ -240,7 +253,7 @@ class _Batched:
         check = self.unbatched()
         for i in range(start, n):
             try:
-                check(*self.item(args, i))
+                check(*self.item(args, i), *self.item_extra(i))
             except Exception as err:
                 if hasattr(err, "add_note"):
                     err.add_note(f"(in batch item {i} of {self.api})")
@@ -248,6 +261,11 @@ class _Batched:
 
     def unbatched(self) -> Callable:
         raise NotImplementedError
+
+    def item_extra(self, i: int) -> tuple:
+        """What the unbatched derivative takes after item ``i``'s arguments (a pullback's
+        cotangents)."""
+        return ()
 
 
 #: items a chunk gets at least (fewer: threads would cost more than they save)
@@ -287,8 +305,9 @@ def _driver_source(lay: _Layout, params: tuple[str, ...]) -> str:
     P = [f"P{k}" for k in range(len(params))]
     J = [f"J{o}_{w}" for o in lay.outputs for w in lay.wrt]
     V = [f"V{k}" for k in range(len(params)) if lay.keep[k]]
+    C = cotangent_names(lay)
     w = SourceWriter()
-    with w.block(f"def driver({', '.join([*P, 'seed_param', 'seed_flat', 'block_row', *J, *V])}, "
+    with w.block(f"def driver({', '.join([*P, 'seed_param', 'seed_flat', 'block_row', *J, *V, *C])}, "
                  "lo, hi, stop, atol, rtol, catol, crtol):"):
         w.emit("m = seed_param.shape[0]")
         # arrays every item needs afresh are allocated once, before the loop over the items,
@@ -339,7 +358,8 @@ def _driver_item(w: SourceWriter, lay: _Layout, params: tuple[str, ...], fresh: 
             src = f"s{k}" if lay.written[k] or not t.is_array else f"a{k}"
             w.emit(f"t{k} = {src}.copy()" if copy else f"t{k} = {src}")
         adj_names = seed_lanes(w, lay, lambda g, k: w.emit(f"{g}.fill(0)"),
-                               lambda g, k: w.emit(f"{g}.reshape(-1)[seed_flat[row]] = 1.0"))
+                               lambda g, k: w.emit(f"{g}.reshape(-1)[seed_flat[row]] = 1.0"),
+                               lambda g, k: w.emit(f"{g}.reshape(-1)[:] = C{k}[i].reshape(-1)"))
         tcall = ", ".join(f"t{k}" for k in range(len(params)))
         w.emit(f"res = _rb_bwd({tcall}, {', '.join(adj_names)}, atol, rtol)")
         if lay.check:  # the sweep gave back the item's arguments (as grad checks)
@@ -358,6 +378,18 @@ def _driver_item(w: SourceWriter, lay: _Layout, params: tuple[str, ...], fresh: 
             w.emit(f"J{o}_{wr}[{at}, block_row[row], {col}] {op} {src}")
 
         each_block(w, lay, len(params), put)
+
+
+def _outputs_and_wrt(f, sig, out_names: tuple, wrt_names: tuple,
+                     api: str) -> tuple[list[int], list[int]]:
+    """The positions of the outputs and of ``wrt``, each float and named once."""
+    ko = [param_index(f, o, "outputs") for o in out_names]
+    kw = [param_index(f, w, "wrt") for w in wrt_names]
+    for what, ks in (("outputs", ko), ("wrt", kw)):
+        _float_params(f, sig, ks, what)
+        if len(set(ks)) != len(ks):
+            raise ValueError(f"{api}: {what} names an argument twice")
+    return ko, kw
 
 
 def _float_params(f, sig, ks, what: str) -> None:
@@ -386,18 +418,9 @@ def batched_jacobian(f: ReversibleFunction, out_names: tuple, wrt_names: tuple, 
     lanes_for: dict[int, int] = {}  # rows -> lanes (jacobian_lanes walks f's code)
 
     def run(*args):
-        if device == "cuda":
-            gargs = gpu.Arguments(args, bat.batch, f.params, api)
-            n, item = gargs.n, gargs.item_standins()
-        else:
-            n, args, item = bat.split(args)
+        n, args, item, gargs = bat.take(args, device)
         sig = f.signature_of(item)
-        ko = [param_index(f, o, "outputs") for o in out_names]
-        kw = [param_index(f, w, "wrt") for w in wrt_names]
-        for what, ks in (("outputs", ko), ("wrt", kw)):
-            _float_params(f, sig, ks, what)
-            if len(set(ks)) != len(ks):
-                raise ValueError(f"jacobian: {what} names an argument twice")
+        ko, kw = _outputs_and_wrt(f, sig, out_names, wrt_names, "jacobian")
         rows = [(k, r) for k in ko for r in range(_size(item[k]))]
         lanes = lanes_for.get(len(rows))
         if lanes is None:
@@ -437,11 +460,7 @@ def batched_value_and_grad(f: ReversibleFunction, loss: Any, wrt: Any, batch: An
     bat.unbatched = unbatched
 
     def run(*args):
-        if device == "cuda":
-            gargs = gpu.Arguments(args, bat.batch, f.params, bat.api)
-            n, item = gargs.n, gargs.item_standins()
-        else:
-            n, args, item = bat.split(args)
+        n, args, item, gargs = bat.take(args, device)
         sig = f.signature_of(item)
         seed = resolve_loss(f, loss, sig, item)
         flat = 0 if seed.index is None else int(np.ravel_multi_index(seed.index, item[seed.param].shape))
@@ -470,3 +489,116 @@ def batched_value_and_grad(f: ReversibleFunction, loss: Any, wrt: Any, batch: An
 
     run.__name__ = f"{api}({f.__name__}, batched)"
     return run
+
+
+def batched_vjp(f: ReversibleFunction, out_names: tuple, wrt_names: tuple, batch: Any,
+                device: str = "cpu", reduce: str | None = None, deterministic: bool = False,
+                workers: int | None = None, *,
+                unbatched: Callable[..., tuple]) -> Callable[..., tuple]:
+    """``vjp(f, *args, outputs=..., wrt=..., batch=...)``: per item, the outputs' final
+    values and a pullback.
+
+    Nothing is kept between the two (no tape, and no copy of every item's state): the call
+    runs the forward run of every item, keeping only the outputs; each ``pullback`` runs
+    the forward run again and one reverse sweep per item, seeded with that item's
+    cotangents -- one sweep whatever the number of outputs, as the unbatched ``vjp``.
+    ``unbatched(*item_args)`` is the unbatched ``vjp``, which runs a failing item again
+    to raise its own error."""
+    if reduce not in (None, "sum"):
+        raise ValueError(f"vjp: reduce must be None or 'sum', got {reduce!r}")
+    every = wrt_names is None  # every float argument, the result aligned with all of them
+    b = Backward(f, (f.params if every else wrt_names) + out_names)
+    api = f"vjp({f.__name__})"
+    bat = _Batched(f, b, batch, api)
+    npar = len(f.params)
+
+    def check_item(*item: Any) -> None:
+        _, pullback = unbatched(*item[:npar])
+        if len(item) > npar:
+            pullback(*item[npar:])
+
+    bat.unbatched = lambda: check_item
+
+    def call(*args):
+        n, args, item, gargs = bat.take(args, device)
+        sig = f.signature_of(item)
+        ko, kw = _outputs_and_wrt(f, sig, out_names,
+                                  tuple(p for p, t in zip(f.params, sig) if t.dtype == "float")
+                                  if every else wrt_names, api)
+        # the forward run: a driver with no rows (no sweep) keeping the outputs' values
+        forward = replace(bat.layout(sig, ko, (), 1, 0, keep_values=False),
+                          keep=tuple(k in ko for k in range(npar)))
+        kept = [((n, *np.shape(item[k])), np.float64) for k in ko]
+        if device == "cuda":
+            _, outs = gpu.run(bat, forward, gargs, item, [], [], kept, tolerance_of(f))
+        else:
+            outs = [np.empty(s, dtype=dt) for s, dt in kept]
+            bat.run(forward, n, args, item, [], [], outs, workers)
+        sweep = replace(bat.layout(sig, ko[:1], kw, 1, 1, False, reduce, deterministic),
+                        cotangents=tuple(ko))
+        shapes = [(1 if sweep.summed[w] else n, 1, _size(item[w])) for w in kw]
+
+        def pullback(*cotangents: Any) -> tuple:
+            if len(cotangents) != len(ko):
+                raise TypeError(f"{api}: pullback takes one cotangent per output "
+                                f"({', '.join(f.params[k] for k in ko)}), got {len(cotangents)}")
+            cts = [_batched_cotangent(api, f.params[k], ct, (n, *np.shape(item[k])), device)
+                   for k, ct in zip(ko, cotangents)]
+            bat.item_extra = lambda i: tuple(_item_of(ct, i) for ct in cts)
+            if device == "cuda":
+                blocks, _ = gpu.run(bat, sweep, gargs, item, [(ko[0], 0)], shapes, [],
+                                    tolerance_of(f), cotangents=tuple(cts))
+            else:
+                blocks = [np.zeros(s) for s in shapes]
+                bat.run(sweep, n, args, item, [(ko[0], 0)], blocks, cts, workers)
+            grads: dict[int, Any] = {}
+            for w, blk in zip(kw, blocks):
+                g = blk.reshape(np.shape(item[w]) if sweep.summed[w] else (n, *np.shape(item[w])))
+                grads[w] = g.item() if isinstance(g, np.ndarray) and g.ndim == 0 else g
+            return tuple(grads.get(k) for k in (range(npar) if every else kw))
+
+        pullback.__name__ = f"pullback({f.__name__}, batched)"
+        return tuple(outs), pullback
+
+    call.__name__ = f"vjp({f.__name__}, batched)"
+    return call
+
+
+def _batched_cotangent(api: str, name: str, ct: Any, shape: tuple, device: str) -> Any:
+    """An output's cotangents, one per item, checked: float64 with a leading axis of items
+    (``None``: zeros), on the device the call runs on; never the caller's array (the
+    driver only reads it, but a NumPy array is copied to the GPU anyway)."""
+    if ct is None:
+        ct = np.zeros(shape)
+    if device != "cuda" and hasattr(ct, "__cuda_array_interface__"):
+        raise TypeError(f"{api}: the cotangent of `{name}` is on the GPU; this vjp runs on "
+                        "the CPU (device='cpu'): pass a NumPy array")
+    on_gpu = device == "cuda" and not isinstance(ct, np.ndarray) and \
+        gpu.on_device(gpu.cuda_backend.cuda_module(), ct)
+    if on_gpu:
+        cuda = gpu.cuda_backend.cuda_module()
+        arr = ct if cuda.devicearray.is_cuda_ndarray(ct) else cuda.as_cuda_array(ct)
+        if np.dtype(arr.dtype) != np.float64:
+            raise TypeError(f"{api}: the cotangent of `{name}` has dtype {np.dtype(arr.dtype)}; "
+                            "it must be float64 (convert it first)")
+    else:
+        if np.iscomplexobj(ct):
+            raise TypeError(f"{api}: the cotangent of `{name}` is complex, but `{name}` is real")
+        try:
+            arr = np.array(ct, dtype=np.float64, copy=True, order="C")
+        except (TypeError, ValueError):
+            raise TypeError(f"{api}: the cotangent of `{name}` must be an array of numbers, "
+                            f"got {type(ct).__name__}") from None
+    if tuple(arr.shape) != tuple(shape):
+        raise ValueError(f"{api}: the cotangents of `{name}` have shape {tuple(arr.shape)}; "
+                         f"expected {tuple(shape)} (one per item, each of `{name}`'s shape)")
+    if device == "cuda" and not on_gpu:
+        arr = gpu.cuda_backend.cuda_module().to_device(arr)
+    return arr
+
+
+def _item_of(ct: Any, i: int) -> Any:
+    """Item ``i`` of a batch of cotangents, on the host (a failing item runs again on
+    the CPU)."""
+    v = ct[i] if isinstance(ct, np.ndarray) else ct[i:i + 1].copy_to_host()[0]
+    return v.item() if np.ndim(v) == 0 else np.array(v)

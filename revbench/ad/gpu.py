@@ -32,7 +32,7 @@ import numpy as np
 
 from revbench.ad.sweep import block_rows
 from revbench.backends import cuda_backend
-from revbench.backends.batch_steps import each_block, seed_lanes
+from revbench.backends.batch_steps import cotangent_names, each_block, seed_lanes
 from revbench.backends.runtime import MESSAGES, TABLES
 from revbench.backends.source import SourceWriter, emit_given_back
 from revbench.config import get_tolerance
@@ -74,7 +74,7 @@ class Arguments:
             name = params[k]
             if isinstance(a, np.ndarray):
                 self.device.append(cuda.to_device(np.ascontiguousarray(a)))
-            elif _on_device(cuda, a):
+            elif on_device(cuda, a):
                 is_numba = cuda.devicearray.is_cuda_ndarray(a)
                 d = a if is_numba else cuda.as_cuda_array(a)  # zero-copy
                 self.device.append(d)
@@ -179,7 +179,7 @@ def _refuse_shared_memory(args: tuple, params: tuple[str, ...], api: str) -> Non
                     "the other, which is not reversible (pass a copy)", variable=p2, stage="call")
 
 
-def _on_device(cuda: Any, a: Any) -> bool:
+def on_device(cuda: Any, a: Any) -> bool:
     """Is ``a`` GPU memory: a Numba device array, or anything with the CUDA array interface
     (the simulator's device arrays have only the first)?"""
     return cuda.devicearray.is_cuda_ndarray(a) or hasattr(a, "__cuda_array_interface__")
@@ -223,9 +223,10 @@ def kernel_source(lay, params: tuple[str, ...], shapes: tuple[tuple[int, ...], .
     summed = [w for w in lay.wrt if lay.summed and lay.summed[w]]
     inplace = accumulated_in_place(lay)
     R = [f"R{w}" for w in summed]  # partial sums per block or thread (deterministic=True)
+    C = cotangent_names(lay)
     out = SourceWriter()
     # STAT: [0] the first failing item (an atomic min), [1:3] its status (module, check)
-    with out.block(f"def kernel({', '.join([*P, 'seed_param', 'seed_flat', 'block_row', *J, *V, *R])}, "
+    with out.block(f"def kernel({', '.join([*P, 'seed_param', 'seed_flat', 'block_row', *J, *V, *C, *R])}, "
                    "STAT, lo, hi, atol, rtol, catol, crtol):"):
         out.emit("m = seed_param.shape[0]", "st = _rb_cuda.local.array(2, _rb_np.int64)")
 
@@ -324,8 +325,12 @@ def _kernel_item(out: SourceWriter, lay, npar: int, shapes: tuple[tuple[int, ...
             with out.loops(shapes[k], "z") as idx:
                 out.emit(f"{g}[{', '.join(idx)}] = 0.0")
 
+        def cotangent(g: str, k: int) -> None:
+            with out.loops(shapes[k], "z") as idx:
+                out.emit(f"{g}[{', '.join(idx)}] = C{k}[i, {', '.join(idx)}]")
+
         adj_names = seed_lanes(out, lay, zero, lambda g, k: out.emit(
-            f"{g}[{_unravel('seed_flat[row]', shapes[k])}] = 1.0"))
+            f"{g}[{_unravel('seed_flat[row]', shapes[k])}] = 1.0"), cotangent)
         tcall = ", ".join(f"t{k}" for k in range(npar))
         out.emit(f"res = _rb_bwd({tcall}, {', '.join(adj_names)}, atol, rtol, st)")
         give_up("break")
@@ -516,8 +521,10 @@ class Driver:
 
 
 def run(bat, lay, args: Arguments, item: tuple, rows: list[tuple[int, int]],
-        block_shapes: list[tuple], value_shapes: list[tuple], tolerance) -> tuple[list, list]:
-    """Run the batched derivative on the GPU: (blocks, values), as the input kind."""
+        block_shapes: list[tuple], value_shapes: list[tuple], tolerance,
+        cotangents: tuple = ()) -> tuple[list, list]:
+    """Run the batched derivative on the GPU: (blocks, values), as the input kind.
+    ``cotangents``: a pullback's, per output, on the GPU."""
     cuda = cuda_backend.cuda_module()
     shapes = tuple(tuple(np.shape(a)) for a in item)
     key = ("cuda", lay, shapes)
@@ -540,9 +547,10 @@ def run(bat, lay, args: Arguments, item: tuple, rows: list[tuple[int, int]],
     rows_of_partials = driver.partial_rows(n) if lay.deterministic else 1
     partials = [cuda.device_array((rows_of_partials, max(1, math.prod(shapes[w]))))
                 for w in summed]
-    bad, _ = driver.launch(n, args.device, seeds, blocks, values, partials)
+    inputs = [*values, *cotangents]
+    bad, _ = driver.launch(n, args.device, seeds, blocks, inputs, partials)
     if bad < n:
-        _, status = driver.launch(n, args.device, seeds, blocks, values, partials, bad, bad + 1)
+        _, status = driver.launch(n, args.device, seeds, blocks, inputs, partials, bad, bad + 1)
         raise_for_item(bat, args, bad, status, driver)
     if lay.deterministic:
         for w, part in zip(summed, partials):
@@ -555,7 +563,7 @@ def raise_for_item(bat, args: Arguments, i: int, status: tuple[int, int], driver
     note naming the item); if the CPU does not fail, say what the GPU's check found."""
     check = bat.unbatched()
     try:
-        check(*args.host_item(i))
+        check(*args.host_item(i), *bat.item_extra(i))
     except Exception as err:
         if hasattr(err, "add_note"):
             err.add_note(f"(in batch item {i} of {bat.api}, which failed on the GPU)")

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from revbench.ad.batch import batched_jacobian, batched_value_and_grad
+from revbench.ad.batch import batched_jacobian, batched_value_and_grad, batched_vjp
 from revbench.ad.gpu import check_device
 from revbench.ad.sweep import (
     Backward,
@@ -226,8 +226,9 @@ def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any, batch: Any = None,
     return run
 
 
-def vjp(f: ReversibleFunction, *args: Any, outputs: Any,
-        wrt: Any = None) -> tuple[tuple, Callable[..., tuple]]:
+def vjp(f: ReversibleFunction, *args: Any, outputs: Any, wrt: Any = None, batch: Any = None,
+        device: str = "cpu", reduce: str | None = None, deterministic: bool = False,
+        workers: int | None = None) -> tuple[tuple, Callable[..., tuple]]:
     """``outs, pullback = vjp(f, *args, outputs=("r",), wrt=("x", "w"))``: a
     vector-Jacobian product, for losses that are not one scalar argument.
 
@@ -254,9 +255,24 @@ def vjp(f: ReversibleFunction, *args: Any, outputs: Any,
     for ``grad``); otherwise a :class:`ReversibilityError` is raised rather than a
     gradient computed along a trajectory the inverse did not recover.  Neither
     ``args`` nor the cotangents are changed.
+
+    ``batch`` (names or positions) maps it over items, as for ``jacobian``: ``outs`` has
+    a leading axis of items, each cotangent too (``None``: zeros), and so has each
+    cotangent the pullback returns -- except, with ``reduce="sum"``, a shared argument's,
+    summed over the items.  Outputs and ``wrt`` must then be float; ``wrt=None`` means
+    every float argument (the others get ``None``).  ``device="cuda"`` runs the items on
+    the GPU, ``workers=`` on CPU threads (:mod:`revbench.ad.batch`, docs/gpu.md).  A
+    batched pullback runs the forward run again with its sweep (no state is kept).
     """
     require_reversible(f, "vjp")
     api = f"vjp({f.__name__})"
+    check_device(device, batch, api, workers)
+    if batch is not None:
+        return batched_vjp(f, as_names(outputs), None if wrt is None else as_names(wrt), batch,
+                           device, reduce, deterministic, workers,
+                           unbatched=lambda *a: vjp(f, *a, outputs=outputs, wrt=wrt))(*args)
+    if reduce is not None:
+        raise ValueError(f"{api}: reduce= sums gradients over the items of batch=: name them")
     out_names = as_names(outputs)
     wrt_names = f.params if wrt is None else as_names(wrt)
     for what, names in (("outputs", out_names), ("wrt", wrt_names)):

@@ -15,10 +15,13 @@ from revbench.backends.source import SourceWriter
 
 
 def seed_lanes(w: SourceWriter, lay, zero: Callable[[str, int], None],
-               seed: Callable[[str, int], None]) -> list[str]:
+               seed: Callable[[str, int], None],
+               cotangent: Callable[[str, int], None] | None = None) -> list[str]:
     """The adjoints each lane of a reverse sweep starts from: zero, and one at the lane's
     row (``row = start + lane``) where it seeds this parameter.  ``zero(g, k)`` and
-    ``seed(g, k)`` write those of the array parameter ``k`` into ``g``.  Returns the
+    ``seed(g, k)`` write those of the array parameter ``k`` into ``g``.  A pullback's
+    sweep (``lay.cotangents``, one lane) starts every output's adjoint at the item's
+    cotangent ``C<k>[i]`` instead: ``cotangent(g, k)`` copies an array's.  Returns the
     adjoints' names, in the order the reverse sweep takes them."""
     names: list[str] = []
     for lane in range(lay.lanes):
@@ -28,6 +31,13 @@ def seed_lanes(w: SourceWriter, lay, zero: Callable[[str, int], None],
                 continue
             g = f"g{lane}_{k}"
             names.append(g)
+            if k in lay.cotangents:
+                if t.is_array:
+                    assert cotangent is not None
+                    cotangent(g, k)
+                else:
+                    w.emit(f"{g} = C{k}[i]")
+                continue
             if t.is_array:
                 zero(g, k)
                 if k in lay.outputs:
@@ -40,10 +50,18 @@ def seed_lanes(w: SourceWriter, lay, zero: Callable[[str, int], None],
     return names
 
 
+def cotangent_names(lay) -> list[str]:
+    """The drivers' parameters holding a pullback's cotangents, one per output (after the
+    kept values)."""
+    return [f"C{k}" for k in lay.cotangents]
+
+
 def each_block(w: SourceWriter, lay, npar: int, put: Callable[[int, int, str], None]) -> None:
     """After a reverse sweep (its results ``res``): for each lane that seeded a row, and
     each parameter ``wr`` of ``wrt``, ``put(o, wr, adjoint)`` writes the adjoint into the
     block of output ``o`` (the one whose row it is)."""
+    if not lay.wrt:  # (a forward run alone: nothing is read back)
+        return
     per_lane = sum(lay.adjoint)
     slot = {k: sum(lay.adjoint[:k]) for k in range(npar)}
     for lane in range(lay.lanes):
@@ -55,4 +73,4 @@ def each_block(w: SourceWriter, lay, npar: int, put: Callable[[int, int, str], N
                         put(o, wr, f"res[{npar + lane * per_lane + slot[wr]}]")
 
 
-__all__ = ["each_block", "seed_lanes"]
+__all__ = ["cotangent_names", "each_block", "seed_lanes"]
