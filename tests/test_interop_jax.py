@@ -143,21 +143,30 @@ def test_jacrev_and_vmap_against_jacobian(make, path):
         np.testing.assert_allclose(gx[i], np.array([1.0, 2.0, 3.0]) @ Jx, rtol=1e-13)
 
 
-def test_vmap_with_large_outputs_loops_over_vjp(make, monkeypatch, path):
+def test_vmap_with_large_outputs_runs_the_batched_vjp(make, monkeypatch, path):
     f = make(RESID)
     jf = to_jax(f, outputs="r")
     args = args_of()
-    monkeypatch.setattr(rb_jax, "JACOBIAN_LIMIT", 1)  # the per-item vjp loop
+    monkeypatch.setattr(rb_jax, "JACOBIAN_LIMIT", 1)  # no Jacobian: pullbacks
     xs = np.arange(6.0).reshape(2, 3)
     cts = np.array([[1.0, 0.0, 2.0], [0.5, -1.0, 0.0]])
 
     def pull(x, ct):
         return jax.vjp(lambda x: jf(*args[:3], x, *args[4:]), x)[1](ct)[0]
 
-    got = jax.vmap(pull)(xs, cts)
+    def per_item(*_):
+        raise AssertionError("x is batched: one batched vjp, not a vjp per item")
+
+    with monkeypatch.context() as m:
+        m.setattr(rb_jax.Export, "backward", per_item)
+        got = jax.vmap(pull)(xs, cts)
     for i in range(2):
         Jx = revbench.jacobian(f, outputs="r", wrt="x")(*args[:3], xs[i], *args[4:])
         np.testing.assert_allclose(got[i], cts[i] @ Jx, rtol=1e-13)
+    # only the cotangents batched: one unbatched vjp per cotangent
+    got = jax.vmap(lambda ct: pull(xs[0], ct))(cts)
+    Jx = revbench.jacobian(f, outputs="r", wrt="x")(*args[:3], xs[0], *args[4:])
+    np.testing.assert_allclose(got, cts @ Jx, rtol=1e-13)
 
 
 def test_nested_vmap(make, path):

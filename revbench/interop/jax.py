@@ -28,9 +28,10 @@ call reaches revbench once with all items.  The pullback callback then uses revb
 Jacobian (one compiled loop over the items, :mod:`revbench.ad.batch`), contracted with
 each item's cotangents, while the float outputs have at most :data:`JACOBIAN_LIMIT`
 elements (a Jacobian costs one reverse sweep per eight output elements); with larger
-outputs it runs one :func:`revbench.vjp` per item, in a Python loop.  Where only the
-cotangents are batched (``jax.jacrev``, ``jax.vmap`` of a pullback) one unbatched
-Jacobian serves every cotangent.  The forward pass of a vmapped call (with its Jacobian,
+outputs it runs the batched :func:`revbench.vjp` (one sweep per item, in the same
+compiled loop).  Where only the cotangents are batched (``jax.jacrev``, ``jax.vmap`` of a
+pullback) one unbatched Jacobian serves every cotangent (one ``vjp`` per cotangent
+for large outputs).  The forward pass of a vmapped call (with its Jacobian,
 for small outputs) runs ``f`` once per item, in a Python loop.
 """
 
@@ -44,7 +45,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from revbench.ad import jacobian
+from revbench.ad import jacobian, vjp
 from revbench.function import ReversibleFunction
 from revbench.interop._common import DTYPES, JACOBIAN_IN_FORWARD, Export
 from revbench.interop._jax_callback import host_call
@@ -260,9 +261,9 @@ def _backward_batched(ex: Export, arrays: tuple, inner: tuple, lead: tuple, wrt:
     grads = [np.zeros((items, *inner[k])) for k in wrt]
     if not fouts:
         return tuple(g.reshape(lead + g.shape[1:]) for g in grads)
+    batched = tuple(k for k, (b, _) in enumerate(args) if b)
+    flat = ex.arguments(tuple(v for _, v in args))
     if sum(math.prod(inner[k]) for k in fouts) <= JACOBIAN_LIMIT:
-        batched = tuple(k for k, (b, _) in enumerate(args) if b)
-        flat = ex.arguments(tuple(v for _, v in args))
         # outputs and wrt as tuples: blocks J[o][w] of d fouts[o] / d wrt[w], with a
         # leading axis of items (of one item where no argument is batched)
         if batched:
@@ -277,9 +278,14 @@ def _backward_batched(ex: Export, arrays: tuple, inner: tuple, lead: tuple, wrt:
                 blk = np.broadcast_to(J[o][w], (items, *J[o][w].shape[1:]))
                 grads[w] += np.einsum("io,iow->iw", c, blk).reshape(grads[w].shape)
         return tuple(g.reshape(lead + g.shape[1:]) for g in grads)
-    for i in range(items):
-        res = ex.backward(tuple(v[i] if b else v for b, v in args),
-                          tuple(v[i] if b else v for b, v in cts))
+    if batched:  # one batched pullback: one compiled loop over the items
+        _, pullback = vjp(ex.f, *flat, outputs=fouts, wrt=wrt, batch=batched)
+        res = pullback(*(ct if cb else np.broadcast_to(ct, (items, *inner[k]))
+                         for (cb, ct), k in zip(cts, fouts)))
+        return tuple(np.asarray(r, dtype=np.float64).reshape(lead + tuple(inner[k]))
+                     for r, k in zip(res, wrt))
+    for i in range(items):  # only the cotangents are batched: one sweep each
+        res = ex.backward(tuple(v for _, v in args), tuple(v[i] if b else v for b, v in cts))
         for g, r in zip(grads, res):
             g[i] = r
     return tuple(g.reshape(lead + g.shape[1:]) for g in grads)
