@@ -383,6 +383,9 @@ def test_a_batched_vjp_is_each_items_vjp(ns):
         np.testing.assert_allclose(a.reshape(23, -1), np.einsum("no,noc->nc", ct, jac),
                                    rtol=1e-12, atol=1e-14)
     assert np.array_equal(pullback(ct)[0], g[0])  # a pullback can be called again
+    args[2][:] += 1.0  # the arguments changed after vjp: the pullback is vjp's own
+    assert np.array_equal(pullback(ct)[0], g[0])
+    args[2][:] = saved[2]
     assert not np.any(pullback(None)[0])  # None: a zero cotangent
     for a, s in zip((*args, ct), (*saved, ct_saved)):  # nothing the caller passed changed
         assert np.array_equal(a, s)

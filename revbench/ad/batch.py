@@ -521,6 +521,11 @@ def batched_vjp(f: ReversibleFunction, out_names: tuple, wrt_names: tuple, batch
 
     def call(*args):
         n, args, item, gargs = bat.take(args, device)
+        if gargs is None:
+            # the pullback runs the items again: from the arguments as they are now, as the
+            # unbatched vjp keeps its state (the GPU holds its own copies of NumPy arrays,
+            # and reads device arrays where they are: docs/gpu.md)
+            args = tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
         sig = f.signature_of(item)
         ko, kw = _outputs_and_wrt(f, sig, out_names,
                                   tuple(p for p, t in zip(f.params, sig) if t.dtype == "float")
