@@ -327,7 +327,11 @@ class Program:
         if hit is None:
             return False
         overloads = getattr(hit.run, "overloads", None)  # Numba's dispatcher; Python: None
-        return overloads is None or bool(overloads)
+        if overloads is None or overloads:
+            return True
+        from revbench.backends.native import engine
+
+        return engine.has_code(hit.run)
 
     def _compile_locked(self, key, direction, backend, check, signature, lanes,
                         inactive, shapes=None) -> Compiled:

@@ -241,7 +241,7 @@ class ReversibleFunction(ProgramView):
                               if isinstance(a, np.ndarray)]
         try:
             with tiering.watching(job):
-                return compiled.run(*call_args, atol, rtol)
+                return _callable(compiled, p.backend)(*call_args, atol, rtol)
         except tiering.Promote:  # the compiled code is ready: it runs the call instead
             _restore(snapshots)
             return self._execute(tiered.compiled, args)
@@ -454,6 +454,19 @@ def _interrupted_on_return(exc: BaseException) -> bool:
     set") caused by it."""
     return isinstance(exc, SystemError) and isinstance(
         exc.__cause__ or exc.__context__, KeyboardInterrupt)
+
+
+def _callable(compiled, backend: str):
+    """What runs ``compiled`` from Python: under the Numba backend, the native path
+    (:mod:`revbench.backends.native`), which compiles the generated code itself where it
+    can and hands everything else to Numba's dispatcher; else the compiled code itself."""
+    if backend == "numba":
+        from revbench.backends.native import engine
+
+        run = engine.runner(compiled.run)
+        if run is not None:
+            return run
+    return compiled.run
 
 
 def _restore(snapshots) -> None:

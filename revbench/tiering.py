@@ -165,13 +165,16 @@ def _notify(event: str, job: Job) -> None:
             pass
 
 
-def _submit(compiled, signature: tuple, label: str) -> Job:
-    """The background job compiling ``dispatcher`` for ``signature`` (started if new).
+def _submit(compiled, signature: tuple, label: str, dispatcher: Any = None) -> Job:
+    """The background job compiling ``dispatcher`` (``compiled.run`` unless given: Numba's,
+    or the native path's :class:`~revbench.backends.native.engine.NativeRunner`; both
+    have ``compile(signature)``) for ``signature`` (started if new).
 
     One worker thread compiles one job at a time: Numba compiles under one global lock
     anyway, and its type registries are not built to be changed by two threads at once.
     The thread is a daemon: a script that got its result leaves without waiting for it."""
-    dispatcher = compiled.run
+    if dispatcher is None:
+        dispatcher = compiled.run
     key = (id(dispatcher), signature)
     with _wake:
         job = _jobs.get(key)
@@ -232,16 +235,20 @@ class Tiered:
         from numba import typeof
 
         dispatcher = self.compiled.run
-        signature = tuple(typeof(a) for a in call_args)
-        if signature in dispatcher.overloads:
-            return self.compiled, None
-        job = _jobs.get((id(dispatcher), signature))
+        job = self._native_job(dispatcher, call_args)
+        if job is None:
+            signature = tuple(typeof(a) for a in call_args)
+            if signature in dispatcher.overloads:
+                return self.compiled, None
+            job = _jobs.get((id(dispatcher), signature))
         if job is None:
             from revbench.backends.kernel_cache import is_cached
 
             if is_cached(dispatcher, signature):
                 return self.compiled, None  # loading it takes milliseconds
             job = _submit(self.compiled, signature, self.label)
+        elif job is _READY:
+            return self.compiled, None
         if job.interpreted >= INTERPRETED_BUDGET and not job.ready.is_set():
             # The calls run interpreted have had their time (the first results are out):
             # more would keep taking the interpreter lock from the compiling thread -- a
@@ -253,6 +260,28 @@ class Tiered:
             return self.compiled, None
         stats["interpreted"] += 1
         return self.interpreted(), job
+
+
+    def _native_job(self, dispatcher: Any, call_args: list) -> Job | None:
+        """Where the native path (:mod:`revbench.backends.native`) runs this call: its
+        background job, or ``_READY`` when its code is in memory or on disk; None where
+        the call goes to Numba."""
+        from revbench.backends.native import engine
+
+        native = engine.runner(dispatcher)
+        if native is None:
+            return None
+        types = native.signature(tuple(call_args))
+        if types is None or not native.lowerable(types):
+            return None
+        if native.has(types) or native.is_cached(types):
+            return _READY
+        job = _jobs.get((id(native), types))
+        return job if job is not None else _submit(self.compiled, types, self.label, native)
+
+
+#: :meth:`Tiered._native_job`'s "compiled already"
+_READY = Job(None, (), lambda: None)
 
 
 class Promote(Exception):

@@ -46,6 +46,17 @@ def _tiering_as_in_use(request, monkeypatch):
     monkeypatch.setitem(tiering._state, "mode", mode)
 
 
+@pytest.fixture(autouse=True)
+def _no_native_defects():
+    """The native code generator falls back to Numba when LLVM rejects what it lowered,
+    so users never see its defects; the tests do: any test that causes one fails."""
+    from revbench.backends.native import engine
+
+    before = len(engine.errors)
+    yield
+    assert len(engine.errors) == before, f"native lowering defects: {engine.errors[before:]}"
+
+
 @pytest.fixture
 def untiered(monkeypatch):
     """Compiled code from the first call, also inside IPython (where tiering is on by

@@ -44,6 +44,15 @@ def _ok(p: subprocess.CompletedProcess) -> str:
     return p.stdout
 
 
+@pytest.fixture(autouse=True)
+def _numba_kernels(monkeypatch):
+    """These tests are about Numba's cache of the kernels (which batched and checkpointed
+    drivers, ``f.kernel`` and whatever the native path leaves to Numba use): the calls go
+    to Numba's dispatcher, in this process and in the scripts it starts.  The native
+    path's own cache: tests/test_native.py."""
+    monkeypatch.setenv("REVBENCH_NATIVE", "0")
+
+
 # -- item 0: every function compiled into cached code has a name of its own --------------
 _UID = re.compile(r"B\d+v\d+")  # Numba's process-local counter in a mangled name
 

@@ -84,6 +84,9 @@ def test_the_first_gradient_runs_interpreted_and_agrees_bit_for_bit(tiered):
 
 def test_calls_run_interpreted_within_a_budget_then_wait_for_the_compiled_code(
         tiered, monkeypatch):
+    # (Numba's compilation: seconds, so the budget matters; the native path compiles this
+    # small function before the second call)
+    monkeypatch.setenv("REVBENCH_NATIVE", "0")
     f = define()
     w, x = data()
     out1 = f(0.0, w, x)

@@ -2,7 +2,8 @@
 
 Every compiled module is one entry: its generated source ``rbgen_<key>.py`` and Numba's
 files for it in ``__pycache__`` (``rbgen_<key>.<function>-<line>.py311.nbi`` and its
-``.nbc`` data).  Each use of an entry touches its source file
+``.nbc`` data); each module the native code generator compiled is one more, its object
+file in ``native/``.  Each use of an entry touches its source file
 (:func:`revbench.backends.loader.write_source`), so the file's modification time is
 the entry's last use, and pruning removes the least recently used entries first.
 
@@ -20,6 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_MAX_MB = 1024
+
+#: the native code generator's machine code (:mod:`revbench.backends.native.engine`): one
+#: object file per compiled module, ``native/<digest of its LLVM IR>.o``, touched when used
+NATIVE_FOLDER = "native"
 
 
 @dataclass
@@ -55,6 +60,14 @@ def entries(folder: Path) -> list[Entry]:
             entry = found.setdefault(key, Entry(key, [], 0, 0.0))
             entry.files.append(path)
             entry.size += size
+    native = folder / NATIVE_FOLDER
+    if native.is_dir():
+        for path in native.glob("*.o"):
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            found["native:" + path.stem] = Entry(path.stem, [path], st.st_size, st.st_mtime)
     return sorted(found.values(), key=lambda e: e.last_used)
 
 
@@ -94,6 +107,7 @@ def clear(folder: Path) -> int:
         except OSError:
             pass
     shutil.rmtree(folder / "__pycache__", ignore_errors=True)
+    shutil.rmtree(folder / NATIVE_FOLDER, ignore_errors=True)
     return freed
 
 
@@ -117,7 +131,8 @@ def remove_stale_temporaries(folder: Path, age_s: float = 3600.0) -> None:
     """Remove temporary files a process killed while writing left behind (a live writer
     renames its file within seconds)."""
     now = time.time()
-    for path in [*folder.glob("*.tmp"), *folder.glob("__pycache__/*.tmp.*")]:
+    for path in [*folder.glob("*.tmp"), *folder.glob("__pycache__/*.tmp.*"),
+                 *folder.glob(f"{NATIVE_FOLDER}/*.tmp")]:
         try:
             if now - path.stat().st_mtime > age_s:
                 path.unlink()

@@ -18,6 +18,7 @@ from types import ModuleType
 from revbench.backends import numba_checks, numba_linking
 from revbench.backends.codegen import FASTMATH_FLAGS, Generated
 from revbench.backends.loader import LOCK, load_module
+from revbench.backends.native import engine as native
 from revbench.backends.runtime import TABLES
 from revbench.lang.errors import ReversibilityTypeError
 
@@ -121,7 +122,9 @@ def compile_numba(gen: Generated, injected: dict[str, object], check: bool,
     mod = load_module(gen.key, gen.source, "nb", injected)
     numba_linking.SLOT_CALLERS.add(mod.__name__)
     flags = {"fastmath": set(FASTMATH_FLAGS)} if fastmath else {}
-    return module_dispatcher(mod, gen.function_name, boundscheck=check, **flags)
+    dispatcher = module_dispatcher(mod, gen.function_name, boundscheck=check, **flags)
+    native.register(dispatcher, gen, injected, check, fastmath)
+    return dispatcher
 
 
 def user_function(rule) -> Callable:

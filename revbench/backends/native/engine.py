@@ -1,0 +1,400 @@
+"""Compile lowered kernels, call them from Python, and fall back to Numba.
+
+:func:`register` records, on each Numba dispatcher the Numba backend makes, the generated
+source it compiles; :func:`runner` gives the callable Python code uses instead of the
+dispatcher: it lowers the kernel (and its callees) for the argument types of a call
+(:mod:`.lower`), compiles the module once per type signature with Numba's own LLVM code
+generator, and calls it through ctypes.  A call whose types or code the lowering does not
+cover goes to the Numba dispatcher, which compiles it as before; so does everything that
+calls kernels from compiled code (batched and checkpointed drivers, ``f.kernel``).
+
+Compiled modules are cached on disk, keyed by a digest of the LLVM IR and of the
+compiler (Numba's own cache format for code libraries: object code, linked when loaded).
+``REVBENCH_NATIVE=0`` turns the native path off (everything compiles with Numba).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from revbench.backends import runtime
+from revbench.backends.native import lower
+from revbench.backends.native.lower import BOOL, F64, I64, Arr, Kernel, Unsupported
+
+#: set on each dispatcher the Numba backend makes: what it compiles
+_SOURCE_ATTR = "_rb_native_source"
+_RUNNER_ATTR = "_rb_native_runner"
+
+_LOCK = threading.RLock()
+
+#: counts, for tests and benchmarks: modules compiled, loaded from disk, calls refused
+stats = {"compiled": 0, "loaded": 0, "fallbacks": 0}
+#: why kernels were left to Numba: the lowering's reason -> how often
+refused: dict[str, int] = {}
+#: lowered modules LLVM rejected (a defect here, never the user's: the call runs on Numba;
+#: the test suite fails any test that adds one)
+errors: list[str] = []
+
+_PROTO = ctypes.PYFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)
+
+
+def enabled() -> bool:
+    return os.environ.get("REVBENCH_NATIVE", "1") != "0"
+
+
+class Source:
+    """A generated module as the native path needs it: its text, function, key, the
+    globals it was loaded with (its callees' dispatchers among them), whether its checks
+    are on."""
+
+    def __init__(self, gen, injected: dict[str, object], check: bool, fastmath: bool):
+        self.kernel = Kernel(gen.source, gen.function_name, gen.module_key, self._resolve,
+                             check=check, fastmath=fastmath)
+        self.injected = injected
+        self.check = check
+        self.fastmath = fastmath
+
+    def _resolve(self, symbol: str) -> Kernel | None:
+        src = getattr(self.injected.get(symbol), _SOURCE_ATTR, None)
+        return src.kernel if src is not None else None
+
+
+def register(dispatcher: Any, gen, injected: dict[str, object], check: bool,
+             fastmath: bool) -> None:
+    """Remember what ``dispatcher`` compiles (the Numba backend calls this)."""
+    if getattr(dispatcher, _SOURCE_ATTR, None) is None:
+        setattr(dispatcher, _SOURCE_ATTR, Source(gen, injected, check, fastmath))
+
+
+def runner(dispatcher: Any) -> Callable | None:
+    """The callable Python calls instead of ``dispatcher``: native code where the
+    lowering covers the call, else the dispatcher.  None when there is no native path
+    (turned off, or a dispatcher the Numba backend did not register)."""
+    if not enabled():
+        return None
+    r = getattr(dispatcher, _RUNNER_ATTR, None)
+    if r is None:
+        src = getattr(dispatcher, _SOURCE_ATTR, None)
+        if src is None or src.fastmath:
+            return None
+        with _LOCK:
+            r = getattr(dispatcher, _RUNNER_ATTR, None)
+            if r is None:
+                r = NativeRunner(dispatcher, src)
+                setattr(dispatcher, _RUNNER_ATTR, r)
+    return r
+
+
+def has_code(dispatcher: Any) -> bool:
+    """Whether the native path holds compiled code for ``dispatcher`` (any types)."""
+    r = getattr(dispatcher, _RUNNER_ATTR, None)
+    return r is not None and any(c is not None for c in r.compiled.values())
+
+
+def _arg_type(a: Any):
+    """The lowering's type of one argument, or None where only Numba takes it."""
+    t = type(a)
+    if t is float:
+        return F64
+    if t is bool:
+        return BOOL
+    if t is int:
+        return I64 if lower._INT64_MIN <= a <= lower._INT64_MAX else None
+    if t is np.ndarray:
+        flags = a.flags
+        if not (flags.writeable and flags.aligned) or not a.dtype.isnative:
+            return None
+        kind = _DTYPES.get(a.dtype.num)
+        if kind is None or a.ndim == 0:
+            return None
+        return Arr(kind, a.ndim, bool(flags.c_contiguous))
+    return None
+
+
+_DTYPES = {np.dtype(np.float64).num: F64, np.dtype(np.int64).num: I64,
+           np.dtype(np.bool_).num: BOOL}
+
+
+class NativeRunner:
+    """Calls one kernel: a compiled native function per argument-type signature (None
+    where the lowering refused it: those calls go to Numba)."""
+
+    def __init__(self, dispatcher: Any, src: Source):
+        self.dispatcher = dispatcher
+        self.src = src
+        self.compiled: dict[tuple, _Compiled | None] = {}
+        self._lowered: dict[tuple, tuple | None] = {}
+
+    def signature(self, args: tuple) -> tuple | None:
+        types = tuple(_arg_type(a) for a in args)
+        return None if None in types else types
+
+    def has(self, types: tuple) -> bool:
+        return self.compiled.get(types) is not None
+
+    def __call__(self, *args):
+        types = self.signature(args)
+        if types is None:
+            stats["fallbacks"] += 1
+            return self.dispatcher(*args)
+        c = self.compiled.get(types, False)
+        if c is False:
+            c = self.compile(types)
+        if c is None:
+            stats["fallbacks"] += 1
+            return self.dispatcher(*args)
+        return c.call(args)
+
+    def lowered(self, types: tuple) -> tuple | None:
+        """The kernel lowered for ``types`` (the IR text, what it returns, its messages),
+        or None where the lowering refuses it (then Numba compiles it)."""
+        with _LOCK:
+            if types not in self._lowered:
+                try:
+                    self._lowered[types] = lower.lower_module(self.src.kernel, types)
+                except Unsupported as exc:
+                    self._lowered[types] = None
+                    refused[str(exc)] = refused.get(str(exc), 0) + 1
+            return self._lowered[types]
+
+    def lowerable(self, types: tuple) -> bool:
+        return self.lowered(types) is not None
+
+    def is_cached(self, types: tuple) -> bool:
+        """Whether an earlier process left this code in the disk cache (loading it takes
+        milliseconds)."""
+        low = self.lowered(types)
+        if low is None:
+            return False
+        path = _cache_file(_digest(low[0]))
+        return path is not None and os.path.exists(path)
+
+    def compile(self, types: tuple):
+        """The compiled code for ``types`` (compiled now, or loaded from disk), or None
+        where the lowering refuses it (the tiering thread calls this too)."""
+        with _LOCK:
+            c = self.compiled.get(types, False)
+            if c is False:
+                low = self.lowered(types)
+                c = None
+                if low is not None:
+                    try:
+                        c = _Compiled(_build(low[0]), types, *low[1:])
+                    except Exception as exc:  # a defect of the lowering: Numba runs it
+                        errors.append(f"{self.src.kernel.function_name}: {exc}")
+                self.compiled[types] = c
+            return c
+
+
+class _Compiled:
+    """One compiled entry point and how to call it: the slot layout of its arguments."""
+
+    def __init__(self, address: int, types: tuple, returns: tuple, messages: list[str]):
+        self.fn = _PROTO(address)
+        self.types = types
+        self.returns = returns
+        self.messages = messages
+        layout, k = [], 0
+        for t in types:
+            layout.append(k)
+            k += 1 + 2 * t.ndim if isinstance(t, Arr) else 1
+        self.layout = layout
+        self.n_slots = max(k, 1)
+
+    def call(self, args: tuple) -> tuple:
+        slots = np.empty(self.n_slots, np.int64)
+        floats = slots.view(np.float64)
+        for a, t, k in zip(args, self.types, self.layout):
+            if isinstance(t, Arr):
+                nd = t.ndim
+                slots[k] = a.ctypes.data
+                slots[k + 1:k + 1 + nd] = a.shape
+                slots[k + 1 + nd:k + 1 + 2 * nd] = a.strides
+            elif t == F64:
+                floats[k] = a
+            else:
+                slots[k] = a
+        err = np.zeros(lower.ERR_SLOTS, np.int64)
+        status = self.fn(slots.ctypes.data, err.ctypes.data)
+        if status:
+            raise self.error(status, err)
+        out = []
+        for j in self.returns:
+            t = self.types[j]
+            k = self.layout[j]
+            if isinstance(t, Arr):
+                out.append(args[j])
+            elif t == F64:
+                out.append(float(floats[k]))
+            elif t == I64:
+                out.append(int(slots[k]))
+            else:
+                out.append(bool(slots[k]))
+        return tuple(out)
+
+    def error(self, status: int, err: np.ndarray) -> BaseException:
+        """The exception the Numba-compiled kernel raises for the same failure."""
+        S = lower.STATUS
+        if status == S["check"]:
+            values = []
+            for j in range(int(err[3])):
+                tag, bits = int(err[4 + 2 * j]), err[5 + 2 * j]
+                if tag == lower.TAG_FLOAT:
+                    values.append(float(np.int64(bits).view(np.float64)))
+                elif tag == lower.TAG_BOOL:
+                    values.append(bool(bits))
+                else:
+                    values.append(int(bits))
+            return runtime.CheckFailed(int(err[1]), int(err[2]), *values)
+        if status == S["interrupt"]:
+            return runtime.Interrupted()
+        if status == S["index"]:
+            return IndexError("index is out of bounds")
+        message = self.messages[int(err[1])] if 0 <= err[1] < len(self.messages) else ""
+        if status == S["zerodiv"]:
+            return ZeroDivisionError(message)
+        if status == S["assert"]:
+            return AssertionError(message) if message else AssertionError()
+        return ValueError(message)
+
+
+# --------------------------------------------------------------------------- #
+# Compiling, and the disk cache
+# --------------------------------------------------------------------------- #
+#: LLVM's optimisation level for native kernels.  -O3 costs 3-5x the compile time of -O2
+#: on large kernels (its extra loop passes), for no measured gain on revbench's kernels
+OPT_LEVEL = 2
+
+_JIT: list = []  # [(target machine, MCJIT engine)], made on first use
+#: module digest -> its entry's address (a module is added to the JIT once per process)
+_LOADED: dict[str, int] = {}
+
+
+def _jit():
+    if not _JIT:
+        import llvmlite.binding as llvm
+        import numba.core.codegen  # noqa: F401  (initialises LLVM's native target as Numba does)
+
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        target = llvm.Target.from_default_triple()
+        tm = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
+                                          features=llvm.get_host_cpu_features().flatten(),
+                                          opt=OPT_LEVEL, jit=True)
+        ee = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
+        _JIT.append((tm, ee))
+    return _JIT[0]
+
+
+def _digest(text: str) -> str:
+    import llvmlite
+    import llvmlite.binding as llvm
+
+    tag = f"{llvmlite.__version__}|{llvm.get_host_cpu_name()}|" \
+          f"{llvm.get_host_cpu_features().flatten()}|O{OPT_LEVEL}|"
+    return hashlib.sha256(tag.encode() + text.encode()).hexdigest()[:32]
+
+
+def _cache_file(digest: str) -> str | None:
+    from revbench.backends.cache_files import NATIVE_FOLDER
+    from revbench.backends.loader import cache_dir, cache_writable
+
+    folder = os.path.join(str(cache_dir()), NATIVE_FOLDER)
+    if cache_writable():
+        try:
+            os.makedirs(folder, exist_ok=True)
+        except OSError:
+            pass
+    return os.path.join(folder, f"{digest}.o")
+
+
+def _build(text: str) -> int:
+    """The address of the entry of module ``text``: added to the JIT once per process,
+    from the disk cache's object code when an earlier process compiled the same IR,
+    else optimised, compiled and saved."""
+    with _LOCK:
+        digest = _digest(text)
+        if digest in _LOADED:
+            return _LOADED[digest]
+        import llvmlite.binding as llvm
+
+        tm, ee = _jit()
+        entry = f"rb_entry_{digest}"
+        text = text.replace("@rb_entry(", f"@{entry}(", 1)
+        path = _cache_file(digest)
+        obj = _read_object(path) if path is not None else None
+        if obj is not None:
+            stats["loaded"] += 1
+        else:
+            mod = llvm.parse_assembly(text)
+            mod.verify()
+            pto = llvm.create_pipeline_tuning_options(speed_level=OPT_LEVEL)
+            pb = llvm.create_pass_builder(tm, pto)
+            pb.getModulePassManager().run(mod, pb)
+            obj = tm.emit_object(mod)
+            stats["compiled"] += 1
+            if path is not None:
+                _write_object(path, obj)
+        ee.add_object_file(llvm.ObjectFileRef.from_data(obj))
+        ee.finalize_object()
+        address = ee.get_function_address(entry)
+        if not address:
+            raise RuntimeError(f"native kernel {entry} did not link")
+        _LOADED[digest] = address
+        return address
+
+
+#: an object file in the cache: this tag, the SHA-256 of the object code, the code
+_MAGIC = b"revbench-native-1\n"
+
+
+def _read_object(path: str) -> bytes | None:
+    """The object code cached at ``path``, or None: missing, unreadable, or damaged (its
+    digest does not match: a torn write, a hand edit) -- then it is compiled again, and
+    rewritten where the cache is writable."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    head = len(_MAGIC)
+    obj = data[head + 32:]
+    if data[:head] != _MAGIC or hashlib.sha256(obj).digest() != data[head:head + 32] or not obj:
+        from revbench.backends.loader import warn_once
+
+        warn_once("native-load", f"revbench: the cached machine code {path} is damaged; "
+                  "it is compiled again")
+        return None
+    try:  # its last use, for revbench.cache.prune
+        os.utime(path)
+    except OSError:
+        pass
+    return obj
+
+
+def _write_object(path: str, obj: bytes) -> None:
+    from revbench.backends.loader import cache_writable
+
+    if not cache_writable():
+        return
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(_MAGIC + hashlib.sha256(obj).digest() + obj)
+        os.replace(tmp, path)  # (atomic: a reader sees the old file or the whole new one)
+    except OSError:
+        from revbench.backends.loader import warn_once
+
+        warn_once("native-save", f"revbench: machine code could not be saved in {path}; "
+                  "it is kept in memory")
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass

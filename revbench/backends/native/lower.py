@@ -1,0 +1,1411 @@
+"""Generated kernel source -> LLVM IR, for the types of one call.
+
+The input is the source revbench generates for a kernel (:mod:`revbench.backends.codegen`),
+parsed with :mod:`ast`; the output is LLVM IR text for one module holding the kernel, every
+generated kernel it calls (each once), and an entry point Python calls through ctypes.
+
+Each kernel becomes ``i32 @name(ptr err, params...)``: a scalar parameter is a pointer to an
+8-byte slot (read at entry, the final value written back on return, as the Python function
+returns its arguments), an array is its data pointer, shape and strides (bytes).  The
+result is a status: 0, or a failure (:data:`STATUS`) with the details in ``err``.  Arrays a
+kernel allocates live in its own arena, freed on every return: generated code never lets
+an allocation escape (a kernel returns its parameters).
+
+Everything the subset does not cover raises :class:`Unsupported` while lowering; the
+caller then compiles with Numba.  Each operation is lowered as Numba lowers it, so the
+results agree to the bit (see the notes at each rule).
+"""
+
+from __future__ import annotations
+
+import ast
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from revbench.backends import runtime
+from revbench.backends.native import runtime_ir
+
+
+class Unsupported(Exception):
+    """Generated code this lowering does not handle (Numba compiles it instead)."""
+
+
+#: failure statuses a kernel returns (0: success); ``err[0]`` repeats it
+STATUS = {"check": 1, "interrupt": 2, "index": 3, "zerodiv": 4, "assert": 5, "value": 6}
+
+#: ``err`` layout: status, message number, then up to MAX_VALUES (tag, bits) pairs
+ERR_SLOTS = 4 + 2 * 16
+MAX_VALUES = 16
+#: value tags in ``err``
+TAG_INT, TAG_FLOAT, TAG_BOOL = 0, 1, 2
+
+I64, F64, BOOL = "i64", "double", "i1"
+
+
+@dataclass(frozen=True)
+class Arr:
+    """An array type: element kind (I64, F64 or BOOL), rank, and whether it is known to
+    be C-contiguous (then indexing uses the shape alone, which LLVM can vectorise)."""
+
+    dtype: str
+    ndim: int
+    contiguous: bool
+
+    @property
+    def item_bytes(self) -> int:
+        return 1 if self.dtype == BOOL else 8
+
+    @property
+    def mem(self) -> str:  # the element as stored in memory
+        return "i8" if self.dtype == BOOL else self.dtype
+
+
+@dataclass(frozen=True)
+class ShapeT:
+    ndim: int
+
+
+Type = str | Arr | ShapeT
+
+
+@dataclass
+class Val:
+    t: Type
+    ref: str = ""  # a scalar's SSA value
+    ptr: str = ""  # an array's data pointer
+    dims: tuple[str, ...] = ()  # shape entries (arrays and shapes)
+    strides: tuple[str, ...] = ()
+
+
+def _float_text(v: float) -> str:
+    return f"0x{struct.unpack('<Q', struct.pack('<d', v))[0]:016X}"
+
+
+def const(t: str, v) -> Val:
+    if t == F64:
+        return Val(F64, _float_text(float(v)))
+    if t == BOOL:
+        return Val(BOOL, "true" if v else "false")
+    return Val(I64, str(int(v)))
+
+
+_INT64_MIN, _INT64_MAX = runtime.INT64_MIN, runtime.INT64_MAX
+
+#: generated-code spellings of the math functions -> (C library name, arity); Numba calls
+#: the same functions (as LLVM intrinsics or externals), so results match to the bit
+_LIBM = {
+    "sin": "sin", "cos": "cos", "tan": "tan", "exp": "exp", "log": "log", "log2": "log2",
+    "log10": "log10", "log1p": "log1p", "expm1": "expm1", "sqrt": "sqrt", "tanh": "tanh",
+    "sinh": "sinh", "cosh": "cosh", "arcsin": "asin", "arccos": "acos", "arctan": "atan",
+    "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh", "asin": "asin", "acos": "acos",
+    "atan": "atan", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh", "lgamma": "lgamma",
+    "erf": "erf", "erfc": "erfc",
+}
+_LIBM2 = {"atan2": "atan2", "arctan2": "atan2", "hypot": "hypot"}
+_CONSTANTS = {"pi": 3.141592653589793, "e": 2.718281828459045, "inf": float("inf"),
+              "nan": float("nan"), "tau": 6.283185307179586}
+_DTYPES = {"float64": F64, "int64": I64, "bool_": BOOL}
+#: checked integer helpers (``codegen.INT_HELPERS``): name -> operand count
+_INT_HELPERS = {"_rb_iadd": 2, "_rb_isub": 2, "_rb_imul": 2, "_rb_ifloordiv": 2,
+                "_rb_ipow": 2, "_rb_ineg": 1, "_rb_iabs": 1}
+
+
+@dataclass
+class Kernel:
+    """One generated kernel as the lowering needs it: its parsed function and what its
+    module's names mean (``callees``: symbol -> the callee's Kernel source and its module
+    key, resolved by the engine)."""
+
+    source: str
+    function_name: str
+    module_key: int
+    resolve: Callable[[str], Kernel | None]  # a `_rb_call_*` symbol -> its kernel
+    check: bool = True  # bounds checks (Numba's boundscheck follows the checks)
+    tree: ast.FunctionDef | None = None
+    fastmath: bool = False
+
+    def function(self) -> ast.FunctionDef:
+        if self.tree is None:
+            mod = ast.parse(self.source)
+            for node in mod.body:
+                if isinstance(node, ast.FunctionDef) and node.name == self.function_name:
+                    self.tree = node
+            if self.tree is None:
+                raise Unsupported(f"no function {self.function_name}")
+            if "# fastmath:" in self.source:
+                raise Unsupported("fastmath")
+        return self.tree
+
+
+@dataclass
+class ModuleBuilder:
+    """The LLVM module being built: function definitions, declarations, and the
+    kernels lowered so far (by kernel and argument types)."""
+
+    functions: list[str] = field(default_factory=list)
+    declared: dict[str, str] = field(default_factory=dict)
+    lowered: dict[tuple, tuple[str, tuple]] = field(default_factory=dict)  # -> (name, returns)
+    messages: list[str] = field(default_factory=list)  # assert / error messages by number
+    _n: int = 0
+
+    def declare(self, name: str, text: str) -> None:
+        self.declared.setdefault(name, text)
+
+    def message(self, text: str) -> int:
+        if text in self.messages:
+            return self.messages.index(text)
+        self.messages.append(text)
+        return len(self.messages) - 1
+
+    def kernel(self, k: Kernel, types: tuple[Type, ...]) -> tuple[str, tuple]:
+        """The LLVM name of ``k`` lowered for ``types`` (lowered now if new), and what it
+        returns: the indices of the parameters its return tuple lists."""
+        key = (k.source, types)
+        if key not in self.lowered:
+            self._n += 1
+            name = f"rbk{self._n}_{k.function_name}"
+            self.lowered[key] = (name, ())  # (a recursive call: refused by the compiler)
+            fl = FunctionLowering(self, k, types, name)
+            text, returns = fl.lower()
+            self.functions.append(text)
+            self.lowered[key] = (name, returns)
+        return self.lowered[key]
+
+    def text(self) -> str:
+        return "\n".join([*self.declared.values(), runtime_ir.RUNTIME, *self.functions]) + "\n"
+
+
+
+
+class FunctionLowering:
+    """One kernel, lowered for one set of argument types: a visitor over its statements
+    (``s_<Node>``) and expressions (``x_<Node>``) writing LLVM IR with a variable per
+    name in memory (LLVM's mem2reg makes registers of them)."""
+
+    def __init__(self, mod: ModuleBuilder, k: Kernel, types: tuple[Type, ...], name: str):
+        self.mod, self.k, self.name = mod, k, name
+        self.fn = k.function()
+        self.arg_types = types
+        self.lines: list[str] = []
+        self.allocas: list[str] = []
+        self.vars: dict[str, tuple[Type, tuple[str, ...]]] = {}
+        self._n = 0
+        self.check = k.check
+
+    # -- plumbing -------------------------------------------------------------
+    def tmp(self, hint: str = "t") -> str:
+        self._n += 1
+        return f"%{hint}{self._n}"
+
+    def label(self, hint: str) -> str:
+        self._n += 1
+        return f"{hint}{self._n}"
+
+    def emit(self, line: str) -> None:
+        self.lines.append("  " + line)
+
+    def start(self, label: str) -> None:
+        self.lines.append(f"{label}:")
+
+    def br(self, label: str) -> None:
+        self.emit(f"br label %{label}")
+
+    def cbr(self, cond: str, yes: str, no: str) -> None:
+        self.emit(f"br i1 {cond}, label %{yes}, label %{no}")
+
+    def slot(self, llty: str, hint: str = "v") -> str:
+        name = self.tmp(hint)
+        self.allocas.append(f"  {name} = alloca {llty}")
+        return name
+
+    # -- variables ------------------------------------------------------------
+    def declare_var(self, name: str, t: Type) -> tuple[str, ...]:
+        if name in self.vars:
+            old, slots = self.vars[name]
+            if old == t:
+                return slots
+            if isinstance(old, Arr) and isinstance(t, Arr) and (old.dtype, old.ndim) == (
+                    t.dtype, t.ndim):
+                # one name, contiguous and strided arrays: index it by its strides
+                if old.contiguous and not t.contiguous:
+                    raise Unsupported(f"{name}: contiguous, then strided")
+                return slots
+            raise Unsupported(f"{name} changes type ({old} -> {t})")
+        if isinstance(t, Arr):
+            slots = (self.slot("ptr", "p"),) + tuple(
+                self.slot("i64", "d") for _ in range(2 * t.ndim))
+        elif isinstance(t, ShapeT):
+            slots = tuple(self.slot("i64", "d") for _ in range(t.ndim))
+        else:
+            slots = (self.slot(t, "v"),)
+        self.vars[name] = (t, slots)
+        return slots
+
+    def store_var(self, name: str, v: Val) -> None:
+        slots = self.declare_var(name, v.t)
+        t = self.vars[name][0]
+        if isinstance(t, Arr):
+            self.emit(f"store ptr {v.ptr}, ptr {slots[0]}")
+            for s, d in zip(slots[1:], (*v.dims, *v.strides)):
+                self.emit(f"store i64 {d}, ptr {s}")
+        elif isinstance(t, ShapeT):
+            for s, d in zip(slots, v.dims):
+                self.emit(f"store i64 {d}, ptr {s}")
+        else:
+            self.emit(f"store {t} {v.ref}, ptr {slots[0]}")
+
+    def load_var(self, name: str) -> Val:
+        if name not in self.vars:
+            if name == "_RB_MODULE":
+                return const(I64, self.k.module_key)
+            raise Unsupported(f"name {name}")
+        t, slots = self.vars[name]
+        if isinstance(t, (Arr, ShapeT)):
+            loaded = []
+            for s in slots:
+                r = self.tmp()
+                self.emit(f"{r} = load {'ptr' if not loaded and isinstance(t, Arr) else 'i64'}, "
+                          f"ptr {s}")
+                loaded.append(r)
+            if isinstance(t, ShapeT):
+                return Val(t, dims=tuple(loaded))
+            return Val(t, ptr=loaded[0], dims=tuple(loaded[1:1 + t.ndim]),
+                       strides=tuple(loaded[1 + t.ndim:]))
+        r = self.tmp()
+        self.emit(f"{r} = load {t}, ptr {slots[0]}")
+        return Val(t, r)
+
+    # -- failures -------------------------------------------------------------
+    def fail(self, status: str, message: int = 0, values: tuple[Val, ...] = (),
+             check_no: Val | None = None, module: Val | None = None) -> None:
+        """Record a failure in ``err`` and return its status (freeing the arena).  A
+        failed check records the module that raised it (``CheckFailed``'s first value,
+        which finds its message table), its number and its values."""
+        code = STATUS[status]
+        self.emit(f"store i64 {code}, ptr %err")
+        self._err_store(1, self.convert(module, I64).ref if module is not None else str(message))
+        self._err_store(2, check_no.ref if check_no is not None else "0")
+        if len(values) > MAX_VALUES:
+            raise Unsupported("too many values in a check")
+        self._err_store(3, str(len(values)))
+        for j, v in enumerate(values):
+            if v.t == F64:
+                tag, bits = TAG_FLOAT, self.tmp()
+                self.emit(f"{bits} = bitcast double {v.ref} to i64")
+            elif v.t == BOOL:
+                tag, bits = TAG_BOOL, self.tmp()
+                self.emit(f"{bits} = zext i1 {v.ref} to i64")
+            elif v.t == I64:
+                tag, bits = TAG_INT, v.ref
+            else:
+                raise Unsupported("an array in a check's values")
+            self._err_store(4 + 2 * j, str(tag))
+            self._err_store(5 + 2 * j, bits)
+        self.emit(f"store i32 {code}, ptr %status")
+        self.br("exit")
+
+    def _err_store(self, k: int, value: str) -> None:
+        p = self.tmp("e")
+        self.emit(f"{p} = getelementptr i64, ptr %err, i64 {k}")
+        self.emit(f"store i64 {value}, ptr {p}")
+
+    def fail_if(self, cond: str, status: str, message: int = 0,
+                values: tuple[Val, ...] = (), check_no: Val | None = None,
+                module: Val | None = None) -> None:
+        bad, ok = self.label("fail"), self.label("ok")
+        self.emit(f"br i1 {cond}, label %{bad}, label %{ok}, !prof !0")
+        self.start(bad)
+        self.fail(status, message, values, check_no, module)
+        self.start(ok)
+
+    # -- the function ---------------------------------------------------------
+    def lower(self) -> tuple[str, tuple]:
+        fn = self.fn
+        a = fn.args
+        if a.vararg or a.kwarg or a.kwonlyargs or a.defaults or a.posonlyargs:
+            raise Unsupported("parameters")
+        params = [p.arg for p in a.args]
+        if len(params) != len(self.arg_types):
+            raise Unsupported("arity")
+        sig = ["ptr %err"]
+        self.params = params
+        entry_code = []
+        for p, t in zip(params, self.arg_types):
+            safe = _llname(p)
+            if isinstance(t, Arr):
+                sig.append(f"ptr %a.{safe}")
+                sig += [f"i64 %a.{safe}.d{j}" for j in range(t.ndim)]
+                sig += [f"i64 %a.{safe}.s{j}" for j in range(t.ndim)]
+                slots = self.declare_var(p, t)
+                entry_code.append(f"store ptr %a.{safe}, ptr {slots[0]}")
+                for j in range(t.ndim):
+                    entry_code.append(f"store i64 %a.{safe}.d{j}, ptr {slots[1 + j]}")
+                    entry_code.append(f"store i64 %a.{safe}.s{j}, ptr {slots[1 + t.ndim + j]}")
+            elif isinstance(t, str):
+                sig.append(f"ptr %a.{safe}")
+                slots = self.declare_var(p, t)
+                r = f"%in.{safe}"
+                if t == BOOL:
+                    entry_code += [f"{r}.w = load i64, ptr %a.{safe}",
+                                   f"{r} = trunc i64 {r}.w to i1"]
+                else:
+                    entry_code.append(f"{r} = load {t}, ptr %a.{safe}")
+                entry_code.append(f"store {t} {r}, ptr {slots[0]}")
+            else:
+                raise Unsupported("parameter type")
+        self.start("body")
+        self.block(fn.body)
+        # falling off the end: Python returns None, which no kernel does
+        self.emit("unreachable")
+        returns = getattr(self, "returns", None)
+        if returns is None:
+            raise Unsupported("no return")
+        head = [f"define internal i32 @{self.name}({', '.join(sig)}) {{", "entry:",
+                "  %arena = alloca ptr", "  store ptr null, ptr %arena",
+                "  %status = alloca i32", *self.allocas, *("  " + c for c in entry_code),
+                "  br label %body"]
+        tail = ["exit:", "  call void @rb_free_all(ptr %arena)", "  %st = load i32, ptr %status",
+                "  ret i32 %st", "}"]
+        return "\n".join(head + self.lines + tail), returns
+
+    def block(self, body: list[ast.stmt]) -> None:
+        for st in body:
+            method = getattr(self, "s_" + type(st).__name__, None)
+            if method is None:
+                raise Unsupported(type(st).__name__)
+            method(st)
+
+    def dead(self) -> None:
+        """Start a block no path reaches (after a return or a raise), so later
+        statements of the same Python block still have one to go into."""
+        self.start(self.label("dead"))
+
+    # -- statements -----------------------------------------------------------
+    def s_Pass(self, st: ast.Pass) -> None:
+        pass
+
+    def s_Expr(self, st: ast.Expr) -> None:
+        if isinstance(st.value, ast.Constant):  # a docstring
+            return
+        self.x(st.value)
+
+    def s_Return(self, st: ast.Return) -> None:
+        if not isinstance(st.value, ast.Tuple):
+            raise Unsupported("return")
+        returns = []
+        for e in st.value.elts:
+            if not (isinstance(e, ast.Name) and e.id in self.params):
+                raise Unsupported("returns a non-parameter")
+            returns.append(self.params.index(e.id))
+        if getattr(self, "returns", returns) != returns:
+            raise Unsupported("two different returns")
+        self.returns = tuple(returns)
+        for p, t in zip(self.params, self.arg_types):
+            if isinstance(t, Arr):
+                # an array parameter rebound to another array cannot be returned in place
+                v = self.load_var(p)
+                same = self.tmp()
+                self.emit(f"{same} = icmp eq ptr {v.ptr}, %a.{_llname(p)}")
+                self.fail_if(self._not(same), "value",
+                             self.mod.message(f"array parameter {p} rebound"))
+            else:
+                v = self.load_var(p)
+                if t == BOOL:
+                    w = self.tmp()
+                    self.emit(f"{w} = zext i1 {v.ref} to i64")
+                    self.emit(f"store i64 {w}, ptr %a.{_llname(p)}")
+                else:
+                    self.emit(f"store {t} {v.ref}, ptr %a.{_llname(p)}")
+        self.emit("store i32 0, ptr %status")
+        self.br("exit")
+        self.dead()
+
+    def _not(self, cond: str) -> str:
+        r = self.tmp()
+        self.emit(f"{r} = xor i1 {cond}, true")
+        return r
+
+    def s_Assign(self, st: ast.Assign) -> None:
+        if len(st.targets) != 1:
+            raise Unsupported("chained assignment")
+        target = st.targets[0]
+        if isinstance(target, ast.Tuple):
+            if isinstance(st.value, ast.Tuple):  # a swap: every value first, then the stores
+                values = [self.x(e) for e in st.value.elts]
+            elif (isinstance(st.value, ast.Call) and isinstance(st.value.func, ast.Name)
+                    and st.value.func.id.startswith("_rb_call_")):
+                values = self.call_kernel(st.value)
+            else:
+                raise Unsupported("tuple assignment")
+            if len(values) != len(target.elts):
+                raise Unsupported("unpacking")
+            for t, v in zip(target.elts, values):
+                self.assign(t, v)
+            return
+        self.assign(target, self.x(st.value))
+
+    def assign(self, target: ast.expr, v: Val) -> None:
+        if isinstance(target, ast.Name):
+            if target.id in self.vars:
+                old = self.vars[target.id][0]
+                if isinstance(old, str) and isinstance(v.t, str) and old != v.t:
+                    raise Unsupported(f"{target.id} changes type")
+            self.store_var(target.id, v)
+        elif isinstance(target, ast.Subscript):
+            arr, ptr = self.element(target)
+            self.emit(f"store {arr.mem} {self.to_mem(self.convert(v, arr.dtype), arr)}, "
+                      f"ptr {ptr}")
+        else:
+            raise Unsupported("assignment target")
+
+    def s_AugAssign(self, st: ast.AugAssign) -> None:
+        if isinstance(st.target, ast.Name):
+            old = self.load_var(st.target.id)
+            new = self.binop(st.op, old, self.x(st.value))
+            self.assign(st.target, new)
+        elif isinstance(st.target, ast.Subscript):
+            arr, ptr = self.element(st.target)
+            old = self.from_mem(arr, ptr)
+            new = self.binop(st.op, old, self.x(st.value))
+            self.emit(f"store {arr.mem} {self.to_mem(self.convert(new, arr.dtype), arr)}, "
+                      f"ptr {ptr}")
+        else:
+            raise Unsupported("augmented target")
+
+    def s_If(self, st: ast.If) -> None:
+        cond = self.truth(self.x(st.test))
+        yes, no, end = self.label("then"), self.label("else"), self.label("endif")
+        self.cbr(cond, yes, no)
+        self.start(yes)
+        self.block(st.body)
+        self.br(end)
+        self.start(no)
+        self.block(st.orelse)
+        self.br(end)
+        self.start(end)
+
+    def s_While(self, st: ast.While) -> None:
+        if st.orelse:
+            raise Unsupported("while-else")
+        head, body, end = self.label("while"), self.label("wbody"), self.label("wend")
+        self.br(head)
+        self.start(head)
+        cond = self.truth(self.x(st.test))
+        self.cbr(cond, body, end)
+        self.start(body)
+        self.block(st.body)
+        self.br(head)
+        self.start(end)
+
+    def s_For(self, st: ast.For) -> None:
+        it = st.iter
+        if (st.orelse or not isinstance(st.target, ast.Name)
+                or not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name)
+                        and it.func.id == "range" and not it.keywords
+                        and 1 <= len(it.args) <= 3)):
+            raise Unsupported("for")
+        bounds = [self.int_value(self.x(a)) for a in it.args]
+        if len(bounds) == 1:
+            start, stop, step = "0", bounds[0], None
+        else:
+            start, stop = bounds[0], bounds[1]
+            step = bounds[2] if len(bounds) == 3 else None
+        step_const = None
+        if step is None:
+            step_const = 1
+        else:
+            node = it.args[2]
+            if isinstance(node, ast.Constant):
+                step_const = node.value
+            elif (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub)
+                    and isinstance(node.operand, ast.Constant)):
+                step_const = -node.operand.value
+        if step_const == 0:
+            raise Unsupported("range step 0")
+        if step_const is None:
+            zero = self.tmp()
+            self.emit(f"{zero} = icmp eq i64 {step}, 0")
+            self.fail_if(zero, "value", self.mod.message("range() arg 3 must not be zero"))
+        step_text = str(step_const) if step_const is not None else step
+        counter = self.slot("i64", "i")
+        self.emit(f"store i64 {start}, ptr {counter}")
+        self.declare_var(st.target.id, I64)
+        head, body, end = self.label("for"), self.label("fbody"), self.label("fend")
+        self.br(head)
+        self.start(head)
+        i = self.tmp("i")
+        self.emit(f"{i} = load i64, ptr {counter}")
+        go = self.tmp()
+        if step_const is not None:
+            self.emit(f"{go} = icmp {'slt' if step_const > 0 else 'sgt'} i64 {i}, {stop}")
+        else:
+            up, down, pos = self.tmp(), self.tmp(), self.tmp()
+            self.emit(f"{up} = icmp slt i64 {i}, {stop}")
+            self.emit(f"{down} = icmp sgt i64 {i}, {stop}")
+            self.emit(f"{pos} = icmp sgt i64 {step}, 0")
+            self.emit(f"{go} = select i1 {pos}, i1 {up}, i1 {down}")
+        self.cbr(go, body, end)
+        self.start(body)
+        self.store_var(st.target.id, Val(I64, i))
+        nxt = self.tmp()
+        # (the next value overflowing int64 would end a Python loop: no wrap-around here)
+        self.emit(f"{nxt} = add i64 {i}, {step_text}")
+        self.emit(f"store i64 {nxt}, ptr {counter}")
+        self.block(st.body)
+        self.br(head)
+        self.start(end)
+
+    def s_Raise(self, st: ast.Raise) -> None:
+        exc = st.exc
+        if not (isinstance(exc, ast.Call) and isinstance(exc.func, ast.Name)) or st.cause:
+            raise Unsupported("raise")
+        if exc.func.id == "_RbInterrupted":
+            self.fail("interrupt")
+        elif exc.func.id == "_RbCheckFailed":
+            args = [self.x(a) for a in exc.args]
+            if len(args) < 2 or any(not isinstance(a.t, str) for a in args):
+                raise Unsupported("check arguments")
+            self.fail("check", 0, tuple(args[2:]), check_no=self.convert(args[1], I64),
+                      module=args[0])
+        else:
+            raise Unsupported(f"raise {exc.func.id}")
+        self.dead()
+
+    def s_Assert(self, st: ast.Assert) -> None:
+        if not (st.msg is None or (isinstance(st.msg, ast.Constant)
+                                   and isinstance(st.msg.value, str))):
+            raise Unsupported("assert message")
+        cond = self.truth(self.x(st.test))
+        msg = self.mod.message(st.msg.value if st.msg is not None else "")
+        self.fail_if(self._not(cond), "assert", msg)
+
+    # -- expressions ----------------------------------------------------------
+    def x(self, e: ast.expr) -> Val:
+        method = getattr(self, "x_" + type(e).__name__, None)
+        if method is None:
+            raise Unsupported(type(e).__name__)
+        return method(e)
+
+    def x_Constant(self, e: ast.Constant) -> Val:
+        v = e.value
+        if isinstance(v, bool):
+            return const(BOOL, v)
+        if isinstance(v, int):
+            if not _INT64_MIN <= v <= _INT64_MAX:
+                raise Unsupported("a big int")
+            return const(I64, v)
+        if isinstance(v, float):
+            return const(F64, v)
+        raise Unsupported(f"constant {type(v).__name__}")
+
+    def x_Name(self, e: ast.Name) -> Val:
+        return self.load_var(e.id)
+
+    def x_Attribute(self, e: ast.Attribute) -> Val:
+        if isinstance(e.value, ast.Name) and e.value.id in ("_rb_np", "_rb_math"):
+            if e.attr in _CONSTANTS:
+                return const(F64, _CONSTANTS[e.attr])
+            raise Unsupported(f"{e.value.id}.{e.attr}")
+        if e.attr == "shape":
+            v = self.x(e.value)
+            if not isinstance(v.t, Arr):
+                raise Unsupported("shape of a non-array")
+            return Val(ShapeT(v.t.ndim), dims=v.dims)
+        raise Unsupported(f"attribute {e.attr}")
+
+    def x_Subscript(self, e: ast.Subscript) -> Val:
+        base = self.x(e.value)
+        if isinstance(base.t, ShapeT):
+            idx = e.slice
+            if not (isinstance(idx, ast.Constant) and isinstance(idx.value, int)
+                    and -base.t.ndim <= idx.value < base.t.ndim):
+                raise Unsupported("shape index")
+            return Val(I64, base.dims[idx.value])
+        idx = e.slice.elts if isinstance(e.slice, ast.Tuple) else [e.slice]
+        if any(isinstance(i, ast.Slice) for i in idx):
+            return self.view(base, idx)
+        arr, ptr = self.element(e, base)
+        return self.from_mem(arr, ptr)
+
+    def index(self, node: ast.expr, dim: str) -> str:
+        """An int index into an axis of length ``dim``: negative counts from the end,
+        and with checks on it must fall inside (Numba's ``boundscheck``)."""
+        v = self.x(node)
+        if v.t != I64:
+            raise Unsupported("a non-int index")
+        i = v.ref
+        if not (isinstance(node, ast.Constant) and node.value >= 0):
+            neg, wrapped, fixed = self.tmp(), self.tmp(), self.tmp()
+            self.emit(f"{neg} = icmp slt i64 {i}, 0")
+            self.emit(f"{wrapped} = add i64 {i}, {dim}")
+            self.emit(f"{fixed} = select i1 {neg}, i64 {wrapped}, i64 {i}")
+            i = fixed
+        if self.check:
+            out = self.tmp()
+            self.emit(f"{out} = icmp uge i64 {i}, {dim}")
+            self.fail_if(out, "index")
+        return i
+
+    def view(self, base: Val, idx: list[ast.expr]) -> Val:
+        """``a[i, lo:hi, :]``: a view (no copy) -- ints pick, slices keep an axis, bounds
+        clamped as Python clamps them; steps are left to Numba."""
+        t = base.t
+        if not isinstance(t, Arr) or len(idx) > t.ndim:
+            raise Unsupported("a subarray")
+        idx = list(idx) + [ast.Slice() for _ in range(t.ndim - len(idx))]
+        starts, dims, strides = [], [], []
+        contiguous, seen_slice = t.contiguous, False
+        for k, node in enumerate(idx):
+            if isinstance(node, ast.Slice):
+                if node.step is not None:
+                    raise Unsupported("a slice step")
+                if seen_slice and (node.lower is not None or node.upper is not None):
+                    contiguous = False
+                seen_slice = True
+                lo = self._slice_bound(node.lower, base.dims[k], "0")
+                hi = self._slice_bound(node.upper, base.dims[k], base.dims[k])
+                n, empty, length = self.tmp(), self.tmp(), self.tmp()
+                self.emit(f"{n} = sub i64 {hi}, {lo}")
+                self.emit(f"{empty} = icmp slt i64 {n}, 0")
+                self.emit(f"{length} = select i1 {empty}, i64 0, i64 {n}")
+                dims.append(length)
+                strides.append(base.strides[k])
+                start = lo
+            else:
+                if seen_slice:
+                    contiguous = False
+                start = self.index(node, base.dims[k])
+            starts.append(start)
+        return Val(Arr(t.dtype, len(dims), contiguous), ptr=self.address(base, starts),
+                   dims=tuple(dims), strides=tuple(strides))
+
+    def _slice_bound(self, node: ast.expr | None, dim: str, default: str) -> str:
+        """A slice bound as Python takes it: negative counts from the end, then clamped
+        to ``[0, dim]``."""
+        if node is None:
+            return default
+        v = self.int_value(self.x(node))
+        neg, wrapped, fixed, lo, clamped, hi, r = (self.tmp() for _ in range(7))
+        self.emit(f"{neg} = icmp slt i64 {v}, 0")
+        self.emit(f"{wrapped} = add i64 {v}, {dim}")
+        self.emit(f"{fixed} = select i1 {neg}, i64 {wrapped}, i64 {v}")
+        self.emit(f"{lo} = icmp slt i64 {fixed}, 0")
+        self.emit(f"{clamped} = select i1 {lo}, i64 0, i64 {fixed}")
+        self.emit(f"{hi} = icmp sgt i64 {clamped}, {dim}")
+        self.emit(f"{r} = select i1 {hi}, i64 {dim}, i64 {clamped}")
+        return r
+
+    def element(self, e: ast.Subscript, base: Val | None = None) -> tuple[Arr, str]:
+        """The address of the element ``e`` names (``a[i, j]``), bounds-checked with checks
+        on (Numba's ``boundscheck``); negative indices count from the end, as in Numba."""
+        if base is None:
+            base = self.x(e.value)
+        t = base.t
+        if not isinstance(t, Arr):
+            raise Unsupported("subscript of a non-array")
+        idx = e.slice.elts if isinstance(e.slice, ast.Tuple) else [e.slice]
+        if len(idx) != t.ndim or any(isinstance(i, ast.Slice) for i in idx):
+            raise Unsupported("a subarray")
+        offsets = [self.index(node, base.dims[k]) for k, node in enumerate(idx)]
+        if t.contiguous:
+            flat = offsets[0]
+            for k in range(1, t.ndim):
+                flat = self.mul_add(flat, base.dims[k], offsets[k])
+            ptr = self.tmp("q")
+            self.emit(f"{ptr} = getelementptr {t.mem}, ptr {base.ptr}, i64 {flat}")
+            return t, ptr
+        return t, self.address(base, offsets)
+
+    def address(self, base: Val, starts: list[str]) -> str:
+        """``base``'s data pointer moved by ``starts`` along its axes (through its strides)."""
+        offset = "0"
+        for start, stride in zip(starts, base.strides):
+            offset = self.mul_add(start, stride, offset)
+        ptr = self.tmp("q")
+        self.emit(f"{ptr} = getelementptr i8, ptr {base.ptr}, i64 {offset}")
+        return ptr
+
+    def mul_add(self, a: str, b: str, c: str) -> str:
+        """``a * b + c`` in int64 (index arithmetic)."""
+        m, r = self.tmp(), self.tmp()
+        self.emit(f"{m} = mul i64 {a}, {b}")
+        self.emit(f"{r} = add i64 {m}, {c}")
+        return r
+
+    def from_mem(self, arr: Arr, ptr: str) -> Val:
+        r = self.tmp()
+        self.emit(f"{r} = load {arr.mem}, ptr {ptr}")
+        if arr.dtype == BOOL:
+            b = self.tmp()
+            self.emit(f"{b} = icmp ne i8 {r}, 0")
+            return Val(BOOL, b)
+        return Val(arr.dtype, r)
+
+    def to_mem(self, v: Val, arr: Arr) -> str:
+        if arr.dtype == BOOL:
+            r = self.tmp()
+            self.emit(f"{r} = zext i1 {v.ref} to i8")
+            return r
+        return v.ref
+
+    def x_Tuple(self, e: ast.Tuple) -> Val:
+        dims = tuple(self.int_value(self.x(el)) for el in e.elts)
+        return Val(ShapeT(len(dims)), dims=dims)
+
+    def x_UnaryOp(self, e: ast.UnaryOp) -> Val:
+        v = self.x(e.operand)
+        if isinstance(e.op, ast.Not):
+            return Val(BOOL, self._not(self.truth(v)))
+        if isinstance(e.op, ast.UAdd):
+            return self.convert(v, I64) if v.t == BOOL else v
+        if isinstance(e.op, ast.USub):
+            if v.t == F64:
+                r = self.tmp()
+                self.emit(f"{r} = fneg double {v.ref}")
+                return Val(F64, r)
+            v = self.convert(v, I64)
+            r = self.tmp()
+            self.emit(f"{r} = sub i64 0, {v.ref}")
+            return Val(I64, r)
+        raise Unsupported("unary ~")
+
+    def x_BinOp(self, e: ast.BinOp) -> Val:
+        if isinstance(e.op, ast.Pow) and isinstance(e.right, ast.Constant) \
+                and type(e.right.value) is int:
+            return self.static_power(self.x(e.left), e.right.value)
+        if (isinstance(e.op, ast.Pow) and isinstance(e.right, ast.UnaryOp)
+                and isinstance(e.right.op, ast.USub) and isinstance(e.right.operand, ast.Constant)
+                and type(e.right.operand.value) is int):
+            return self.static_power(self.x(e.left), -e.right.operand.value)
+        return self.binop(e.op, self.x(e.left), self.x(e.right))
+
+    def binop(self, op: ast.operator, a: Val, b: Val) -> Val:
+        if not (isinstance(a.t, str) and isinstance(b.t, str)):
+            raise Unsupported("arithmetic on arrays")
+        if isinstance(op, (ast.BitAnd, ast.BitOr, ast.BitXor)):
+            ins = {ast.BitAnd: "and", ast.BitOr: "or", ast.BitXor: "xor"}[type(op)]
+            if a.t == BOOL and b.t == BOOL:
+                r = self.tmp()
+                self.emit(f"{r} = {ins} i1 {a.ref}, {b.ref}")
+                return Val(BOOL, r)
+            if F64 in (a.t, b.t):
+                raise Unsupported("bit operation on floats")
+            a, b = self.convert(a, I64), self.convert(b, I64)
+            r = self.tmp()
+            self.emit(f"{r} = {ins} i64 {a.ref}, {b.ref}")
+            return Val(I64, r)
+        if isinstance(op, ast.Div):  # true division: floats (Numba raises on a zero divisor)
+            a, b = self.convert(a, F64), self.convert(b, F64)
+            zero = self.tmp()
+            self.emit(f"{zero} = fcmp oeq double {b.ref}, 0.0")
+            self.fail_if(zero, "zerodiv", self.mod.message("division by zero"))
+            r = self.tmp()
+            self.emit(f"{r} = fdiv double {a.ref}, {b.ref}")
+            return Val(F64, r)
+        if isinstance(op, ast.Pow):
+            if F64 in (a.t, b.t):
+                if b.t != F64:  # a float to an int power: Numba multiplies (int_power)
+                    return self.int_power(self.convert(a, F64), self.convert(b, I64))
+                a, b = self.convert(a, F64), self.convert(b, F64)
+                return self.call_math("llvm.pow.f64", a, b)
+            raise Unsupported("int ** int")
+        kind = F64 if F64 in (a.t, b.t) else I64
+        a, b = self.convert(a, kind), self.convert(b, kind)
+        r = self.tmp()
+        if isinstance(op, (ast.Add, ast.Sub, ast.Mult)):
+            ins = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul"}[type(op)]
+            self.emit(f"{r} = {'f' + ins if kind == F64 else ins} {kind} {a.ref}, {b.ref}")
+            return Val(kind, r)
+        if isinstance(op, (ast.FloorDiv, ast.Mod)) and kind == I64:
+            return self.int_divmod(a, b, isinstance(op, ast.FloorDiv))
+        raise Unsupported(f"operator {type(op).__name__} on {kind}")
+
+    def int_divmod(self, a: Val, b: Val, quotient: bool) -> Val:
+        """Python's floor division and modulo of int64, as Numba computes them
+        (``int_divmod_signed``: ``INT64_MIN // -1`` gives 0)."""
+        zero = self.tmp()
+        self.emit(f"{zero} = icmp eq i64 {b.ref}, 0")
+        self.fail_if(zero, "zerodiv", self.mod.message(
+            "integer division by zero" if quotient else "integer modulo by zero"))
+        fn = "rb_ifloordiv" if quotient else "rb_imod"
+        self.mod.declare(fn, runtime_ir.INT_DIVMOD.replace("@rb_fn", f"@{fn}").replace(
+            "RESULT", "%q" if quotient else "%r"))
+        r = self.tmp()
+        self.emit(f"{r} = call i64 @{fn}(i64 {a.ref}, i64 {b.ref})")
+        return Val(I64, r)
+
+    def static_power(self, base: Val, exp: int) -> Val:
+        """``x ** n`` for a literal int ``n``: products unrolled as Numba does
+        (``static_power_impl``); ints are left to Numba."""
+        if base.t != F64 and base.t != I64 and base.t != BOOL:
+            raise Unsupported("power")
+        if base.t != F64:
+            raise Unsupported("int ** literal")
+        if abs(exp) > 0x10000:
+            return self.int_power(base, const(I64, exp))
+        invert, n = exp < 0, abs(exp)
+        res, val = _float_text(1.0), base.ref
+        while n:
+            if n & 1:
+                r = self.tmp()
+                self.emit(f"{r} = fmul double {res}, {val}")
+                res = r
+            n >>= 1
+            v2 = self.tmp()
+            self.emit(f"{v2} = fmul double {val}, {val}")
+            val = v2
+        if invert:
+            r = self.tmp()
+            self.emit(f"{r} = fdiv double 1.0, {res}")
+            res = r
+        return Val(F64, res)
+
+    def int_power(self, base: Val, exp: Val) -> Val:
+        self.mod.declare("rb_fpowi", runtime_ir.FLOAT_INT_POWER)
+        self.mod.declare("llvm.pow.f64", "declare double @llvm.pow.f64(double, double)")
+        r = self.tmp()
+        self.emit(f"{r} = call double @rb_fpowi(double {base.ref}, i64 {exp.ref})")
+        return Val(F64, r)
+
+    def x_BoolOp(self, e: ast.BoolOp) -> Val:
+        """``and`` / ``or`` of bools, short-circuiting as Python does."""
+        is_and = isinstance(e.op, ast.And)
+        end = self.label("bend")
+        incoming = []
+        for k, operand in enumerate(e.values):
+            v = self.x(operand)
+            if v.t != BOOL:
+                raise Unsupported("and/or of non-bools")
+            here = self.current_block()
+            if k == len(e.values) - 1:
+                incoming.append((v.ref, here))
+                self.br(end)
+            else:
+                nxt = self.label("bnext")
+                incoming.append(("false" if is_and else "true", here))
+                if is_and:
+                    self.cbr(v.ref, nxt, end)
+                else:
+                    self.cbr(v.ref, end, nxt)
+                self.start(nxt)
+        self.start(end)
+        r = self.tmp()
+        self.emit(f"{r} = phi i1 " + ", ".join(f"[{v}, %{b}]" for v, b in incoming))
+        return Val(BOOL, r)
+
+    def current_block(self) -> str:
+        for line in reversed(self.lines):
+            if not line.startswith("  "):
+                return line[:-1]
+        return "body"
+
+    def x_Compare(self, e: ast.Compare) -> Val:
+        """A comparison chain, short-circuiting as Python does (each operand once)."""
+        left = self.x(e.left)
+        if len(e.ops) == 1:
+            return Val(BOOL, self.compare(e.ops[0], left, self.x(e.comparators[0])))
+        end = self.label("cend")
+        incoming = []
+        for k, (op, right_e) in enumerate(zip(e.ops, e.comparators)):
+            right = self.x(right_e)
+            c = self.compare(op, left, right)
+            here = self.current_block()
+            if k == len(e.ops) - 1:
+                incoming.append((c, here))
+                self.br(end)
+            else:
+                nxt = self.label("cnext")
+                incoming.append(("false", here))
+                self.cbr(c, nxt, end)
+                self.start(nxt)
+            left = right
+        self.start(end)
+        r = self.tmp()
+        self.emit(f"{r} = phi i1 " + ", ".join(f"[{v}, %{b}]" for v, b in incoming))
+        return Val(BOOL, r)
+
+    def compare(self, op: ast.cmpop, a: Val, b: Val) -> str:
+        if not (isinstance(a.t, str) and isinstance(b.t, str)):
+            raise Unsupported("comparison of arrays")
+        r = self.tmp()
+        if isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)):
+            raise Unsupported("is / in")
+        if a.t == BOOL and b.t == BOOL and isinstance(op, (ast.Eq, ast.NotEq)):
+            self.emit(f"{r} = icmp {'eq' if isinstance(op, ast.Eq) else 'ne'} i1 {a.ref}, {b.ref}")
+            return r
+        if F64 in (a.t, b.t):
+            a, b = self.convert(a, F64), self.convert(b, F64)
+            pred = {ast.Lt: "olt", ast.LtE: "ole", ast.Gt: "ogt", ast.GtE: "oge",
+                    ast.Eq: "oeq", ast.NotEq: "une"}[type(op)]
+            self.emit(f"{r} = fcmp {pred} double {a.ref}, {b.ref}")
+            return r
+        a, b = self.convert(a, I64), self.convert(b, I64)
+        pred = {ast.Lt: "slt", ast.LtE: "sle", ast.Gt: "sgt", ast.GtE: "sge",
+                ast.Eq: "eq", ast.NotEq: "ne"}[type(op)]
+        self.emit(f"{r} = icmp {pred} i64 {a.ref}, {b.ref}")
+        return r
+
+    def x_IfExp(self, e: ast.IfExp) -> Val:
+        cond = self.truth(self.x(e.test))
+        yes, no, end = self.label("ythen"), self.label("yelse"), self.label("yend")
+        self.cbr(cond, yes, no)
+        self.start(yes)
+        a = self.x(e.body)
+        a_end = self.current_block()
+        a_lines = len(self.lines)
+        self.br(end)
+        self.start(no)
+        b = self.x(e.orelse)
+        if not (isinstance(a.t, str) and isinstance(b.t, str)):
+            raise Unsupported("conditional arrays")
+        kind = a.t if a.t == b.t else (F64 if F64 in (a.t, b.t) else I64)
+        b = self.convert(b, kind)
+        b_end = self.current_block()
+        self.br(end)
+        if a.t != kind:  # convert on the first branch, before its jump
+            saved = self.lines[a_lines:]
+            del self.lines[a_lines:]
+            a = self.convert(a, kind)
+            self.lines += saved
+        self.start(end)
+        r = self.tmp()
+        self.emit(f"{r} = phi {kind} [{a.ref}, %{a_end}], [{b.ref}, %{b_end}]")
+        return Val(kind, r)
+
+    # -- calls ----------------------------------------------------------------
+    def x_Call(self, e: ast.Call) -> Val:
+        f = e.func
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
+            owner, name = f.value.id, f.attr
+            if owner in ("_rb_np", "_rb_math", "_rb_libm"):
+                return self.numpy_call(name, e)
+            if name == "copy" and not e.args and not e.keywords:
+                return self.copy(self.x(f.value))
+            raise Unsupported(f"{owner}.{name}")
+        if not isinstance(f, ast.Name) or e.keywords:
+            raise Unsupported("call")
+        name = f.id
+        if name == "len" and e.args and isinstance(e.args[0], ast.Call):
+            args = []
+        else:
+            args = [self.x(a) for a in e.args]
+        if name == "_rb_interrupted" and not args:
+            return self.poll()
+        if name == "_rb_float_shift":
+            return self.float_shift(args)
+        if name in _INT_HELPERS:
+            return self.int_helper(name, args)
+        if name == "abs" and len(args) == 1:
+            v = args[0]
+            if v.t == F64:
+                return self.call_math("llvm.fabs.f64", v)
+            return self._iabs(self.convert(v, I64))
+        if name in ("min", "max") and len(args) == 2:
+            return self.minmax(name, *args)
+        if name == "float" and len(args) == 1:
+            return self.convert(args[0], F64)
+        if name == "bool" and len(args) == 1:
+            return Val(BOOL, self.truth(args[0]))
+        if name == "len" and len(args) == 1 and isinstance(args[0].t, Arr):
+            return Val(I64, args[0].dims[0])
+        if name == "int" and len(args) == 1 and args[0].t in (I64, BOOL):
+            return self.convert(args[0], I64)
+        if (name == "len" and len(e.args) == 1 and isinstance(e.args[0], ast.Call)
+                and isinstance(e.args[0].func, ast.Name) and e.args[0].func.id == "range"):
+            return self.range_length(e.args[0])
+        if name.startswith("_rb_call_"):
+            raise Unsupported("a kernel call in an expression")
+        raise Unsupported(f"call of {name}")
+
+    def range_length(self, e: ast.Call) -> Val:
+        """``len(range(start, stop, step))``, as Python counts it."""
+        if e.keywords or not 1 <= len(e.args) <= 3:
+            raise Unsupported("range")
+        b = [self.int_value(self.x(a)) for a in e.args]
+        start, stop, step = ("0", b[0], "1") if len(b) == 1 else (
+            b[0], b[1], b[2] if len(b) == 3 else "1")
+        zero = self.tmp()
+        self.emit(f"{zero} = icmp eq i64 {step}, 0")
+        self.fail_if(zero, "value", self.mod.message("range() arg 3 must not be zero"))
+        self.mod.declare("rb_range_len", runtime_ir.RANGE_LEN)
+        r = self.tmp()
+        self.emit(f"{r} = call i64 @rb_range_len(i64 {start}, i64 {stop}, i64 {step})")
+        return Val(I64, r)
+
+    def numpy_call(self, name: str, e: ast.Call) -> Val:
+        if name in ("empty", "zeros"):
+            return self.allocate(e, zero=name == "zeros")
+        if e.keywords:
+            raise Unsupported(f"{name} with keywords")
+        args = [self.x(a) for a in e.args]
+        if name == "float64" and len(args) == 1:
+            return self.convert(args[0], F64)
+        if name in _LIBM and len(args) == 1:
+            v = self.convert(args[0], F64)
+            fn = _LIBM[name]
+            if fn in ("exp", "log", "log10", "log2", "sin", "cos"):
+                return self.call_math(f"llvm.{fn}.f64", v)  # Numba's intrinsics
+            return self.call_math(fn, v)
+        if name in _LIBM2 and len(args) == 2:
+            a, b = self.convert(args[0], F64), self.convert(args[1], F64)
+            return self.call_math(_LIBM2[name], a, b)
+        raise Unsupported(f"numpy/math {name}")
+
+    def call_math(self, fn: str, *args: Val) -> Val:
+        params = ", ".join("double" for _ in args)
+        self.mod.declare(fn, f"declare double @{fn}({params})")
+        r = self.tmp()
+        self.emit(f"{r} = call double @{fn}({', '.join('double ' + a.ref for a in args)})")
+        return Val(F64, r)
+
+    def minmax(self, name: str, a: Val, b: Val) -> Val:
+        """Python's two-argument ``min``/``max`` as Numba's ``do_minmax``: ``b`` if
+        ``b < a`` (``b > a``), else ``a`` -- a nan second argument loses."""
+        if not (isinstance(a.t, str) and isinstance(b.t, str)):
+            raise Unsupported("min/max of arrays")
+        kind = a.t if a.t == b.t else (F64 if F64 in (a.t, b.t) else I64)
+        if kind == BOOL:
+            kind = I64  # (Numba unifies bools to... leave it to Numba)
+            raise Unsupported("min/max of bools")
+        a, b = self.convert(a, kind), self.convert(b, kind)
+        c = self.compare(ast.Lt() if name == "min" else ast.Gt(), b, a)
+        r = self.tmp()
+        self.emit(f"{r} = select i1 {c}, {kind} {b.ref}, {kind} {a.ref}")
+        return Val(kind, r)
+
+    def float_shift(self, args: list[Val]) -> Val:
+        """``runtime.float_shift``: ``old +/- value``, then the finiteness test."""
+        if len(args) != 5 or args[0].t != F64:
+            raise Unsupported("float shift")
+        old, value = args[0], self.convert(args[1], F64)
+        sub_node = args[2]
+        if sub_node.ref not in ("true", "false"):
+            raise Unsupported("float shift direction")
+        k = self.convert(args[4], I64)
+        new = self.tmp()
+        self.emit(f"{new} = {'fsub' if sub_node.ref == 'true' else 'fadd'} double "
+                  f"{old.ref}, {value.ref}")
+        self.mod.declare("llvm.fabs.f64", "declare double @llvm.fabs.f64(double)")
+        finite = self._finite(new)
+        bad, ok = self.label("shiftbad"), self.label("shiftok")
+        self.emit(f"br i1 {finite}, label %{ok}, label %{bad}, !prof !1")
+        self.start(bad)
+        v_fin = self._finite(value.ref)
+        vbad, vok = self.label("valbad"), self.label("valok")
+        self.cbr(v_fin, vok, vbad)
+        self.start(vbad)
+        self.fail("check", 0, (const(I64, 0), value), check_no=k, module=args[3])
+        self.start(vok)
+        o_fin = self._finite(old.ref)
+        obad = self.label("oldbad")
+        self.cbr(o_fin, obad, ok)
+        self.start(obad)
+        k1 = self.tmp()
+        self.emit(f"{k1} = add i64 {k.ref}, 1")
+        self.fail("check", 0, (old, Val(F64, new)), check_no=Val(I64, k1), module=args[3])
+        self.start(ok)
+        return Val(F64, new)
+
+    def _finite(self, ref: str) -> str:
+        a, c = self.tmp(), self.tmp()
+        self.emit(f"{a} = call double @llvm.fabs.f64(double {ref})")
+        self.emit(f"{c} = fcmp olt double {a}, 0x7FF0000000000000")
+        return c
+
+    def int_helper(self, name: str, args: list[Val]) -> Val:
+        """The checked int64 operations (``runtime.int_add`` ...): the exact result, or
+        check ``k`` fails with the operands."""
+        n = _INT_HELPERS[name]
+        if len(args) != n + 2:
+            raise Unsupported(name)
+        ops = [self.convert(a, I64) for a in args[:n]]
+        k = self.convert(args[n + 1], I64)
+        module = args[n]
+        if name in ("_rb_iadd", "_rb_isub", "_rb_imul"):
+            op = {"_rb_iadd": "sadd", "_rb_isub": "ssub", "_rb_imul": "smul"}[name]
+            intr = f"llvm.{op}.with.overflow.i64"
+            self.mod.declare(intr, f"declare {{i64, i1}} @{intr}(i64, i64)")
+            pair, r, o = self.tmp(), self.tmp(), self.tmp()
+            self.emit(f"{pair} = call {{i64, i1}} @{intr}(i64 {ops[0].ref}, i64 {ops[1].ref})")
+            self.emit(f"{r} = extractvalue {{i64, i1}} {pair}, 0")
+            self.emit(f"{o} = extractvalue {{i64, i1}} {pair}, 1")
+            self.fail_if(o, "check", 0, tuple(ops), check_no=k, module=module)
+            return Val(I64, r)
+        if name in ("_rb_ineg", "_rb_iabs"):
+            a = ops[0]
+            is_min = self.tmp()
+            self.emit(f"{is_min} = icmp eq i64 {a.ref}, {_INT64_MIN}")
+            self.fail_if(is_min, "check", 0, (a, a), check_no=k, module=module)
+            if name == "_rb_ineg":
+                r = self.tmp()
+                self.emit(f"{r} = sub i64 0, {a.ref}")
+                return Val(I64, r)
+            return self._iabs(a)
+        if name == "_rb_ifloordiv":
+            a, b = ops
+            m1, mn, both = self.tmp(), self.tmp(), self.tmp()
+            self.emit(f"{m1} = icmp eq i64 {b.ref}, -1")
+            self.emit(f"{mn} = icmp eq i64 {a.ref}, {_INT64_MIN}")
+            self.emit(f"{both} = and i1 {m1}, {mn}")
+            self.fail_if(both, "check", 0, (a, b), check_no=k, module=module)
+            return self.int_divmod(a, b, True)
+        if name == "_rb_ipow":
+            self.mod.declare("llvm.smul.with.overflow.i64",
+                             "declare {i64, i1} @llvm.smul.with.overflow.i64(i64, i64)")
+            self.mod.declare("rb_ipow", runtime_ir.CHECKED_INT_POWER)
+            a, b = ops
+            flag, r, bad = self.slot("i1", "f"), self.tmp(), self.tmp()
+            self.emit(f"{r} = call i64 @rb_ipow(i64 {a.ref}, i64 {b.ref}, ptr {flag})")
+            self.emit(f"{bad} = load i1, ptr {flag}")
+            self.fail_if(bad, "check", 0, (a, b), check_no=k, module=module)
+            return Val(I64, r)
+        raise Unsupported(name)
+
+    def _iabs(self, a: Val) -> Val:
+        neg, n, r = self.tmp(), self.tmp(), self.tmp()
+        self.emit(f"{neg} = icmp slt i64 {a.ref}, 0")
+        self.emit(f"{n} = sub i64 0, {a.ref}")
+        self.emit(f"{r} = select i1 {neg}, i64 {n}, i64 {a.ref}")
+        return Val(I64, r)
+
+    def poll(self) -> Val:
+        """``runtime.interrupted``: every POLL_EVERY-th poll asks CPython whether Ctrl-C
+        was pressed (only while this thread holds the GIL), as the Numba backend does."""
+        self.mod.declare("rb_poll", runtime_ir.POLL.replace("EVERY", str(runtime.POLL_EVERY - 1)))
+        r = self.tmp()
+        self.emit(f"{r} = call i1 @rb_poll()")
+        return Val(BOOL, r)
+
+    def allocate(self, e: ast.Call, zero: bool) -> Val:
+        kw = {k.arg: k.value for k in e.keywords}
+        if len(e.args) != 1 or set(kw) - {"dtype"}:
+            raise Unsupported("allocation")
+        dt = kw.get("dtype")
+        if dt is None:
+            dtype = F64
+        elif (isinstance(dt, ast.Attribute) and isinstance(dt.value, ast.Name)
+                and dt.value.id == "_rb_np" and dt.attr in _DTYPES):
+            dtype = _DTYPES[dt.attr]
+        else:
+            raise Unsupported("dtype")
+        shape = self.x(e.args[0])
+        if isinstance(shape.t, str):
+            shape = Val(ShapeT(1), dims=(self.int_value(shape),))
+        if not isinstance(shape.t, ShapeT):
+            raise Unsupported("shape")
+        return self.new_array(Arr(dtype, shape.t.ndim, True), shape.dims, zero)
+
+    def new_array(self, t: Arr, dims: tuple[str, ...], zero: bool) -> Val:
+        count = "1"
+        for d in dims:
+            neg = self.tmp()
+            self.emit(f"{neg} = icmp slt i64 {d}, 0")
+            self.fail_if(neg, "value", self.mod.message("negative dimensions not allowed"))
+            c = self.tmp()
+            self.emit(f"{c} = mul i64 {count}, {d}")
+            count = c
+        nbytes, p = self.tmp(), self.tmp("arr")
+        self.emit(f"{nbytes} = mul i64 {count}, {t.item_bytes}")
+        self.emit(f"{p} = call ptr @rb_alloc(ptr %arena, i64 {nbytes})")
+        isnull = self.tmp()
+        self.emit(f"{isnull} = icmp eq ptr {p}, null")
+        self.fail_if(isnull, "value", self.mod.message("out of memory"))
+        if zero:
+            self.emit(f"call void @llvm.memset.p0.i64(ptr {p}, i8 0, i64 {nbytes}, i1 false)")
+        strides, acc = [], str(t.item_bytes)
+        for d in reversed(dims):
+            strides.append(acc)
+            s = self.tmp()
+            self.emit(f"{s} = mul i64 {acc}, {d}")
+            acc = s
+        return Val(t, ptr=p, dims=tuple(dims), strides=tuple(reversed(strides)))
+
+    def copy(self, v: Val) -> Val:
+        """``a.copy()``: a new C-contiguous array with ``a``'s elements."""
+        if not isinstance(v.t, Arr):
+            raise Unsupported("copy of a non-array")
+        t = Arr(v.t.dtype, v.t.ndim, True)
+        new = self.new_array(t, v.dims, zero=False)
+        # one loop per axis, element by element (strided source)
+        counters = []
+        ends = []
+        for k in range(t.ndim):
+            c = self.slot("i64", "c")
+            self.emit(f"store i64 0, ptr {c}")
+            head, body, end = self.label("cph"), self.label("cpb"), self.label("cpe")
+            self.br(head)
+            self.start(head)
+            i = self.tmp()
+            self.emit(f"{i} = load i64, ptr {c}")
+            go = self.tmp()
+            self.emit(f"{go} = icmp slt i64 {i}, {v.dims[k]}")
+            self.cbr(go, body, end)
+            self.start(body)
+            counters.append((c, i, head))
+            ends.append(end)
+        src_off, dst_off = "0", "0"
+        for k, (_, i, _) in enumerate(counters):
+            a, b, c2, d = self.tmp(), self.tmp(), self.tmp(), self.tmp()
+            self.emit(f"{a} = mul i64 {i}, {v.strides[k]}")
+            self.emit(f"{b} = add i64 {src_off}, {a}")
+            self.emit(f"{c2} = mul i64 {i}, {new.strides[k]}")
+            self.emit(f"{d} = add i64 {dst_off}, {c2}")
+            src_off, dst_off = b, d
+        sp, dp, val = self.tmp(), self.tmp(), self.tmp()
+        self.emit(f"{sp} = getelementptr i8, ptr {v.ptr}, i64 {src_off}")
+        self.emit(f"{dp} = getelementptr i8, ptr {new.ptr}, i64 {dst_off}")
+        self.emit(f"{val} = load {t.mem}, ptr {sp}")
+        self.emit(f"store {t.mem} {val}, ptr {dp}")
+        for (c, i, head), end in zip(reversed(counters), reversed(ends)):
+            n = self.tmp()
+            self.emit(f"{n} = add i64 {i}, 1")
+            self.emit(f"store i64 {n}, ptr {c}")
+            self.br(head)
+            self.start(end)
+        return new
+
+    def call_kernel(self, e: ast.Call) -> list[Val]:
+        """``a, b = _rb_call_g_<key>(a, b, atol, rtol)``: the callee lowered into this
+        module; scalars passed through slots, arrays by pointer, a failure passed on."""
+        if e.keywords:
+            raise Unsupported("keywords")
+        callee = self.k.resolve(e.func.id)
+        if callee is None:
+            raise Unsupported(f"callee {e.func.id}")
+        args = [self.x(a) for a in e.args]
+        types = tuple(a.t for a in args)
+        if any(isinstance(t, ShapeT) for t in types):
+            raise Unsupported("a shape argument")
+        name, returns = self.mod.kernel(callee, types)
+        call_args, slots = ["ptr %err"], []
+        for a in args:
+            if isinstance(a.t, Arr):
+                call_args.append(f"ptr {a.ptr}")
+                call_args += [f"i64 {d}" for d in (*a.dims, *a.strides)]
+                slots.append(None)
+            else:
+                s = self.slot("i64", "arg")
+                if a.t == BOOL:
+                    w = self.tmp()
+                    self.emit(f"{w} = zext i1 {a.ref} to i64")
+                    self.emit(f"store i64 {w}, ptr {s}")
+                else:
+                    self.emit(f"store {a.t} {a.ref}, ptr {s}")
+                call_args.append(f"ptr {s}")
+                slots.append(s)
+        st = self.tmp()
+        self.emit(f"{st} = call i32 @{name}({', '.join(call_args)})")
+        failed = self.tmp()
+        self.emit(f"{failed} = icmp ne i32 {st}, 0")
+        bad, ok = self.label("callbad"), self.label("callok")
+        self.emit(f"br i1 {failed}, label %{bad}, label %{ok}, !prof !0")
+        self.start(bad)
+        self.emit(f"store i32 {st}, ptr %status")
+        self.br("exit")
+        self.start(ok)
+        out = []
+        for j in returns:
+            a = args[j]
+            if isinstance(a.t, Arr):
+                out.append(a)
+            elif a.t == BOOL:
+                w, b = self.tmp(), self.tmp()
+                self.emit(f"{w} = load i64, ptr {slots[j]}")
+                self.emit(f"{b} = trunc i64 {w} to i1")
+                out.append(Val(BOOL, b))
+            else:
+                r = self.tmp()
+                self.emit(f"{r} = load {a.t}, ptr {slots[j]}")
+                out.append(Val(a.t, r))
+        return out
+
+    # -- conversions ----------------------------------------------------------
+    def convert(self, v: Val, to: str) -> Val:
+        if v.t == to:
+            return v
+        if not isinstance(v.t, str):
+            raise Unsupported("an array where a number is expected")
+        r = self.tmp()
+        if to == F64:
+            ins = "uitofp i1" if v.t == BOOL else "sitofp i64"
+            self.emit(f"{r} = {ins} {v.ref} to double")
+        elif to == I64:
+            if v.t != BOOL:
+                raise Unsupported("float to int")
+            self.emit(f"{r} = zext i1 {v.ref} to i64")
+        elif to == BOOL:
+            return Val(BOOL, self.truth(v))
+        else:
+            raise Unsupported(f"convert to {to}")
+        return Val(to, r)
+
+    def int_value(self, v: Val) -> str:
+        if v.t not in (I64, BOOL):
+            raise Unsupported("a non-int bound or size")
+        return self.convert(v, I64).ref
+
+    def truth(self, v: Val) -> str:
+        if v.t == BOOL:
+            return v.ref
+        r = self.tmp()
+        if v.t == I64:
+            self.emit(f"{r} = icmp ne i64 {v.ref}, 0")
+        elif v.t == F64:
+            self.emit(f"{r} = fcmp une double {v.ref}, 0.0")
+        else:
+            raise Unsupported("truth of an array")
+        return r
+
+
+def _llname(name: str) -> str:
+    """``name`` as an LLVM identifier (Python's may hold any letter; LLVM's are ASCII)."""
+    if name.isascii() and name.replace("_", "").isalnum():
+        return name
+    return "u" + name.encode().hex()
+
+
+
+
+
+
+
+
+def entry_point(mod: ModuleBuilder, kernel_name: str, types: tuple[Type, ...]) -> str:
+    """``i32 @entry(ptr slots, ptr err)``: the kernel called with its arguments unpacked
+    from one array of 8-byte slots (a scalar: one slot, in and out; an array: its data
+    pointer, shape, then strides), the layout :mod:`.engine` fills."""
+    lines = ["define i32 @rb_entry(ptr %slots, ptr %err) {", "entry:"]
+    args, k = ["ptr %err"], 0
+    for t in types:
+        if isinstance(t, Arr):
+            p = f"%s{k}"
+            lines.append(f"  {p} = getelementptr i64, ptr %slots, i64 {k}")
+            lines.append(f"  {p}.v = load ptr, ptr {p}")
+            args.append(f"ptr {p}.v")
+            k += 1
+            for _ in range(2 * t.ndim):
+                q = f"%s{k}"
+                lines.append(f"  {q} = getelementptr i64, ptr %slots, i64 {k}")
+                lines.append(f"  {q}.v = load i64, ptr {q}")
+                args.append(f"i64 {q}.v")
+                k += 1
+        else:
+            p = f"%s{k}"
+            lines.append(f"  {p} = getelementptr i64, ptr %slots, i64 {k}")
+            args.append(f"ptr {p}")
+            k += 1
+    lines += [f"  %st = call i32 @{kernel_name}({', '.join(args)})", "  ret i32 %st", "}"]
+    return "\n".join(lines)
+
+
+_METADATA = '!0 = !{!"branch_weights", i32 1, i32 2000}\n!1 = !{!"branch_weights", i32 2000, i32 1}\n'
+
+
+def lower_module(k: Kernel, types: tuple[Type, ...]) -> tuple[str, tuple, list[str]]:
+    """LLVM IR for ``k`` called with ``types``: the module's text, the returned parameter
+    indices, and the module's message table."""
+    mod = ModuleBuilder()
+    name, returns = mod.kernel(k, types)
+    text = mod.text() + entry_point(mod, name, types) + "\n" + _METADATA
+    return text, returns, mod.messages

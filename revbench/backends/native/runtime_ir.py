@@ -1,0 +1,196 @@
+"""LLVM IR of the small functions lowered kernels call: the allocation arena, Python's
+integer division, power by squaring, ``len(range(...))``, checked integer power and the
+Ctrl-C poll -- each written once as LLVM text, declared into a module when first used
+(:meth:`revbench.backends.native.lower.ModuleBuilder.declare`)."""
+
+#: the arena every kernel allocates from (a linked list of malloc'ed blocks, freed on return)
+RUNTIME = """
+declare ptr @malloc(i64)
+declare void @free(ptr)
+declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)
+define internal ptr @rb_alloc(ptr %arena, i64 %bytes) {
+entry:
+  %n = add i64 %bytes, 16
+  %b = call ptr @malloc(i64 %n)
+  %isnull = icmp eq ptr %b, null
+  br i1 %isnull, label %oom, label %ok
+oom:
+  ret ptr null
+ok:
+  %head = load ptr, ptr %arena
+  store ptr %head, ptr %b
+  store ptr %b, ptr %arena
+  %data = getelementptr i8, ptr %b, i64 16
+  ret ptr %data
+}
+define internal void @rb_free_all(ptr %arena) {
+entry:
+  %h0 = load ptr, ptr %arena
+  br label %loop
+loop:
+  %h = phi ptr [%h0, %entry], [%next, %body]
+  %done = icmp eq ptr %h, null
+  br i1 %done, label %out, label %body
+body:
+  %next = load ptr, ptr %h
+  call void @free(ptr %h)
+  br label %loop
+out:
+  ret void
+}
+"""
+
+#: Python's floor division / modulo of int64, as Numba's ``int_divmod_signed``
+INT_DIVMOD = """
+define internal i64 @rb_fn(i64 %x, i64 %y) alwaysinline {
+entry:
+  %xmin = icmp eq i64 %x, -9223372036854775808
+  %ym1 = icmp eq i64 %y, -1
+  %ovf = and i1 %xmin, %ym1
+  br i1 %ovf, label %zero, label %div
+zero:
+  ret i64 0
+div:
+  %q0 = sdiv i64 %x, %y
+  %r0 = srem i64 %x, %y
+  %rnz = icmp ne i64 %r0, 0
+  %xr = xor i64 %y, %r0
+  %sd = icmp slt i64 %xr, 0
+  %fix = and i1 %rnz, %sd
+  %q1 = sub i64 %q0, 1
+  %r1 = add i64 %r0, %y
+  %q = select i1 %fix, i64 %q1, i64 %q0
+  %r = select i1 %fix, i64 %r1, i64 %r0
+  ret i64 RESULT
+}"""
+
+#: len(range(start, stop, step)) for step != 0
+RANGE_LEN = """
+define internal i64 @rb_range_len(i64 %a, i64 %b, i64 %s) {
+entry:
+  %up = icmp sgt i64 %s, 0
+  %lo = select i1 %up, i64 %a, i64 %b
+  %hi = select i1 %up, i64 %b, i64 %a
+  %ms = sub i64 0, %s
+  %step = select i1 %up, i64 %s, i64 %ms
+  %empty = icmp sle i64 %hi, %lo
+  %d = sub i64 %hi, %lo
+  %d1 = sub i64 %d, 1
+  %q = udiv i64 %d1, %step
+  %n = add i64 %q, 1
+  %r = select i1 %empty, i64 0, i64 %n
+  ret i64 %r
+}"""
+
+#: a float to a (non-literal) int power, as Numba's ``int_power_impl``
+FLOAT_INT_POWER = """
+define internal double @rb_fpowi(double %a, i64 %b) {
+entry:
+  %neg = icmp slt i64 %b, 0
+  %nb = sub i64 0, %b
+  %e0 = select i1 %neg, i64 %nb, i64 %b
+  %big = icmp sgt i64 %e0, 65536
+  br i1 %big, label %generic, label %loop
+generic:
+  %fb = sitofp i64 %b to double
+  %p = call double @llvm.pow.f64(double %a, double %fb)
+  ret double %p
+loop:
+  %r = phi double [1.0, %entry], [%r2, %next]
+  %x = phi double [%a, %entry], [%x2, %next]
+  %e = phi i64 [%e0, %entry], [%e2, %next]
+  %more = icmp ne i64 %e, 0
+  br i1 %more, label %step, label %done
+step:
+  %bit = and i64 %e, 1
+  %odd = icmp ne i64 %bit, 0
+  %rm = fmul double %r, %x
+  %r2 = select i1 %odd, double %rm, double %r
+  %e2 = lshr i64 %e, 1
+  %x2 = fmul double %x, %x
+  br label %next
+next:
+  br label %loop
+done:
+  br i1 %neg, label %inv, label %plain
+inv:
+  %ri = fdiv double 1.0, %r
+  ret double %ri
+plain:
+  ret double %r
+}"""
+
+#: ``runtime.int_pow``: a ** n for n >= 0 (codegen checks the sign), every product
+#: checked; sets *bad on overflow
+CHECKED_INT_POWER = """
+define internal i64 @rb_ipow(i64 %a, i64 %n, ptr %bad) {
+entry:
+  store i1 false, ptr %bad
+  %n0 = icmp eq i64 %n, 0
+  %a1 = icmp eq i64 %a, 1
+  %one = or i1 %n0, %a1
+  br i1 %one, label %ret1, label %t0
+ret1:
+  ret i64 1
+t0:
+  %az = icmp eq i64 %a, 0
+  br i1 %az, label %ret0, label %tm1
+ret0:
+  ret i64 0
+tm1:
+  %am1 = icmp eq i64 %a, -1
+  br i1 %am1, label %sign, label %tbig
+sign:
+  %odd = and i64 %n, 1
+  %isodd = icmp ne i64 %odd, 0
+  %s = select i1 %isodd, i64 -1, i64 1
+  ret i64 %s
+tbig:
+  %big = icmp sge i64 %n, 64
+  br i1 %big, label %fail, label %loop
+fail:
+  store i1 true, ptr %bad
+  ret i64 0
+loop:
+  %r = phi i64 [1, %tbig], [%r2, %ok]
+  %i = phi i64 [0, %tbig], [%i2, %ok]
+  %more = icmp slt i64 %i, %n
+  br i1 %more, label %mul, label %done
+mul:
+  %pr = call {i64, i1} @llvm.smul.with.overflow.i64(i64 %r, i64 %a)
+  %r2 = extractvalue {i64, i1} %pr, 0
+  %o = extractvalue {i64, i1} %pr, 1
+  %i2 = add i64 %i, 1
+  br i1 %o, label %fail, label %ok
+ok:
+  br label %loop
+done:
+  ret i64 %r
+}"""
+
+#: Ctrl-C polling: a countdown, then CPython's signal check where this thread holds the GIL
+POLL = """
+@rb_poll_countdown = internal global i32 0
+declare i32 @PyGILState_Check()
+declare i32 @PyErr_CheckSignals()
+define internal i1 @rb_poll() noinline {
+entry:
+  %left = load atomic i32, ptr @rb_poll_countdown monotonic, align 4
+  %due = icmp sle i32 %left, 0
+  br i1 %due, label %ask, label %count
+count:
+  %l1 = sub i32 %left, 1
+  store atomic i32 %l1, ptr @rb_poll_countdown monotonic, align 4
+  ret i1 false
+ask:
+  store atomic i32 EVERY, ptr @rb_poll_countdown monotonic, align 4
+  %held = call i32 @PyGILState_Check()
+  %has = icmp ne i32 %held, 0
+  br i1 %has, label %check, label %no
+check:
+  %r = call i32 @PyErr_CheckSignals()
+  %hit = icmp ne i32 %r, 0
+  ret i1 %hit
+no:
+  ret i1 false
+}"""

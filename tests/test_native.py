@@ -1,0 +1,376 @@
+"""The native code generator (revbench.backends.native): generated kernels compiled to
+LLVM IR by revbench itself, with Numba's dispatcher as the fallback.
+
+Every Numba-backend test of the suite runs through the native path already (it is the
+default); these tests compare it with the Numba-compiled kernels directly
+(``REVBENCH_NATIVE=0`` on the same function), bit for bit, for values, gradients and
+errors, and check what it covers, what it refuses, and its disk cache.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import program_gen
+import pytest
+from hypothesis import HealthCheck, given, note, settings
+
+import revbench
+from revbench.backends.native import engine, lower
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def define(source: str, **options):
+    fns = revbench.define(textwrap.dedent(source), {"np": np, "math": math}, backend="numba",
+                          **options)
+    return list(fns.values())[-1]
+
+
+def copies(args):
+    return tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
+
+
+def outcome(fn, args):
+    """What ``fn(*args)`` gives: its results, or its error's type and message, and the
+    arguments afterwards (a failed call must leave them as they were)."""
+    args = copies(args)
+    try:
+        out = fn(*args)
+    except Exception as exc:
+        return ("raised", type(exc).__name__, str(exc), args)
+    return ("returned", out, args)
+
+
+def same(a, b) -> bool:
+    """Bit-for-bit equality of nested results (nan equal to nan)."""
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, np.ndarray):
+        return (isinstance(b, np.ndarray) and a.dtype == b.dtype and a.shape == b.shape
+                and a.tobytes() == b.tobytes())
+    if isinstance(a, float) and isinstance(b, float):
+        return np.float64(a).tobytes() == np.float64(b).tobytes()
+    return type(a) is type(b) and a == b
+
+
+def both_paths(monkeypatch, fn, args):
+    """``fn(*args)`` through the native path and through Numba's own compiled kernel."""
+    monkeypatch.setenv("REVBENCH_NATIVE", "1")
+    native = outcome(fn, args)
+    monkeypatch.setenv("REVBENCH_NATIVE", "0")
+    numba = outcome(fn, args)
+    monkeypatch.setenv("REVBENCH_NATIVE", "1")
+    return native, numba
+
+
+@pytest.fixture
+def counted():
+    """engine.stats and engine.refused as this test changes them."""
+    before = dict(engine.stats), dict(engine.refused)
+
+    def delta():
+        stats = {k: engine.stats[k] - before[0].get(k, 0) for k in engine.stats}
+        refused = {k: v - before[1].get(k, 0) for k, v in engine.refused.items()
+                   if v != before[1].get(k, 0)}
+        return stats, refused
+
+    return delta
+
+
+# --------------------------------------------------------------------------------------
+# what it covers: values and gradients, bit for bit with Numba's kernels
+# --------------------------------------------------------------------------------------
+PROGRAM = """
+def norm_rows(r, x, w):
+    n, d = x.shape
+    for i in range(n):
+        with routine:
+            t = np.zeros(d)
+            t += x[i] * w              # a row: a view, no copy
+            s = 0.0
+            for j in range(d):
+                s += t[j] * t[j]
+        r[i] += math.sqrt(s) + np.tanh(x[i, 0]) ** 2 - min(s, 1.5)
+        ~routine
+
+def model(loss, r, x, w, k):
+    norm_rows(r, x, w)
+    for i in range(r.shape[0] - 1, -1, -1):
+        loss += r[i] * r[i] / (1.0 + i)
+    r[0], r[1] = r[1], r[0]
+    k += 3
+"""
+
+
+def test_a_program_with_views_callees_and_checks_runs_natively(monkeypatch, counted):
+    f = define(PROGRAM)
+    rng = np.random.default_rng(1)
+    args = (0.0, np.zeros(5), rng.normal(size=(5, 3)), rng.normal(size=3), 4)
+    native, numba = both_paths(monkeypatch, f, args)
+    stats, refused = counted()
+    assert native[0] == "returned" and same(native, numba)
+    assert stats["compiled"] + stats["loaded"] >= 1 and not refused, (stats, refused)
+    assert native[1][4] == 7  # ints come back as Python ints
+
+    vg = revbench.value_and_grad(f, loss="loss", wrt=("x", "w"))
+    native, numba = both_paths(monkeypatch, vg, args)
+    assert native[0] == "returned" and same(native, numba)
+    # and against finite differences
+    (_, grads) = native[1]
+    gw = grads[3]
+    e = np.zeros(3)
+    e[1] = 1e-6
+    lo = f(0.0, np.zeros(5), args[2], args[3] - e, 4)[0]
+    hi = f(0.0, np.zeros(5), args[2], args[3] + e, 4)[0]
+    assert gw[1] == pytest.approx((hi - lo) / 2e-6, rel=1e-5)
+
+
+def test_inverse_and_unchecked_code_agree_with_numba(monkeypatch):
+    for check in (True, False):
+        f = define(PROGRAM, check=check)
+        rng = np.random.default_rng(2)
+        args = (0.5, np.zeros(4), rng.normal(size=(4, 2)), rng.normal(size=2), -3)
+        fwd = outcome(f, args)
+        assert fwd[0] == "returned"
+        native, numba = both_paths(monkeypatch, ~f, fwd[1])
+        assert native[0] == "returned" and same(native, numba)
+        assert same(native[1], copies(args)[:1] + native[1][1:]) or check is False
+
+
+def test_strided_arguments_and_negative_indices(monkeypatch):
+    f = define("""
+        def g(y, x, A):
+            for i in range(x.shape[0]):
+                y[i] += x[-1 - i] * A[i, -1]
+    """)
+    A = np.arange(24.0).reshape(4, 6)
+    args = (np.zeros(3), A[1:, ::2][:, 0].copy(), A[:, ::2])  # a strided 2-D argument
+    assert not args[2].flags.c_contiguous
+    native, numba = both_paths(monkeypatch, f, args)
+    assert native[0] == "returned" and same(native, numba)
+
+
+# --------------------------------------------------------------------------------------
+# errors: the same error as Numba's kernel, the arguments restored
+# --------------------------------------------------------------------------------------
+ERRORS = {
+    "dirty ancilla": ("""
+        def f(y, x):
+            t = 0.0
+            t += x[0]
+            y += t
+            del t
+    """, (0.0, np.array([2.0]))),
+    "float overflow": ("""
+        def f(y, x):
+            for i in range(x.shape[0]):
+                y += x[i] * 1e308
+    """, (0.0, np.array([1.5, 1.5, 1.0]))),
+    "int overflow": ("""
+        def f(n, k):
+            n += k * 4
+    """, (1, 2**62)),
+    "index": ("""
+        def f(y, x, i):
+            y += x[i]
+    """, (0.0, np.ones(3), 3)),
+    "zero division": ("""
+        def f(y, x):
+            y += 1.0 / x[1]
+    """, (0.0, np.array([1.0, 0.0]))),
+    "assert": ("""
+        def f(y, x):
+            assert x[0] > 0, "x must be positive"
+            y += x[0]
+    """, (0.0, np.array([-1.0]))),
+    "element postcondition": ("""
+        def f(x, n):
+            for i in range(n):
+                x[i] += 1.0
+            for i in range(n):
+                x[i] -= 2.0
+            t = np.zeros(n)
+            t += x
+            t -= x
+            t += 1.0
+            del t
+    """, (np.zeros(3), 3)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ERRORS))
+def test_a_failing_check_raises_what_numba_raises(monkeypatch, case):
+    source, args = ERRORS[case]
+    f = define(source)
+    native, numba = both_paths(monkeypatch, f, args)
+    assert native[0] == "raised", native
+    assert native[1:3] == numba[1:3]
+    assert same(native[3], copies(args)), "the arguments were not restored"
+
+
+def test_gradient_errors_agree(monkeypatch):
+    f = define("""
+        def f(y, x):
+            t = 0.0
+            t += x[0] * x[0]
+            y += t
+            t -= x[0]
+            del t
+    """)
+    g = revbench.grad(f, loss="y", wrt="x")
+    native, numba = both_paths(monkeypatch, g, (0.0, np.array([3.0])))
+    assert native[0] == numba[0] == "raised" and native[1:3] == numba[1:3]
+
+
+# --------------------------------------------------------------------------------------
+# generated programs: the native path against Numba's kernels
+# --------------------------------------------------------------------------------------
+COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                    HealthCheck.data_too_large,
+                                                    HealthCheck.filter_too_much])
+
+
+def check_generated(p: program_gen.GeneratedProgram, monkeypatch) -> None:
+    note(f"program ({p.mode}):\n{p.source}\nargs = {p.args!r}")
+    fns = revbench.define(p.source, {"np": np, "math": math}, backend="numba",
+                          filename=f"<native-{abs(hash(p.source))}>")
+    f = fns[p.name]
+    native, numba = both_paths(monkeypatch, f, p.fresh_args())
+    assert native[0] == numba[0], (native, numba)
+    if native[0] == "raised":
+        assert native[1:3] == numba[1:3]
+        return
+    assert same(native, numba), (native, numba)
+    back_native, back_numba = both_paths(monkeypatch, ~f, native[1])
+    assert same(back_native, back_numba)
+
+
+@settings(max_examples=12, **COMMON)
+@given(program_gen.programs())
+def test_generated_programs_agree_with_numba_bit_for_bit(p):
+    with pytest.MonkeyPatch.context() as mp:
+        check_generated(p, mp)
+
+
+@pytest.mark.slow
+@settings(max_examples=150, **COMMON)
+@given(program_gen.programs())
+def test_many_generated_programs_agree_with_numba(p):
+    with pytest.MonkeyPatch.context() as mp:
+        check_generated(p, mp)
+
+
+# --------------------------------------------------------------------------------------
+# what it leaves to Numba, and the disk cache
+# --------------------------------------------------------------------------------------
+def test_what_the_lowering_refuses_runs_on_numba(monkeypatch, counted):
+    def cube_plus(v):
+        return v * v * v + 1.0
+
+    revbench.register(cube_plus, [lambda v: 3.0 * v * v])
+    f = define("""
+        def f(y, x):
+            y += cube_plus(x)
+    """)
+    native, numba = both_paths(monkeypatch, f, (0.0, 2.0))
+    assert native[0] == "returned" and native[1][0] == 9.0 and same(native, numba)
+    _, refused = counted()
+    assert any("cube_plus" in reason for reason in refused), refused
+
+
+def test_arguments_it_does_not_take_go_to_numba(monkeypatch, counted):
+    f = define("""
+        def f(y, x):
+            for i in range(x.shape[0]):
+                y[i] += x[i]
+    """)
+    args = (np.zeros(3, dtype=complex), np.array([1.0, 2j, -1 + 1j]))  # complex: Numba's
+    native, numba = both_paths(monkeypatch, f, args)
+    assert native[0] == numba[0] and same(native, numba)
+    assert counted()[0]["fallbacks"] >= 1
+
+
+def test_lowering_names_what_it_refuses():
+    k = lower.Kernel("def g(x):\n    print(x)\n    return (x,)\n", "g", 1, lambda s: None)
+    with pytest.raises(lower.Unsupported, match="print"):
+        lower.lower_module(k, (lower.F64,))
+
+
+CACHED_RUN = """
+import json, sys, numpy as np, revbench
+from revbench.backends.native import engine
+f = revbench.define('''
+def f(y, x):
+    for i in range(x.shape[0]):
+        y += x[i] * x[i]
+''', {"np": np})["f"]
+g = revbench.grad(f, loss="y", wrt="x")
+gx = g(0.0, np.arange(4.0))
+gx = gx[1] if isinstance(gx, tuple) else gx
+print(json.dumps({"value": f(0.0, np.arange(4.0))[0], "grad": gx.tolist(),
+                  "stats": engine.stats}))
+"""
+
+
+def test_a_second_process_loads_the_machine_code_from_disk(tmp_path):
+    env = dict(os.environ, REVBENCH_CACHE_DIR=str(tmp_path), REVBENCH_TIERED="0",
+               NUMBA_CACHE_DIR=str(tmp_path / "numba"))
+    runs = []
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, "-c", CACHED_RUN], env=env, cwd=ROOT,
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    first, second = runs
+    assert first["stats"]["compiled"] >= 2 and first["stats"]["loaded"] == 0
+    assert second["stats"]["compiled"] == 0 and second["stats"]["loaded"] >= 2
+    assert first["value"] == second["value"] == 14.0
+    assert first["grad"] == second["grad"] == [0.0, 2.0, 4.0, 6.0]
+    assert list(tmp_path.rglob("native/*.o"))
+
+
+def test_a_damaged_object_file_is_compiled_again_with_a_warning(tmp_path):
+    env = dict(os.environ, REVBENCH_CACHE_DIR=str(tmp_path), REVBENCH_TIERED="0",
+               NUMBA_CACHE_DIR=str(tmp_path / "numba"), PYTHONWARNINGS="always")
+
+    def run():
+        proc = subprocess.run([sys.executable, "-c", CACHED_RUN], env=env, cwd=ROOT,
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
+
+    first, _ = run()
+    for path in tmp_path.rglob("native/*.o"):
+        data = bytearray(path.read_bytes())
+        data[-40] ^= 0xFF  # one flipped byte in the machine code
+        path.write_bytes(bytes(data))
+    again, err = run()
+    assert "damaged" in err and again["stats"]["compiled"] >= 1
+    assert (again["value"], again["grad"]) == (first["value"], first["grad"])
+    third, err = run()  # rewritten: loaded again
+    assert third["stats"]["compiled"] == 0 and "damaged" not in err
+
+
+def test_the_cache_counts_prunes_and_clears_native_code(fresh_cache):
+    import time
+
+    import revbench.cache
+
+    f = define(f"""
+        def f(y, x):
+            y += x * x + {time.time_ns() % 1_000_003} * 0.0
+    """)  # (new code: compiled into this cache, not found in memory)
+    f(0.0, 3.0)
+    files = list(fresh_cache.rglob("native/*.o"))
+    assert files
+    assert revbench.cache.info()["entries"] >= len(files)
+    assert revbench.cache.clear() > 0
+    assert not list(fresh_cache.rglob("native/*.o"))
+    assert f(0.0, 3.0)[0] == 9.0  # still running from memory
