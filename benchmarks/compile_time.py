@@ -14,10 +14,12 @@ first filled ("warm").  The programs are written as a user writes them from ``do
 Each revbench case is measured twice:
 
 * ``compiled``: tiering off (``REVBENCH_TIERED=0``, a script's default): the first call
-  compiles with Numba, then runs;
+  compiles (revbench's native code generator, Numba for what it does not cover), then runs;
 * ``tiered``: tiering on (a notebook's default, ``REVBENCH_TIERED=1``): the first call runs
-  interpreted while Numba compiles in the background (:mod:`revbench.tiering`); the
-  column ``compiled_s`` says when the compiled code was ready.
+  interpreted while the compiled code is built in the background (:mod:`revbench.tiering`);
+  the column ``compiled_s`` says when the compiled code was ready;
+* ``numba`` (with ``--numba``): compiled first, by Numba instead of revbench's native code
+  generator (``REVBENCH_NATIVE=0``, :mod:`revbench.backends.native`).
 
 ``gmm_edit`` runs the GMM gradient in a real IPython shell's cell, waits for it to compile,
 then edits one character of the cell and times running it again (the edited function is
@@ -196,6 +198,12 @@ REFERENCE_OF = {"gmm_grad": "gmm_grad", "gmm_grad_unchecked": "gmm_grad",
                 "ht_jacobian": "jax:ht_jacobian"}
 
 
+#: how each revbench case runs: compiled first (a script), tiered (a notebook), and with
+#: ``--numba`` compiled first by Numba rather than the native code generator
+MODES = {"compiled": {"REVBENCH_TIERED": "0"}, "tiered": {"REVBENCH_TIERED": "1"},
+         "numba": {"REVBENCH_TIERED": "0", "REVBENCH_NATIVE": "0"}}
+
+
 def _run(script: str, env: dict) -> dict | None:
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
                           text=True, timeout=900)
@@ -210,14 +218,12 @@ def _run(script: str, env: dict) -> dict | None:
     raise RuntimeError(f"benchmark process printed no record:\n{proc.stdout[-4000:]}")
 
 
-def _processes(script: str, tiered: str | None, reps: int) -> dict | None:
+def _processes(script: str, extra_env: dict[str, str], reps: int) -> dict | None:
     """``reps`` cold processes (each on a new empty cache) and, after each, a warm one."""
     cold, warm = [], []
     for _ in range(reps):
         with tempfile.TemporaryDirectory() as cache:
-            env = dict(os.environ, REVBENCH_CACHE_DIR=cache, NUMBA_CACHE_DIR=cache)
-            if tiered is not None:
-                env["REVBENCH_TIERED"] = tiered
+            env = dict(os.environ, REVBENCH_CACHE_DIR=cache, NUMBA_CACHE_DIR=cache, **extra_env)
             first = _run(script, env)
             if first is None:
                 return None
@@ -240,6 +246,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=1, help="cold processes per case (median)")
     ap.add_argument("--only", nargs="+", choices=sorted(REVBENCH_CASES), default=None)
     ap.add_argument("--out", type=Path, default=HERE / "results" / "compile_time.json")
+    ap.add_argument("--numba", action="store_true",
+                    help="also compile with Numba instead of revbench's native code generator "
+                         "(REVBENCH_NATIVE=0: what every call did before it)")
     args = ap.parse_args(argv)
     cases = args.only or (["gmm_grad", "gmm_grad_unchecked", "gmm_edit", "mlp_grad"] if args.quick
                           else list(REVBENCH_CASES))
@@ -251,12 +260,14 @@ def main(argv: list[str] | None = None) -> int:
         what, code = REFERENCE_CASES[ref]
         print(f"reference {ref}: {what} ...", flush=True)
         results["references"][ref] = dict(
-            what=what, **(_processes(setup + textwrap.dedent(code) + _REFERENCE_TAIL, None,
+            what=what, **(_processes(setup + textwrap.dedent(code) + _REFERENCE_TAIL, {},
                                      args.reps) or {"first_s": None}))
     for case in cases:
         what, code = REVBENCH_CASES[case]
         script = setup + textwrap.dedent(code) + _REVBENCH_TAIL
-        for mode, env in (("compiled", "0"), ("tiered", "1")):
+        for mode, env in MODES.items():
+            if mode == "numba" and not args.numba:
+                continue
             print(f"{case} [{mode}]: {what} ...", flush=True)
             results["cases"][f"{case} [{mode}]"] = dict(what=what, **_processes(script, env,
                                                                                 args.reps))

@@ -19,6 +19,7 @@ results agree to the bit (see the notes at each rule).
 from __future__ import annotations
 
 import ast
+import functools
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -92,16 +93,22 @@ def const(t: str, v) -> Val:
 
 _INT64_MIN, _INT64_MAX = runtime.INT64_MIN, runtime.INT64_MAX
 
-#: generated-code spellings of the math functions -> (C library name, arity); Numba calls
-#: the same functions (as LLVM intrinsics or externals), so results match to the bit
-_LIBM = {
-    "sin": "sin", "cos": "cos", "tan": "tan", "exp": "exp", "log": "log", "log2": "log2",
-    "log10": "log10", "log1p": "log1p", "expm1": "expm1", "sqrt": "sqrt", "tanh": "tanh",
-    "sinh": "sinh", "cosh": "cosh", "arcsin": "asin", "arccos": "acos", "arctan": "atan",
-    "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh", "asin": "asin", "acos": "acos",
-    "atan": "atan", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh", "lgamma": "lgamma",
-    "erf": "erf", "erfc": "erfc",
-}
+#: the functions Numba calls as LLVM intrinsics (which LLVM turns into the same C library
+#: calls); the others are called by their C name, as Numba does
+_INTRINSICS = frozenset({"exp", "log", "log10", "log2", "sin", "cos"})
+
+
+@functools.cache
+def _c_functions() -> dict[str, str]:
+    """Generated-code spelling (``_rb_np.arcsin``) -> the C library function compiled code
+    calls for it (``asin``): every function of the rule table that ``backends/libm.py``
+    lists as the C library's -- adding a math function there adds it here."""
+    from revbench.backends import libm
+    from revbench.rules.functions import BUILTIN_FUNCTIONS
+
+    return {r.impl: r.name for r in BUILTIN_FUNCTIONS.values() if r.name in libm.FUNCTIONS}
+
+
 _LIBM2 = {"atan2": "atan2", "arctan2": "atan2", "hypot": "hypot"}
 _CONSTANTS = {"pi": 3.141592653589793, "e": 2.718281828459045, "inf": float("inf"),
               "nan": float("nan"), "tau": 6.283185307179586}
@@ -979,7 +986,7 @@ class FunctionLowering:
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
             owner, name = f.value.id, f.attr
             if owner in ("_rb_np", "_rb_math", "_rb_libm"):
-                return self.numpy_call(name, e)
+                return self.numpy_call(owner, name, e)
             if name == "copy" and not e.args and not e.keywords:
                 return self.copy(self.x(f.value))
             raise Unsupported(f"{owner}.{name}")
@@ -1033,7 +1040,7 @@ class FunctionLowering:
         self.emit(f"{r} = call i64 @rb_range_len(i64 {start}, i64 {stop}, i64 {step})")
         return Val(I64, r)
 
-    def numpy_call(self, name: str, e: ast.Call) -> Val:
+    def numpy_call(self, owner: str, name: str, e: ast.Call) -> Val:
         if name in ("empty", "zeros"):
             return self.allocate(e, zero=name == "zeros")
         if e.keywords:
@@ -1041,12 +1048,10 @@ class FunctionLowering:
         args = [self.x(a) for a in e.args]
         if name == "float64" and len(args) == 1:
             return self.convert(args[0], F64)
-        if name in _LIBM and len(args) == 1:
+        fn = _c_functions().get(f"{owner}.{name}")
+        if fn is not None and len(args) == 1:
             v = self.convert(args[0], F64)
-            fn = _LIBM[name]
-            if fn in ("exp", "log", "log10", "log2", "sin", "cos"):
-                return self.call_math(f"llvm.{fn}.f64", v)  # Numba's intrinsics
-            return self.call_math(fn, v)
+            return self.call_math(f"llvm.{fn}.f64" if fn in _INTRINSICS else fn, v)
         if name in _LIBM2 and len(args) == 2:
             a, b = self.convert(args[0], F64), self.convert(args[1], F64)
             return self.call_math(_LIBM2[name], a, b)
