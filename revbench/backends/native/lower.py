@@ -933,6 +933,9 @@ class FunctionLowering:
         return Val(BOOL, r)
 
     def compare(self, op: ast.cmpop, a: Val, b: Val) -> str:
+        if isinstance(a.t, ShapeT) and isinstance(b.t, ShapeT) and isinstance(
+                op, (ast.Eq, ast.NotEq)):
+            return self.compare_shapes(isinstance(op, ast.Eq), a, b)
         if not (isinstance(a.t, str) and isinstance(b.t, str)):
             raise Unsupported("comparison of arrays")
         r = self.tmp()
@@ -952,6 +955,18 @@ class FunctionLowering:
                 ast.Eq: "eq", ast.NotEq: "ne"}[type(op)]
         self.emit(f"{r} = icmp {pred} i64 {a.ref}, {b.ref}")
         return r
+
+    def compare_shapes(self, equal: bool, a: Val, b: Val) -> str:
+        """``a.shape == b.shape`` (``!=``): tuples of the same length, entry by entry."""
+        if len(a.dims) != len(b.dims):
+            return "false" if equal else "true"
+        same = "true"
+        for x, y in zip(a.dims, b.dims):
+            c, both = self.tmp(), self.tmp()
+            self.emit(f"{c} = icmp eq i64 {x}, {y}")
+            self.emit(f"{both} = and i1 {same}, {c}")
+            same = both
+        return same if equal else self._not(same)
 
     def x_IfExp(self, e: ast.IfExp) -> Val:
         cond = self.truth(self.x(e.test))
