@@ -285,20 +285,30 @@ def _jit():
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
         target = llvm.Target.from_default_triple()
-        tm = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
-                                          features=llvm.get_host_cpu_features().flatten(),
-                                          opt=OPT_LEVEL, jit=True)
+        cpu, features = _target_cpu()
+        tm = target.create_target_machine(cpu=cpu, features=features, opt=OPT_LEVEL, jit=True)
         ee = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
         _JIT.append((tm, ee))
     return _JIT[0]
 
 
+def _target_cpu() -> tuple[str, str]:
+    """The CPU the machine code is for: this one, or the one ``NUMBA_CPU_NAME`` /
+    ``NUMBA_CPU_FEATURES`` name, as Numba reads them (``generic``: portable code, which a
+    classroom image warms for machines other than the one that built it: binder/)."""
+    import llvmlite.binding as llvm
+    from numba.core import config
+
+    if config.CPU_NAME:
+        return config.CPU_NAME, config.CPU_FEATURES or ""
+    return llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+
+
 def _digest(text: str) -> str:
     import llvmlite
-    import llvmlite.binding as llvm
 
-    tag = f"{llvmlite.__version__}|{llvm.get_host_cpu_name()}|" \
-          f"{llvm.get_host_cpu_features().flatten()}|O{OPT_LEVEL}|"
+    cpu, features = _target_cpu()
+    tag = f"{llvmlite.__version__}|{cpu}|{features}|O{OPT_LEVEL}|"
     return hashlib.sha256(tag.encode() + text.encode()).hexdigest()[:32]
 
 
