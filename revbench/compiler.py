@@ -141,7 +141,11 @@ class Program:
 
     def code_size(self) -> int:
         """The statements of this function and of every function it calls, each counted
-        once (as each is compiled once): about how long its compiled sweep is."""
+        once (as each is compiled once): about how long its compiled sweep is.  (Counted
+        again only after a definition changed what a name means: ``_GENERATION``.)"""
+        memo = self.__dict__.get("_code_size")
+        if memo is not None and memo[0] == _GENERATION[0]:
+            return memo[1]
         seen: set[int] = set()
 
         def visit(prog: Program) -> int:
@@ -158,7 +162,9 @@ class Program:
                         pass
             return n
 
-        return visit(self)
+        n = visit(self)
+        self._code_size = (_GENERATION[0], n)
+        return n
 
     def written_params(self) -> frozenset[str]:
         """The parameters this function may change, through its calls too.

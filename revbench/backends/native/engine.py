@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import struct
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -42,11 +43,38 @@ refused: dict[str, int] = {}
 #: the test suite fails any test that adds one)
 errors: list[str] = []
 
-_PROTO = ctypes.PYFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)
+#: the entry's C type: int32 entry(int64 *ints, double *floats, int64 *err), called with
+#: the GIL held (its Ctrl-C poll asks CPython, as compiled Numba code does)
+_PROTO = ctypes.PYFUNCTYPE(ctypes.c_int32, ctypes.POINTER(ctypes.c_int64),
+                           ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_int64))
+_Err = ctypes.c_int64 * lower.ERR_SLOTS
 
 
 def enabled() -> bool:
-    return os.environ.get("REVBENCH_NATIVE", "1") != "0"
+    return os.environ.get("REVBENCH_NATIVE", "1") != "0" and _array_fields() is not None
+
+
+_FIELDS: list = []
+
+
+def _array_fields() -> tuple[int, int, int] | None:
+    """Where this NumPy keeps an array's data, shape and strides pointers in the array
+    object (``lower.ARRAY_FIELDS``), checked once against a real array; None where they
+    are elsewhere (another CPython object header): then Numba compiles everything."""
+    if not _FIELDS:
+        a = np.zeros((3, 5))[:, 1:]
+        data, shape, strides = lower.ARRAY_FIELDS
+        ptr = ctypes.c_void_p.from_address
+        ok = False
+        try:
+            sp, tp = ptr(id(a) + shape).value, ptr(id(a) + strides).value
+            ok = (ptr(id(a) + data).value == a.ctypes.data
+                  and tuple((ctypes.c_int64 * 2).from_address(sp)) == a.shape
+                  and tuple((ctypes.c_int64 * 2).from_address(tp)) == a.strides)
+        except (ValueError, OSError):
+            ok = False
+        _FIELDS.append(lower.ARRAY_FIELDS if ok else None)
+    return _FIELDS[0]
 
 
 class Source:
@@ -108,14 +136,26 @@ def _arg_type(a: Any):
     if t is int:
         return I64 if lower._INT64_MIN <= a <= lower._INT64_MAX else None
     if t is np.ndarray:
-        flags = a.flags
-        if not (flags.writeable and flags.aligned) or not a.dtype.isnative:
-            return None
-        kind = _DTYPES.get(a.dtype.num)
-        if kind is None or a.ndim == 0:
-            return None
-        return Arr(kind, a.ndim, bool(flags.c_contiguous))
+        key = (a.dtype, a.ndim, a.flags.num)  # (one dictionary lookup per array and call)
+        found = _ARRAY_TYPES.get(key)
+        if found is None:
+            found = _ARRAY_TYPES[key] = (_array_type(a),)
+        return found[0]
     return None
+
+
+#: (dtype, ndim, flag bits) -> (the array's type, or None)
+_ARRAY_TYPES: dict[tuple, tuple] = {}
+
+
+def _array_type(a: np.ndarray):
+    flags = a.flags
+    if not (flags.writeable and flags.aligned) or not a.dtype.isnative:
+        return None
+    kind = _DTYPES.get(a.dtype.num)
+    if kind is None or a.ndim == 0:
+        return None
+    return Arr(kind, a.ndim, bool(flags.c_contiguous))
 
 
 _DTYPES = {np.dtype(np.float64).num: F64, np.dtype(np.int64).num: I64,
@@ -133,7 +173,7 @@ class NativeRunner:
         self._lowered: dict[tuple, tuple | None] = {}
 
     def signature(self, args: tuple) -> tuple | None:
-        types = tuple(_arg_type(a) for a in args)
+        types = tuple([_arg_type(a) for a in args])
         return None if None in types else types
 
     def has(self, types: tuple) -> bool:
@@ -158,7 +198,8 @@ class NativeRunner:
         with _LOCK:
             if types not in self._lowered:
                 try:
-                    self._lowered[types] = lower.lower_module(self.src.kernel, types)
+                    self._lowered[types] = lower.lower_module(self.src.kernel, types,
+                                                              _array_fields())
                 except Unsupported as exc:
                     self._lowered[types] = None
                     refused[str(exc)] = refused.get(str(exc), 0) + 1
@@ -194,50 +235,35 @@ class NativeRunner:
 
 
 class _Compiled:
-    """One compiled entry point and how to call it: the slot layout of its arguments."""
+    """One compiled entry point and how to call it: which slot each argument goes in."""
 
     def __init__(self, address: int, types: tuple, returns: tuple, messages: list[str]):
         self.fn = _PROTO(address)
         self.types = types
         self.returns = returns
         self.messages = messages
-        layout, k = [], 0
-        for t in types:
-            layout.append(k)
-            k += 1 + 2 * t.ndim if isinstance(t, Arr) else 1
-        self.layout = layout
-        self.n_slots = max(k, 1)
+        n = max(len(types), 1)
+        self.Ints, self.Floats = ctypes.c_int64 * n, ctypes.c_double * n
+        # (argument number, 0: an array (its object), 1: a float, 2: an int or bool)
+        self.plan = tuple((k, 0 if isinstance(t, Arr) else 1 if t == F64 else 2)
+                          for k, t in enumerate(types))
+        self.out = tuple((j, 0 if isinstance(types[j], Arr) else 1 if types[j] == F64 else
+                          2 if types[j] == I64 else 3) for j in returns)
 
     def call(self, args: tuple) -> tuple:
-        slots = np.empty(self.n_slots, np.int64)
-        floats = slots.view(np.float64)
-        for a, t, k in zip(args, self.types, self.layout):
-            if isinstance(t, Arr):
-                nd = t.ndim
-                slots[k] = a.ctypes.data
-                slots[k + 1:k + 1 + nd] = a.shape
-                slots[k + 1 + nd:k + 1 + 2 * nd] = a.strides
-            elif t == F64:
-                floats[k] = a
+        ints, floats, err = self.Ints(), self.Floats(), _Err()
+        for k, kind in self.plan:
+            if kind == 0:
+                ints[k] = id(args[k])  # (the entry reads the array object: lower.entry_point)
+            elif kind == 1:
+                floats[k] = args[k]
             else:
-                slots[k] = a
-        err = np.zeros(lower.ERR_SLOTS, np.int64)
-        status = self.fn(slots.ctypes.data, err.ctypes.data)
+                ints[k] = args[k]
+        status = self.fn(ints, floats, err)
         if status:
             raise self.error(status, err)
-        out = []
-        for j in self.returns:
-            t = self.types[j]
-            k = self.layout[j]
-            if isinstance(t, Arr):
-                out.append(args[j])
-            elif t == F64:
-                out.append(float(floats[k]))
-            elif t == I64:
-                out.append(int(slots[k]))
-            else:
-                out.append(bool(slots[k]))
-        return tuple(out)
+        return tuple(args[j] if kind == 0 else floats[j] if kind == 1 else ints[j]
+                     if kind == 2 else bool(ints[j]) for j, kind in self.out)
 
     def error(self, status: int, err: np.ndarray) -> BaseException:
         """The exception the Numba-compiled kernel raises for the same failure."""
@@ -247,7 +273,7 @@ class _Compiled:
             for j in range(int(err[3])):
                 tag, bits = int(err[4 + 2 * j]), err[5 + 2 * j]
                 if tag == lower.TAG_FLOAT:
-                    values.append(float(np.int64(bits).view(np.float64)))
+                    values.append(struct.unpack("<d", struct.pack("<q", bits))[0])
                 elif tag == lower.TAG_BOOL:
                     values.append(bool(bits))
                 else:

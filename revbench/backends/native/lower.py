@@ -1391,30 +1391,42 @@ def _llname(name: str) -> str:
 
 
 
-def entry_point(mod: ModuleBuilder, kernel_name: str, types: tuple[Type, ...]) -> str:
-    """``i32 @entry(ptr slots, ptr err)``: the kernel called with its arguments unpacked
-    from one array of 8-byte slots (a scalar: one slot, in and out; an array: its data
-    pointer, shape, then strides), the layout :mod:`.engine` fills."""
-    lines = ["define i32 @rb_entry(ptr %slots, ptr %err) {", "entry:"]
-    args, k = ["ptr %err"], 0
-    for t in types:
+#: where a NumPy array object keeps its data pointer, shape pointer and strides pointer
+#: (``PyArrayObject_fields``: after the object header, ``data``, ``nd``, ``dimensions``,
+#: ``strides``); the engine checks them against a real array before using them
+ARRAY_FIELDS = (16, 32, 40)
+
+
+def entry_point(mod: ModuleBuilder, kernel_name: str, types: tuple[Type, ...],
+                fields: tuple[int, int, int] = ARRAY_FIELDS) -> str:
+    """``i32 @rb_entry(ptr ints, ptr floats, ptr err)``: the kernel called with its
+    arguments from two arrays of 8-byte slots, one per argument (:mod:`.engine` fills
+    them): a float in ``floats``, an int or bool in ``ints`` -- in and out -- and an array
+    as the address of its NumPy object in ``ints``, whose data pointer, shape and strides
+    are read here (``fields``: their offsets), so Python passes ``id(a)`` and nothing more."""
+    lines = ["define i32 @rb_entry(ptr %ints, ptr %floats, ptr %err) {", "entry:"]
+    args = ["ptr %err"]
+    for k, t in enumerate(types):
         if isinstance(t, Arr):
-            p = f"%s{k}"
-            lines.append(f"  {p} = getelementptr i64, ptr %slots, i64 {k}")
-            lines.append(f"  {p}.v = load ptr, ptr {p}")
-            args.append(f"ptr {p}.v")
-            k += 1
-            for _ in range(2 * t.ndim):
-                q = f"%s{k}"
-                lines.append(f"  {q} = getelementptr i64, ptr %slots, i64 {k}")
-                lines.append(f"  {q}.v = load i64, ptr {q}")
-                args.append(f"i64 {q}.v")
-                k += 1
+            lines += [f"  %o{k}.p = getelementptr i64, ptr %ints, i64 {k}",
+                      f"  %o{k}.i = load i64, ptr %o{k}.p",
+                      f"  %o{k} = inttoptr i64 %o{k}.i to ptr",
+                      f"  %o{k}.dp = getelementptr i8, ptr %o{k}, i64 {fields[0]}",
+                      f"  %a{k} = load ptr, ptr %o{k}.dp",
+                      f"  %o{k}.sp = getelementptr i8, ptr %o{k}, i64 {fields[1]}",
+                      f"  %o{k}.shape = load ptr, ptr %o{k}.sp",
+                      f"  %o{k}.tp = getelementptr i8, ptr %o{k}, i64 {fields[2]}",
+                      f"  %o{k}.strides = load ptr, ptr %o{k}.tp"]
+            args.append(f"ptr %a{k}")
+            for what in ("shape", "strides"):
+                for j in range(t.ndim):
+                    lines += [f"  %o{k}.{what}{j}.p = getelementptr i64, ptr %o{k}.{what}, i64 {j}",
+                              f"  %o{k}.{what}{j} = load i64, ptr %o{k}.{what}{j}.p"]
+                    args.append(f"i64 %o{k}.{what}{j}")
         else:
-            p = f"%s{k}"
-            lines.append(f"  {p} = getelementptr i64, ptr %slots, i64 {k}")
-            args.append(f"ptr {p}")
-            k += 1
+            where = "%floats" if t == F64 else "%ints"
+            lines.append(f"  %s{k} = getelementptr i64, ptr {where}, i64 {k}")
+            args.append(f"ptr %s{k}")
     lines += [f"  %st = call i32 @{kernel_name}({', '.join(args)})", "  ret i32 %st", "}"]
     return "\n".join(lines)
 
@@ -1422,10 +1434,11 @@ def entry_point(mod: ModuleBuilder, kernel_name: str, types: tuple[Type, ...]) -
 _METADATA = '!0 = !{!"branch_weights", i32 1, i32 2000}\n!1 = !{!"branch_weights", i32 2000, i32 1}\n'
 
 
-def lower_module(k: Kernel, types: tuple[Type, ...]) -> tuple[str, tuple, list[str]]:
+def lower_module(k: Kernel, types: tuple[Type, ...],
+                 fields: tuple[int, int, int] = ARRAY_FIELDS) -> tuple[str, tuple, list[str]]:
     """LLVM IR for ``k`` called with ``types``: the module's text, the returned parameter
     indices, and the module's message table."""
     mod = ModuleBuilder()
     name, returns = mod.kernel(k, types)
-    text = mod.text() + entry_point(mod, name, types) + "\n" + _METADATA
+    text = mod.text() + entry_point(mod, name, types, fields) + "\n" + _METADATA
     return text, returns, mod.messages
