@@ -260,7 +260,7 @@ def test_generated_programs_agree_with_numba_bit_for_bit(p):
 
 
 @pytest.mark.slow
-@settings(max_examples=150, **COMMON)
+@settings(max_examples=60, **COMMON)
 @given(program_gen.programs())
 def test_many_generated_programs_agree_with_numba(p):
     with pytest.MonkeyPatch.context() as mp:
