@@ -207,7 +207,10 @@ def test_an_item_whose_sweep_does_not_recover_it_raises():
     assert ok[1][0][0] == 1.0
 
 
-def test_driver_loads_from_the_cache_in_a_new_process(tmp_path):
+@pytest.mark.parametrize("native", ["0", "1"], ids=["numba", "native"])
+def test_driver_loads_from_the_cache_in_a_new_process(tmp_path, native):
+    """The driver and its kernels, compiled by Numba (REVBENCH_NATIVE=0) or by the native
+    code generator (one module for all three), are loaded by the next process."""
     code = textwrap.dedent('''
         import sys
         import numpy as np
@@ -215,18 +218,23 @@ def test_driver_loads_from_the_cache_in_a_new_process(tmp_path):
         ns = revbench.define("def sq(y, x):\\n    y += x * x\\n")
         g = revbench.grad(ns["sq"], loss="y", batch=(0, 1))(np.zeros(3), np.arange(3.0))
         assert list(g[1]) == [0.0, 2.0, 4.0]
+        from revbench.backends.native import engine
         from revbench.backends.numba_backend import _dispatchers
         hits = sum(sum(d.stats.cache_hits.values()) for name, d in list(_dispatchers.items())
                    if d.py_func.__name__ == "driver")
-        print("hits", hits)
+        print("hits", hits, "native", engine.stats["compiled"], engine.stats["loaded"])
     ''')
-    env = {**os.environ, "REVBENCH_CACHE_DIR": str(tmp_path)}
+    env = {**os.environ, "REVBENCH_CACHE_DIR": str(tmp_path), "REVBENCH_NATIVE": native}
     runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                            timeout=300) for _ in range(2)]
     for r in runs:
         assert r.returncode == 0, r.stderr
-    assert "hits 0" in runs[0].stdout
-    assert "hits 1" in runs[1].stdout
+    if native == "0":
+        assert "hits 0 native 0 0" in runs[0].stdout
+        assert "hits 1 native 0 0" in runs[1].stdout
+    else:  # (the driver's module holds its kernels: nothing else compiles)
+        assert "hits 0 native 1 0" in runs[0].stdout, runs[0].stdout
+        assert "hits 0 native 0 1" in runs[1].stdout, runs[1].stdout
 
 
 #: docs/ad.md section 8: a user's driver of a kernel `fwd`, at module level, cached by Numba

@@ -374,3 +374,45 @@ def test_the_cache_counts_prunes_and_clears_native_code(fresh_cache):
     assert revbench.cache.clear() > 0
     assert not list(fresh_cache.rglob("native/*.o"))
     assert f(0.0, 3.0)[0] == 9.0  # still running from memory
+
+
+BA_LIKE = """
+def residual(r, cam, X, w, feat):
+    with routine:
+        xc = np.zeros(3)
+        xc += X - cam[3:6]
+        s = 0.0
+        s += cam[0] * xc[0] + cam[1] * xc[1] + cam[2] * xc[2]
+        r[0] += w * (xc[0] / (1.0 + s * s) - feat[0])
+        r[1] += w * (xc[1] * np.exp(cam[6] * 0.1) - feat[1])
+    ~routine
+"""
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_batched_driver_compiles_natively_and_agrees_with_numba(monkeypatch, counted,
+                                                                   workers):
+    """`batch=` drivers (Numba-compiled loops that call the kernels) are lowered too, with
+    their kernels in one module, and run item chunks on threads (without the GIL)."""
+    import revbench.ad.batch as batch_module
+
+    monkeypatch.setattr(batch_module, "MIN_CHUNK", 4)  # (so two workers share 50 items)
+    f = define(BA_LIKE)
+    rng = np.random.default_rng(3)
+    n = 50
+    args = (np.zeros((n, 2)), rng.normal(size=(n, 7)), rng.normal(size=(n, 3)),
+            rng.uniform(0.5, 1.5, n), rng.normal(size=(n, 2)))
+    batched = ("r", "cam", "X", "w", "feat")
+    results = {}
+    for native in ("1", "0"):
+        monkeypatch.setenv("REVBENCH_NATIVE", native)
+        jac = revbench.jacobian(f, "r", ("cam", "X"), batch=batched, workers=workers)
+        grad = revbench.grad(f, ("r", 0), batch=("r", "X", "w", "feat"), reduce="sum",
+                             workers=workers)
+        results[native] = (outcome(jac, args),
+                           outcome(grad, (args[0], args[1][0], *args[2:])))
+    stats, refused = counted()
+    assert not refused and stats["compiled"] + stats["loaded"] >= 2, (stats, refused)
+    assert results["1"][0][0] == "returned" and same(results["1"][0], results["0"][0])
+    # a summed gradient: the same chunks in the same order, so the same bits
+    assert results["1"][1][0] == "returned" and same(results["1"][1], results["0"][1])

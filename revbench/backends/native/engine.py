@@ -48,6 +48,9 @@ errors: list[str] = []
 _PROTO = ctypes.PYFUNCTYPE(ctypes.c_int32, ctypes.POINTER(ctypes.c_int64),
                            ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_int64))
 _Err = ctypes.c_int64 * lower.ERR_SLOTS
+#: the same, releasing the GIL while it runs (a batched driver's workers run in threads)
+_PROTO_NOGIL = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(ctypes.c_int64),
+                                ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_int64))
 
 
 def enabled() -> bool:
@@ -82,12 +85,14 @@ class Source:
     globals it was loaded with (its callees' dispatchers among them), whether its checks
     are on."""
 
-    def __init__(self, gen, injected: dict[str, object], check: bool, fastmath: bool):
+    def __init__(self, gen, injected: dict[str, object], check: bool, fastmath: bool,
+                 nogil: bool = False):
         self.kernel = Kernel(gen.source, gen.function_name, gen.module_key, self._resolve,
                              check=check, fastmath=fastmath)
         self.injected = injected
         self.check = check
         self.fastmath = fastmath
+        self.nogil = nogil  # called from worker threads: released the GIL while it runs
 
     def _resolve(self, symbol: str) -> Kernel | None:
         src = getattr(self.injected.get(symbol), _SOURCE_ATTR, None)
@@ -95,10 +100,11 @@ class Source:
 
 
 def register(dispatcher: Any, gen, injected: dict[str, object], check: bool,
-             fastmath: bool) -> None:
-    """Remember what ``dispatcher`` compiles (the Numba backend calls this)."""
+             fastmath: bool, nogil: bool = False) -> None:
+    """Remember what ``dispatcher`` compiles (the Numba backend calls this, and the batched
+    driver with ``nogil``: its workers run chunks of the items in threads)."""
     if getattr(dispatcher, _SOURCE_ATTR, None) is None:
-        setattr(dispatcher, _SOURCE_ATTR, Source(gen, injected, check, fastmath))
+        setattr(dispatcher, _SOURCE_ATTR, Source(gen, injected, check, fastmath, nogil))
 
 
 def runner(dispatcher: Any) -> Callable | None:
@@ -227,7 +233,7 @@ class NativeRunner:
                 c = None
                 if low is not None:
                     try:
-                        c = _Compiled(_build(low[0]), types, *low[1:])
+                        c = _Compiled(_build(low[0]), types, *low[1:], nogil=self.src.nogil)
                     except Exception as exc:  # a defect of the lowering: Numba runs it
                         errors.append(f"{self.src.kernel.function_name}: {exc}")
                 self.compiled[types] = c
@@ -237,8 +243,9 @@ class NativeRunner:
 class _Compiled:
     """One compiled entry point and how to call it: which slot each argument goes in."""
 
-    def __init__(self, address: int, types: tuple, returns: tuple, messages: list[str]):
-        self.fn = _PROTO(address)
+    def __init__(self, address: int, types: tuple, returns: tuple | str, messages: list[str],
+                 nogil: bool = False):
+        self.fn = (_PROTO_NOGIL if nogil else _PROTO)(address)
         self.types = types
         self.returns = returns
         self.messages = messages
@@ -247,8 +254,10 @@ class _Compiled:
         # (argument number, 0: an array (its object), 1: a float, 2: an int or bool)
         self.plan = tuple((k, 0 if isinstance(t, Arr) else 1 if t == F64 else 2)
                           for k, t in enumerate(types))
-        self.out = tuple((j, 0 if isinstance(types[j], Arr) else 1 if types[j] == F64 else
-                          2 if types[j] == I64 else 3) for j in returns)
+        # what comes back: the arguments (kind as in plan; 3: a bool), or one int ("value")
+        self.out = None if returns == "value" else tuple(
+            (j, 0 if isinstance(types[j], Arr) else 1 if types[j] == F64 else
+             2 if types[j] == I64 else 3) for j in returns)
 
     def call(self, args: tuple) -> tuple:
         ints, floats, err = self.Ints(), self.Floats(), _Err()
@@ -262,6 +271,8 @@ class _Compiled:
         status = self.fn(ints, floats, err)
         if status:
             raise self.error(status, err)
+        if self.out is None:
+            return err[lower.RESULT_SLOT]
         return tuple(args[j] if kind == 0 else floats[j] if kind == 1 else ints[j]
                      if kind == 2 else bool(ints[j]) for j, kind in self.out)
 

@@ -35,9 +35,11 @@ class Unsupported(Exception):
 #: failure statuses a kernel returns (0: success); ``err[0]`` repeats it
 STATUS = {"check": 1, "interrupt": 2, "index": 3, "zerodiv": 4, "assert": 5, "value": 6}
 
-#: ``err`` layout: status, message number, then up to MAX_VALUES (tag, bits) pairs
-ERR_SLOTS = 4 + 2 * 16
+#: ``err`` layout: status, message number (or module), check number, value count, then up
+#: to MAX_VALUES (tag, bits) pairs; its last slot holds a function's returned int
 MAX_VALUES = 16
+ERR_SLOTS = 4 + 2 * MAX_VALUES + 1
+RESULT_SLOT = ERR_SLOTS - 1
 #: value tags in ``err``
 TAG_INT, TAG_FLOAT, TAG_BOOL = 0, 1, 2
 
@@ -113,6 +115,9 @@ _LIBM2 = {"atan2": "atan2", "arctan2": "atan2", "hypot": "hypot"}
 _CONSTANTS = {"pi": 3.141592653589793, "e": 2.718281828459045, "inf": float("inf"),
               "nan": float("nan"), "tau": 6.283185307179586}
 _DTYPES = {"float64": F64, "int64": I64, "bool_": BOOL}
+#: module names generated code calls functions of: NumPy and math (``_rb_*``: the kernels'
+#: spelling, ``np``: the batched drivers')
+_MODULES = {"_rb_np": "_rb_np", "_rb_math": "_rb_math", "_rb_libm": "_rb_np", "np": "_rb_np"}
 #: checked integer helpers (``codegen.INT_HELPERS``): name -> operand count
 _INT_HELPERS = {"_rb_iadd": 2, "_rb_isub": 2, "_rb_imul": 2, "_rb_ifloordiv": 2,
                 "_rb_ipow": 2, "_rb_ineg": 1, "_rb_iabs": 1}
@@ -199,6 +204,7 @@ class FunctionLowering:
         self.vars: dict[str, tuple[Type, tuple[str, ...]]] = {}
         self._n = 0
         self.check = k.check
+        self.tuples: dict[str, int] = {}  # names holding a kernel's results -> their count
 
     # -- plumbing -------------------------------------------------------------
     def tmp(self, hint: str = "t") -> str:
@@ -335,7 +341,7 @@ class FunctionLowering:
         params = [p.arg for p in a.args]
         if len(params) != len(self.arg_types):
             raise Unsupported("arity")
-        sig = ["ptr %err"]
+        sig = ["ptr %err", "ptr %ret"]
         self.params = params
         entry_code = []
         for p, t in zip(params, self.arg_types):
@@ -399,7 +405,7 @@ class FunctionLowering:
 
     def s_Return(self, st: ast.Return) -> None:
         if not isinstance(st.value, ast.Tuple):
-            raise Unsupported("return")
+            return self.return_value(st.value)
         returns = []
         for e in st.value.elts:
             if not (isinstance(e, ast.Name) and e.id in self.params):
@@ -428,6 +434,20 @@ class FunctionLowering:
         self.br("exit")
         self.dead()
 
+    def return_value(self, e: ast.expr | None) -> None:
+        """``return i``: a function that returns an int (a batched driver: the first
+        failing item, or -1), through ``%ret``; its arguments are not given back."""
+        if e is None or getattr(self, "returns", "value") != "value":
+            raise Unsupported("return")
+        v = self.x(e)
+        if v.t not in (I64, BOOL):
+            raise Unsupported("returns a non-int")
+        self.returns = "value"
+        self.emit(f"store i64 {self.convert(v, I64).ref}, ptr %ret")
+        self.emit("store i32 0, ptr %status")
+        self.br("exit")
+        self.dead()
+
     def _not(self, cond: str) -> str:
         r = self.tmp()
         self.emit(f"{r} = xor i1 {cond}, true")
@@ -440,8 +460,7 @@ class FunctionLowering:
         if isinstance(target, ast.Tuple):
             if isinstance(st.value, ast.Tuple):  # a swap: every value first, then the stores
                 values = [self.x(e) for e in st.value.elts]
-            elif (isinstance(st.value, ast.Call) and isinstance(st.value.func, ast.Name)
-                    and st.value.func.id.startswith("_rb_call_")):
+            elif self.is_kernel_call(st.value):
                 values = self.call_kernel(st.value)
             else:
                 raise Unsupported("tuple assignment")
@@ -450,7 +469,18 @@ class FunctionLowering:
             for t, v in zip(target.elts, values):
                 self.assign(t, v)
             return
+        if isinstance(target, ast.Name) and self.is_kernel_call(st.value):
+            # r = kernel(...): a tuple; r[k] reads its parts (one variable each)
+            values = self.call_kernel(st.value)
+            for k, v in enumerate(values):
+                self.store_var(f"{target.id}#{k}", v)
+            self.tuples[target.id] = len(values)
+            return
         self.assign(target, self.x(st.value))
+
+    def is_kernel_call(self, e: ast.expr) -> bool:
+        return (isinstance(e, ast.Call) and isinstance(e.func, ast.Name)
+                and e.func.id not in self.vars and self.k.resolve(e.func.id) is not None)
 
     def assign(self, target: ast.expr, v: Val) -> None:
         if isinstance(target, ast.Name):
@@ -460,11 +490,45 @@ class FunctionLowering:
                     raise Unsupported(f"{target.id} changes type")
             self.store_var(target.id, v)
         elif isinstance(target, ast.Subscript):
+            view = self.subarray(target)
+            if view is not None:  # a[i] = row, a[:] = b, a[i, k, :] = v: element by element
+                self.store_into(view, v)
+                return
             arr, ptr = self.element(target)
             self.emit(f"store {arr.mem} {self.to_mem(self.convert(v, arr.dtype), arr)}, "
                       f"ptr {ptr}")
         else:
             raise Unsupported("assignment target")
+
+    def subarray(self, e: ast.Subscript) -> Val | None:
+        """The view ``e`` names when it names more than one element, else None."""
+        base = self.x(e.value)
+        if not isinstance(base.t, Arr):
+            raise Unsupported("subscript of a non-array")
+        idx = e.slice.elts if isinstance(e.slice, ast.Tuple) else [e.slice]
+        if len(idx) < base.t.ndim or any(isinstance(i, ast.Slice) for i in idx):
+            return self.view(base, idx)
+        return None
+
+    def store_into(self, view: Val, v: Val, op: ast.operator | None = None) -> None:
+        """``view[...] = v`` (or ``op=``): an array of the same shape, or one number."""
+        t = view.t
+        if isinstance(v.t, Arr):
+            def body(dst: str, src: str | None) -> None:
+                value = self.from_mem(v.t, src)
+                if op is not None:
+                    value = self.binop(op, self.from_mem(t, dst), value)
+                self.emit(f"store {t.mem} {self.to_mem(self.convert(value, t.dtype), t)}, "
+                          f"ptr {dst}")
+            self.each_element(view, v, body)
+            return
+        if not isinstance(v.t, str):
+            raise Unsupported("store of a shape")
+
+        def one(dst: str, _: str | None) -> None:
+            value = v if op is None else self.binop(op, self.from_mem(t, dst), v)
+            self.emit(f"store {t.mem} {self.to_mem(self.convert(value, t.dtype), t)}, ptr {dst}")
+        self.each_element(view, None, one)
 
     def s_AugAssign(self, st: ast.AugAssign) -> None:
         if isinstance(st.target, ast.Name):
@@ -472,6 +536,10 @@ class FunctionLowering:
             new = self.binop(st.op, old, self.x(st.value))
             self.assign(st.target, new)
         elif isinstance(st.target, ast.Subscript):
+            view = self.subarray(st.target)
+            if view is not None:
+                self.store_into(view, self.x(st.value), st.op)
+                return
             arr, ptr = self.element(st.target)
             old = self.from_mem(arr, ptr)
             new = self.binop(st.op, old, self.x(st.value))
@@ -614,14 +682,22 @@ class FunctionLowering:
             if e.attr in _CONSTANTS:
                 return const(F64, _CONSTANTS[e.attr])
             raise Unsupported(f"{e.value.id}.{e.attr}")
-        if e.attr == "shape":
+        if e.attr in ("shape", "size"):
             v = self.x(e.value)
             if not isinstance(v.t, Arr):
                 raise Unsupported("shape of a non-array")
+            if e.attr == "size":
+                return Val(I64, self.count(v.dims))
             return Val(ShapeT(v.t.ndim), dims=v.dims)
         raise Unsupported(f"attribute {e.attr}")
 
     def x_Subscript(self, e: ast.Subscript) -> Val:
+        if isinstance(e.value, ast.Name) and e.value.id in self.tuples:
+            k = e.slice
+            if not (isinstance(k, ast.Constant) and type(k.value) is int
+                    and 0 <= k.value < self.tuples[e.value.id]):
+                raise Unsupported("tuple index")
+            return self.load_var(f"{e.value.id}#{k.value}")
         base = self.x(e.value)
         if isinstance(base.t, ShapeT):
             idx = e.slice
@@ -630,8 +706,9 @@ class FunctionLowering:
                 raise Unsupported("shape index")
             return Val(I64, base.dims[idx.value])
         idx = e.slice.elts if isinstance(e.slice, ast.Tuple) else [e.slice]
-        if any(isinstance(i, ast.Slice) for i in idx):
-            return self.view(base, idx)
+        if any(isinstance(i, ast.Slice) for i in idx) or (
+                isinstance(base.t, Arr) and len(idx) < base.t.ndim):
+            return self.view(base, idx)  # (a[i] of a matrix: its row)
         arr, ptr = self.element(e, base)
         return self.from_mem(arr, ptr)
 
@@ -998,13 +1075,10 @@ class FunctionLowering:
     # -- calls ----------------------------------------------------------------
     def x_Call(self, e: ast.Call) -> Val:
         f = e.func
-        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
-            owner, name = f.value.id, f.attr
-            if owner in ("_rb_np", "_rb_math", "_rb_libm"):
-                return self.numpy_call(owner, name, e)
-            if name == "copy" and not e.args and not e.keywords:
-                return self.copy(self.x(f.value))
-            raise Unsupported(f"{owner}.{name}")
+        if isinstance(f, ast.Attribute):
+            if isinstance(f.value, ast.Name) and f.value.id in _MODULES:
+                return self.numpy_call(_MODULES[f.value.id], f.attr, e)
+            return self.method(self.x(f.value), f.attr, e)
         if not isinstance(f, ast.Name) or e.keywords:
             raise Unsupported("call")
         name = f.id
@@ -1040,6 +1114,73 @@ class FunctionLowering:
             raise Unsupported("a kernel call in an expression")
         raise Unsupported(f"call of {name}")
 
+    def method(self, v: Val, name: str, e: ast.Call) -> Val:
+        """An array's ``copy()``, ``reshape(-1)``, ``ravel()`` (of a contiguous array: a
+        view, as in NumPy) and ``fill(value)``."""
+        if not isinstance(v.t, Arr) or e.keywords:
+            raise Unsupported(f"method {name}")
+        if name == "copy" and not e.args:
+            return self.copy(v)
+        if (name == "ravel" and not e.args) or (
+                name == "reshape" and len(e.args) == 1 and isinstance(e.args[0], ast.UnaryOp)
+                and isinstance(e.args[0].op, ast.USub) and isinstance(e.args[0].operand, ast.Constant)
+                and e.args[0].operand.value == 1):
+            if not v.t.contiguous:
+                raise Unsupported("reshape of a strided array")
+            return Val(Arr(v.t.dtype, 1, True), ptr=v.ptr, dims=(self.count(v.dims),),
+                       strides=(str(v.t.item_bytes),))
+        if name == "fill" and len(e.args) == 1:
+            value = self.convert(self.x(e.args[0]), v.t.dtype)
+            self.each_element(v, None, lambda ptr, _: self.emit(
+                f"store {v.t.mem} {self.to_mem(value, v.t)}, ptr {ptr}"))
+            return const(BOOL, False)  # (None in Python: a statement's value, unused)
+        raise Unsupported(f"method {name}")
+
+    def count(self, dims: tuple[str, ...]) -> str:
+        n = "1"
+        for d in dims:
+            m = self.tmp()
+            self.emit(f"{m} = mul i64 {n}, {d}")
+            n = m
+        return n
+
+    def each_element(self, target: Val, source: Val | None,
+                     body: Callable[[str, str | None], None]) -> None:
+        """Loops over every element of ``target`` (and the same element of ``source``,
+        whose shape must be the same: NumPy's error otherwise), calling ``body`` with the
+        two elements' addresses."""
+        t = target.t
+        if source is not None:
+            if source.t.ndim != t.ndim:
+                raise Unsupported("broadcasting")
+            for a, b in zip(target.dims, source.dims):
+                bad = self.tmp()
+                self.emit(f"{bad} = icmp ne i64 {a}, {b}")
+                self.fail_if(bad, "value", self.mod.message(
+                    "could not broadcast input array into an array of another shape"))
+        counters = []
+        for k in range(t.ndim):
+            c = self.slot("i64", "c")
+            self.emit(f"store i64 0, ptr {c}")
+            head, body_l, end = self.label("eh"), self.label("eb"), self.label("ee")
+            self.br(head)
+            self.start(head)
+            i = self.tmp()
+            self.emit(f"{i} = load i64, ptr {c}")
+            go = self.tmp()
+            self.emit(f"{go} = icmp slt i64 {i}, {target.dims[k]}")
+            self.cbr(go, body_l, end)
+            self.start(body_l)
+            counters.append((c, i, head, end))
+        index = [i for _, i, _, _ in counters]
+        body(self.address(target, index), self.address(source, index) if source else None)
+        for c, i, head, end in reversed(counters):
+            n = self.tmp()
+            self.emit(f"{n} = add i64 {i}, 1")
+            self.emit(f"store i64 {n}, ptr {c}")
+            self.br(head)
+            self.start(end)
+
     def range_length(self, e: ast.Call) -> Val:
         """``len(range(start, stop, step))``, as Python counts it."""
         if e.keywords or not 1 <= len(e.args) <= 3:
@@ -1058,6 +1199,12 @@ class FunctionLowering:
     def numpy_call(self, owner: str, name: str, e: ast.Call) -> Val:
         if name in ("empty", "zeros"):
             return self.allocate(e, zero=name == "zeros")
+        if name in ("empty_like", "zeros_like") and len(e.args) == 1 and not e.keywords:
+            like = self.x(e.args[0])
+            if not isinstance(like.t, Arr):
+                raise Unsupported(f"{name} of a non-array")
+            return self.new_array(Arr(like.t.dtype, like.t.ndim, True), like.dims,
+                                  zero=name == "zeros_like")
         if e.keywords:
             raise Unsupported(f"{name} with keywords")
         args = [self.x(a) for a in e.args]
@@ -1298,7 +1445,9 @@ class FunctionLowering:
         if any(isinstance(t, ShapeT) for t in types):
             raise Unsupported("a shape argument")
         name, returns = self.mod.kernel(callee, types)
-        call_args, slots = ["ptr %err"], []
+        if returns == "value":
+            raise Unsupported("a call of a function that returns a value")
+        call_args, slots = ["ptr %err", f"ptr {self.slot('i64', 'ret')}"], []
         for a in args:
             if isinstance(a.t, Arr):
                 call_args.append(f"ptr {a.ptr}")
@@ -1404,8 +1553,9 @@ def entry_point(mod: ModuleBuilder, kernel_name: str, types: tuple[Type, ...],
     them): a float in ``floats``, an int or bool in ``ints`` -- in and out -- and an array
     as the address of its NumPy object in ``ints``, whose data pointer, shape and strides
     are read here (``fields``: their offsets), so Python passes ``id(a)`` and nothing more."""
-    lines = ["define i32 @rb_entry(ptr %ints, ptr %floats, ptr %err) {", "entry:"]
-    args = ["ptr %err"]
+    lines = ["define i32 @rb_entry(ptr %ints, ptr %floats, ptr %err) {", "entry:",
+             f"  %ret = getelementptr i64, ptr %err, i64 {RESULT_SLOT}"]
+    args = ["ptr %err", "ptr %ret"]
     for k, t in enumerate(types):
         if isinstance(t, Arr):
             lines += [f"  %o{k}.p = getelementptr i64, ptr %ints, i64 {k}",
