@@ -116,7 +116,8 @@ def test_a_program_with_views_callees_and_checks_runs_natively(monkeypatch, coun
     native, numba = both_paths(monkeypatch, f, args)
     stats, refused = counted()
     assert native[0] == "returned" and same(native, numba)
-    assert stats["compiled"] + stats["loaded"] >= 1 and not refused, (stats, refused)
+    assert stats["compiled"] + stats["loaded"] + stats["reused"] >= 1 and not refused, \
+        (stats, refused)
     assert native[1][4] == 7  # ints come back as Python ints
 
     vg = revbench.value_and_grad(f, loss="loss", wrt=("x", "w"))
@@ -397,7 +398,7 @@ def test_a_batched_driver_compiles_natively_and_agrees_with_numba(monkeypatch, c
     import revbench.ad.batch as batch_module
 
     monkeypatch.setattr(batch_module, "MIN_CHUNK", 4)  # (so two workers share 50 items)
-    f = define(BA_LIKE)
+    f = define(BA_LIKE.replace("0.1", f"0.1{workers}"))  # (new code: compiled in this test)
     rng = np.random.default_rng(3)
     n = 50
     args = (np.zeros((n, 2)), rng.normal(size=(n, 7)), rng.normal(size=(n, 3)),
@@ -412,7 +413,8 @@ def test_a_batched_driver_compiles_natively_and_agrees_with_numba(monkeypatch, c
         results[native] = (outcome(jac, args),
                            outcome(grad, (args[0], args[1][0], *args[2:])))
     stats, refused = counted()
-    assert not refused and stats["compiled"] + stats["loaded"] >= 2, (stats, refused)
+    assert not refused and stats["compiled"] + stats["loaded"] + stats["reused"] >= 2, \
+        (stats, refused)
     assert results["1"][0][0] == "returned" and same(results["1"][0], results["0"][0])
     # a summed gradient: the same chunks in the same order, so the same bits
     assert results["1"][1][0] == "returned" and same(results["1"][1], results["0"][1])

@@ -35,8 +35,9 @@ _RUNNER_ATTR = "_rb_native_runner"
 
 _LOCK = threading.RLock()
 
-#: counts, for tests and benchmarks: modules compiled, loaded from disk, calls refused
-stats = {"compiled": 0, "loaded": 0, "fallbacks": 0}
+#: counts, for tests and benchmarks: modules compiled, loaded from disk, found compiled in
+#: this process already (the same IR for another function), calls left to Numba
+stats = {"compiled": 0, "loaded": 0, "reused": 0, "fallbacks": 0}
 #: why kernels were left to Numba: the lowering's reason -> how often
 refused: dict[str, int] = {}
 #: lowered modules LLVM rejected (a defect here, never the user's: the call runs on Numba;
@@ -369,6 +370,7 @@ def _build(text: str) -> int:
     with _LOCK:
         digest = _digest(text)
         if digest in _LOADED:
+            stats["reused"] += 1
             return _LOADED[digest]
         import llvmlite.binding as llvm
 

@@ -1392,44 +1392,14 @@ class FunctionLowering:
         """``a.copy()``: a new C-contiguous array with ``a``'s elements."""
         if not isinstance(v.t, Arr):
             raise Unsupported("copy of a non-array")
-        t = Arr(v.t.dtype, v.t.ndim, True)
-        new = self.new_array(t, v.dims, zero=False)
-        # one loop per axis, element by element (strided source)
-        counters = []
-        ends = []
-        for k in range(t.ndim):
-            c = self.slot("i64", "c")
-            self.emit(f"store i64 0, ptr {c}")
-            head, body, end = self.label("cph"), self.label("cpb"), self.label("cpe")
-            self.br(head)
-            self.start(head)
-            i = self.tmp()
-            self.emit(f"{i} = load i64, ptr {c}")
-            go = self.tmp()
-            self.emit(f"{go} = icmp slt i64 {i}, {v.dims[k]}")
-            self.cbr(go, body, end)
-            self.start(body)
-            counters.append((c, i, head))
-            ends.append(end)
-        src_off, dst_off = "0", "0"
-        for k, (_, i, _) in enumerate(counters):
-            a, b, c2, d = self.tmp(), self.tmp(), self.tmp(), self.tmp()
-            self.emit(f"{a} = mul i64 {i}, {v.strides[k]}")
-            self.emit(f"{b} = add i64 {src_off}, {a}")
-            self.emit(f"{c2} = mul i64 {i}, {new.strides[k]}")
-            self.emit(f"{d} = add i64 {dst_off}, {c2}")
-            src_off, dst_off = b, d
-        sp, dp, val = self.tmp(), self.tmp(), self.tmp()
-        self.emit(f"{sp} = getelementptr i8, ptr {v.ptr}, i64 {src_off}")
-        self.emit(f"{dp} = getelementptr i8, ptr {new.ptr}, i64 {dst_off}")
-        self.emit(f"{val} = load {t.mem}, ptr {sp}")
-        self.emit(f"store {t.mem} {val}, ptr {dp}")
-        for (c, i, head), end in zip(reversed(counters), reversed(ends)):
-            n = self.tmp()
-            self.emit(f"{n} = add i64 {i}, 1")
-            self.emit(f"store i64 {n}, ptr {c}")
-            self.br(head)
-            self.start(end)
+        new = self.new_array(Arr(v.t.dtype, v.t.ndim, True), v.dims, zero=False)
+        mem = v.t.mem
+
+        def move(dst: str, src: str | None) -> None:
+            r = self.tmp()
+            self.emit(f"{r} = load {mem}, ptr {src}")
+            self.emit(f"store {mem} {r}, ptr {dst}")
+        self.each_element(new, v, move)
         return new
 
     def call_kernel(self, e: ast.Call) -> list[Val]:
