@@ -96,7 +96,9 @@ from cachemod import f
 f(0.0, 2.0)
 print(time.perf_counter() - t0)
 import revbench.backends.loader as L
-print(sorted(p.name for p in L.cache_dir().glob("__pycache__/*.nbi")))
+from revbench.backends.native import engine
+print(sorted(p.name for p in L.cache_dir().glob("native/*.o")))
+print(engine.stats["compiled"], engine.stats["loaded"])
 """
 
 
@@ -109,11 +111,14 @@ def test_second_process_reuses_the_compiled_code(tmp_path):
     script = CACHE_SCRIPT.format(path=str(tmp_path))
     runs = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                            env=env, check=True).stdout.splitlines() for _ in range(2)]
-    assert runs[0][1] == runs[1][1] and runs[0][1] != "[]"  # the same index file, written once
-    index = next((tmp_path / "cache").glob("*/__pycache__/*.nbi"))
-    mtime = index.stat().st_mtime
-    subprocess.run([sys.executable, "-c", script], env=env, check=True, capture_output=True)
-    assert index.stat().st_mtime == mtime  # a third run loads, it does not recompile
+    # the same machine-code file, written once: the first process compiles, the second loads
+    assert runs[0][1] == runs[1][1] and runs[0][1] != "[]"
+    assert runs[0][2] == "1 0" and runs[1][2] == "0 1"
+    obj = next((tmp_path / "cache").glob("*/native/*.o"))
+    code = obj.read_bytes()
+    third = subprocess.run([sys.executable, "-c", script], env=env, check=True,
+                           capture_output=True, text=True).stdout.splitlines()
+    assert third[2] == "0 1" and obj.read_bytes() == code  # loads, does not recompile
 
 
 def test_generated_source_is_plain_loops_and_check_false_has_no_checks():
