@@ -253,7 +253,7 @@ def check_generated(p: program_gen.GeneratedProgram, monkeypatch) -> None:
     assert same(back_native, back_numba)
 
 
-@settings(max_examples=12, **COMMON)
+@settings(max_examples=6, **COMMON)
 @given(program_gen.programs())
 def test_generated_programs_agree_with_numba_bit_for_bit(p):
     with pytest.MonkeyPatch.context() as mp:
