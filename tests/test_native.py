@@ -145,6 +145,23 @@ def test_inverse_and_unchecked_code_agree_with_numba(monkeypatch):
         assert same(native[1], copies(args)[:1] + native[1][1:]) or check is False
 
 
+def test_sign_real_and_imag_of_real_numbers(monkeypatch, counted):
+    f = define("""
+        def f(y, x, k, m):
+            for i in range(x.shape[0]):
+                y += np.sign(x[i]) + np.real(x[i]) * 2.0 - np.imag(x[i])
+            k += np.sign(m - 3)
+    """)
+    args = (0.0, np.array([2.5, -0.0, 0.0, -1.5]), 1, 1)
+    native, numba = both_paths(monkeypatch, f, args)
+    assert native[0] == "returned" and same(native, numba)
+    assert native[1][0] == (1.0 + 5.0) + (-1.0 - 3.0) and native[1][2] == 0
+    # sign(nan) is nan (the operand check then fails, the same way on both paths)
+    native, numba = both_paths(monkeypatch, f, (0.0, np.array([np.nan]), 1, 1))
+    assert native[0] == "raised" and native[1:3] == numba[1:3]
+    assert not counted()[1]  # nothing refused
+
+
 def test_strided_arguments_and_negative_indices(monkeypatch):
     f = define("""
         def g(y, x, A):

@@ -1210,6 +1210,10 @@ class FunctionLowering:
         args = [self.x(a) for a in e.args]
         if name == "float64" and len(args) == 1:
             return self.convert(args[0], F64)
+        if name == "sign" and len(args) == 1 and args[0].t in (F64, I64):
+            return self.sign(args[0])
+        if name in ("real", "imag") and len(args) == 1 and args[0].t == F64:
+            return args[0] if name == "real" else const(F64, 0.0)  # (of a real number)
         fn = _c_functions().get(f"{owner}.{name}")
         if fn is not None and len(args) == 1:
             v = self.convert(args[0], F64)
@@ -1218,6 +1222,21 @@ class FunctionLowering:
             a, b = self.convert(args[0], F64), self.convert(args[1], F64)
             return self.call_math(_LIBM2[name], a, b)
         raise Unsupported(f"numpy/math {name}")
+
+    def sign(self, v: Val) -> Val:
+        """``np.sign`` as Numba computes it: 1, -1, else the argument itself (0, -0.0, nan)."""
+        pos, neg, inner, r = self.tmp(), self.tmp(), self.tmp(), self.tmp()
+        if v.t == F64:
+            self.emit(f"{pos} = fcmp ogt double {v.ref}, 0.0")
+            self.emit(f"{neg} = fcmp olt double {v.ref}, 0.0")
+            self.emit(f"{inner} = select i1 {neg}, double -1.0, double {v.ref}")
+            self.emit(f"{r} = select i1 {pos}, double 1.0, double {inner}")
+            return Val(F64, r)
+        self.emit(f"{pos} = icmp sgt i64 {v.ref}, 0")
+        self.emit(f"{neg} = icmp slt i64 {v.ref}, 0")
+        self.emit(f"{inner} = select i1 {neg}, i64 -1, i64 0")
+        self.emit(f"{r} = select i1 {pos}, i64 1, i64 {inner}")
+        return Val(I64, r)
 
     def call_math(self, fn: str, *args: Val) -> Val:
         params = ", ".join("double" for _ in args)
