@@ -9,7 +9,9 @@ Every measurement is one *fresh Python process* with an *empty* compile cache (i
 ``REVBENCH_CACHE_DIR`` and ``NUMBA_CACHE_DIR``), then a second process on the cache the
 first filled ("warm").  The programs are written as a user writes them from ``docs/``:
 ``natural_programs.gmm_objective`` (the GMM log-posterior, 40 lines with its callee) and
-``compile_programs`` (a hand-tracking-like model of ~150 lines with callees; a 12-line MLP).
+``compile_programs`` (a hand-tracking-like model of ~150 lines with callees; a 12-line MLP),
+and ``natural_programs.ba_residual`` batched over 1,000 observations (``ba_batch``: the
+batched driver and the kernels it calls).
 
 Each revbench case is measured twice:
 
@@ -128,6 +130,17 @@ REVBENCH_CASES = {
         (out, grads) = revbench.value_and_grad(C.mlp_loss, loss="loss", wrt=("W1", "W2"))(0.0, *data)
         first = time.perf_counter() - t
         value = out[0]
+    """),
+    "ba_batch": ("BA residual, first jacobian(batch=) of 1,000 observations, checks on", """
+        import revbench, natural_programs as P
+        t_import = time.perf_counter() - t0
+        n_obs = 1000
+        ba_args = (np.zeros((n_obs, 2)), rng.normal(size=(n_obs, 11)),
+                   rng.normal(size=(n_obs, 3)), np.ones(n_obs), rng.normal(size=(n_obs, 2)))
+        jac = revbench.jacobian(P.ba_residual, "r", ("cam", "X"),
+                                batch=("r", "cam", "X", "w", "feat"))
+        t = time.perf_counter(); J = jac(*ba_args); first = time.perf_counter() - t
+        value = float(np.abs(J[0][0]).sum() + np.abs(J[0][1]).sum())
     """),
 }
 

@@ -162,6 +162,19 @@ def test_sign_real_and_imag_of_real_numbers(monkeypatch, counted):
     assert not counted()[1]  # nothing refused
 
 
+@pytest.mark.parametrize("divisor", [2.5, -2.5, 0.1, -1e-300, 3.0, 0.0])
+def test_float_floor_division_and_modulo(monkeypatch, counted, divisor):
+    f = define("""
+        def f(y, x, d):
+            for i in range(x.shape[0]):
+                y[i] += x[i] // d + (x[i] % d) * 1000.0
+    """)
+    x = np.array([7.0, -7.0, 0.0, -0.0, 5.0, -2.5, 1e300, -1e-300, 0.3])
+    native, numba = both_paths(monkeypatch, f, (np.zeros(x.size), x, divisor))
+    assert native[0] == numba[0] and same(native, numba), (native, numba)
+    assert not counted()[1]
+
+
 def test_strided_arguments_and_negative_indices(monkeypatch):
     f = define("""
         def g(y, x, A):

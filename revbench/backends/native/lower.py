@@ -901,8 +901,11 @@ class FunctionLowering:
             ins = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul"}[type(op)]
             self.emit(f"{r} = {'f' + ins if kind == F64 else ins} {kind} {a.ref}, {b.ref}")
             return Val(kind, r)
-        if isinstance(op, (ast.FloorDiv, ast.Mod)) and kind == I64:
-            return self.int_divmod(a, b, isinstance(op, ast.FloorDiv))
+        if isinstance(op, (ast.FloorDiv, ast.Mod)):
+            quotient = isinstance(op, ast.FloorDiv)
+            if kind == I64:
+                return self.int_divmod(a, b, quotient)
+            return self.float_divmod(a, b, quotient)
         raise Unsupported(f"operator {type(op).__name__} on {kind}")
 
     def int_divmod(self, a: Val, b: Val, quotient: bool) -> Val:
@@ -918,6 +921,22 @@ class FunctionLowering:
         r = self.tmp()
         self.emit(f"{r} = call i64 @{fn}(i64 {a.ref}, i64 {b.ref})")
         return Val(I64, r)
+
+    def float_divmod(self, a: Val, b: Val, quotient: bool) -> Val:
+        """Python's ``//`` and ``%`` of floats, as Numba computes them (``real_divmod``)."""
+        zero = self.tmp()
+        self.emit(f"{zero} = fcmp oeq double {b.ref}, 0.0")
+        self.fail_if(zero, "zerodiv", self.mod.message(
+            "division by zero" if quotient else "modulo by zero"))
+        self.mod.declare("llvm.floor.f64", "declare double @llvm.floor.f64(double)")
+        self.mod.declare("rb_fdivmod", runtime_ir.FLOAT_DIVMOD)
+        pmod, q = self.slot("double", "mod"), self.tmp()
+        self.emit(f"{q} = call double @rb_fdivmod(double {a.ref}, double {b.ref}, ptr {pmod})")
+        if quotient:
+            return Val(F64, q)
+        m = self.tmp()
+        self.emit(f"{m} = load double, ptr {pmod}")
+        return Val(F64, m)
 
     def static_power(self, base: Val, exp: int) -> Val:
         """``x ** n`` for a literal int ``n``: products unrolled as Numba does

@@ -194,3 +194,46 @@ check:
 no:
   ret i1 false
 }"""
+
+#: Python's float floor division and modulo (``y != 0``), as Numba's ``real_divmod``:
+#: returns the floor quotient, stores the modulo (the sign of ``y``) in ``*pmod``
+FLOAT_DIVMOD = """
+define internal double @rb_fdivmod(double %x, double %y, ptr %pmod) {
+entry:
+  %m0 = frem double %x, %y
+  %d0a = fsub double %x, %m0
+  %d0 = fdiv double %d0a, %y
+  %mnz = fcmp une double %m0, 0.0
+  br i1 %mnz, label %nonzero, label %zero
+nonzero:
+  %yneg = fcmp olt double %y, 0.0
+  %mneg = fcmp olt double %m0, 0.0
+  %diff = xor i1 %yneg, %mneg
+  %d1 = fsub double %d0, 1.0
+  %m1 = fadd double %m0, %y
+  %d = select i1 %diff, double %d1, double %d0
+  %m = select i1 %diff, double %m1, double %m0
+  br label %join
+zero:
+  %yneg2 = fcmp olt double %y, 0.0
+  %mz = select i1 %yneg2, double -0.0, double 0.0
+  br label %join
+join:
+  %dd = phi double [%d, %nonzero], [%d0, %zero]
+  %mm = phi double [%m, %nonzero], [%mz, %zero]
+  store double %mm, ptr %pmod
+  %dnz = fcmp one double %dd, 0.0
+  br i1 %dnz, label %floor, label %dzero
+floor:
+  %fl = call double @llvm.floor.f64(double %dd)
+  %fr = fsub double %dd, %fl
+  %up = fcmp ogt double %fr, 0.5
+  %fl1 = fadd double %fl, 1.0
+  %r = select i1 %up, double %fl1, double %fl
+  ret double %r
+dzero:
+  %sq = fmul double %dd, %dd
+  %t = fmul double %sq, %x
+  %r2 = fdiv double %t, %y
+  ret double %r2
+}"""
