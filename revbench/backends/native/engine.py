@@ -33,7 +33,11 @@ from revbench.backends.native.lower import BOOL, F64, I64, Arr, Kernel, Unsuppor
 _SOURCE_ATTR = "_rb_native_source"
 _RUNNER_ATTR = "_rb_native_runner"
 
+#: the JIT and its table of loaded modules (held while LLVM compiles a module); each runner
+#: has a lock of its own for its lowering and its specialisations, so lowering a kernel
+#: (a tiered call deciding where to run) never waits for another kernel's compilation
 _LOCK = threading.RLock()
+_RUNNERS = threading.Lock()
 
 #: counts, for tests and benchmarks: modules compiled, loaded from disk, found compiled in
 #: this process already (the same IR for another function), calls left to Numba
@@ -119,7 +123,7 @@ def runner(dispatcher: Any) -> Callable | None:
         src = getattr(dispatcher, _SOURCE_ATTR, None)
         if src is None or src.fastmath:
             return None
-        with _LOCK:
+        with _RUNNERS:
             r = getattr(dispatcher, _RUNNER_ATTR, None)
             if r is None:
                 r = NativeRunner(dispatcher, src)
@@ -178,6 +182,7 @@ class NativeRunner:
         self.src = src
         self.compiled: dict[tuple, _Compiled | None] = {}
         self._lowered: dict[tuple, tuple | None] = {}
+        self._lock = threading.RLock()
 
     def signature(self, args: tuple) -> tuple | None:
         types = tuple([_arg_type(a) for a in args])
@@ -202,7 +207,7 @@ class NativeRunner:
     def lowered(self, types: tuple) -> tuple | None:
         """The kernel lowered for ``types`` (the IR text, what it returns, its messages),
         or None where the lowering refuses it (then Numba compiles it)."""
-        with _LOCK:
+        with self._lock:
             if types not in self._lowered:
                 try:
                     self._lowered[types] = lower.lower_module(self.src.kernel, types,
@@ -227,7 +232,7 @@ class NativeRunner:
     def compile(self, types: tuple):
         """The compiled code for ``types`` (compiled now, or loaded from disk), or None
         where the lowering refuses it (the tiering thread calls this too)."""
-        with _LOCK:
+        with self._lock:
             c = self.compiled.get(types, False)
             if c is False:
                 low = self.lowered(types)
