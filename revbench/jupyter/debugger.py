@@ -595,11 +595,14 @@ class Debugger(widgets.VBox):
 
     def _show(self) -> None:
         status, source, stack, variables, ancillas = render_panels(self.trace, self.index)
-        self.status.value = status
+        # the status line last: the front end applies the updates in order, so a status
+        # that reads "step k" means every panel shows step k (a reader -- a person, or the
+        # browser test -- never sees step k's number over step k-1's values)
         self.source.value = source
         self.stack.value = stack
         self.variables.value = variables
         self.ancillas.value = ancillas
+        self.status.value = status
 
     def export_html(self, path: str | Path, max_steps: int = PAGE_STEPS) -> Path:
         """Write this debugger as a standalone HTML page (no kernel, no network), centred
