@@ -3,6 +3,18 @@ integer division, power by squaring, ``len(range(...))``, checked integer power 
 Ctrl-C poll -- each written once as LLVM text, declared into a module when first used
 (:meth:`revbench.backends.native.lower.ModuleBuilder.declare`)."""
 
+
+def _to_floor(ty: str, fix: str, q0: str, r0: str, q: str, r: str) -> str:
+    """Python's floor rule, written once for ints and floats: where ``%fix`` (a nonzero
+    remainder whose sign differs from the divisor ``%y``'s), the truncated quotient goes
+    down by one and the remainder up by the divisor."""
+    sub, add, one = ("fsub", "fadd", "1.0") if ty == "double" else ("sub", "add", "1")
+    return (f"  %{q}.m1 = {sub} {ty} %{q0}, {one}\n"
+            f"  %{r}.py = {add} {ty} %{r0}, %y\n"
+            f"  %{q} = select i1 %{fix}, {ty} %{q}.m1, {ty} %{q0}\n"
+            f"  %{r} = select i1 %{fix}, {ty} %{r}.py, {ty} %{r0}\n")
+
+
 #: the arena every kernel allocates from (a linked list of malloc'ed blocks, freed on return)
 RUNTIME = """
 declare ptr @malloc(i64)
@@ -57,11 +69,7 @@ div:
   %xr = xor i64 %y, %r0
   %sd = icmp slt i64 %xr, 0
   %fix = and i1 %rnz, %sd
-  %q1 = sub i64 %q0, 1
-  %r1 = add i64 %r0, %y
-  %q = select i1 %fix, i64 %q1, i64 %q0
-  %r = select i1 %fix, i64 %r1, i64 %r0
-  ret i64 RESULT
+""" + _to_floor("i64", "fix", "q0", "r0", "q", "r") + """  ret i64 RESULT
 }"""
 
 #: len(range(start, stop, step)) for step != 0
@@ -209,11 +217,7 @@ nonzero:
   %yneg = fcmp olt double %y, 0.0
   %mneg = fcmp olt double %m0, 0.0
   %diff = xor i1 %yneg, %mneg
-  %d1 = fsub double %d0, 1.0
-  %m1 = fadd double %m0, %y
-  %d = select i1 %diff, double %d1, double %d0
-  %m = select i1 %diff, double %m1, double %m0
-  br label %join
+""" + _to_floor("double", "diff", "d0", "m0", "d", "m") + """  br label %join
 zero:
   %yneg2 = fcmp olt double %y, 0.0
   %mz = select i1 %yneg2, double -0.0, double 0.0
