@@ -7,6 +7,8 @@ for an inverse (``~f``), and every bad input with its message.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import program_gen
 import pytest
@@ -142,23 +144,49 @@ def test_jvp_is_public():
     assert revbench.jvp is jvp and "jvp" in revbench.__all__
 
 
-def check_duality(p, backend: str) -> None:
-    """jvp's tangent of the loss a0 along v equals <grad a0, v>, for every program."""
-    show(p)
-    f = build(p, backend)
-    args = p.fresh_args()
-    g = stable("grad", lambda: grad(f, loss="a0")(*p.fresh_args()))
-    rng = np.random.default_rng(len(p.source))
+def _duality_gap(f, args) -> tuple[float, float, float]:
+    """(jvp's tangent of a0 along v, <grad a0, v>, the scale of the gradient) at ``args()``."""
+    g = stable("grad", lambda: grad(f, loss="a0")(*args()))
+    rng = np.random.default_rng(len(f.params))
     tangents, dot = {}, 0.0
-    for name, a, gk in zip(f.params, args, g):
+    for name, a, gk in zip(f.params, args(), g):
         if isinstance(a, float) or (isinstance(a, np.ndarray) and a.dtype == float):
             v = rng.standard_normal(np.shape(a))
             v = v if isinstance(a, np.ndarray) else float(v)
             tangents[name] = v
             dot += float(np.sum(np.asarray(gk) * v))
-    (_,), (da0,) = stable("jvp", lambda: jvp(f, *p.fresh_args(), tangents=tangents, outputs="a0"))
+    (_,), (da0,) = stable("jvp", lambda: jvp(f, *args(), tangents=tangents, outputs="a0"))
     note(f"jvp {da0!r}, <grad, v> {dot!r}")
     scale = 1.0 + sum(float(np.sum(np.abs(np.asarray(gk)))) for gk in g if gk is not None)
+    return da0, dot, scale
+
+
+def _nudged(args: tuple, rng) -> tuple:
+    """``args`` with every float moved by a few parts in 10^7: off an exact tie."""
+    return tuple(a + 1e-7 * (1.0 + np.abs(a)) * rng.uniform(0.5, 1.0, np.shape(a))
+                 if isinstance(a, float) or (isinstance(a, np.ndarray) and a.dtype == float)
+                 else a for a in args)
+
+
+def check_duality(p, backend: str) -> None:
+    """jvp's tangent of the loss a0 along v equals <grad a0, v>, for every program.
+
+    At an exact tie of ``min``/``max`` (or ``abs`` at 0) both sides take the even split of
+    the rule table, but the reverse sweep reads values it recovered by uncomputing, which
+    may differ from the forward ones by a rounding, and that moves it off the tie onto one
+    side's derivative.  Such a point is a kink, not a defect: there the same program is
+    compared again a hair away from it, where both are differentiable and must agree.
+    """
+    show(p)
+    f = build(p, backend)
+    da0, dot, scale = _duality_gap(f, p.fresh_args)
+    if abs(da0 - dot) <= 1e-9 * scale:
+        return
+    assert re.search(r"\b(min|max|abs)\(", p.source), (da0, dot)  # no kink: a real mismatch
+    note("at a kink: compared again a hair away from it")
+    nudge = np.random.default_rng(7).integers(1 << 30)
+    args = lambda: _nudged(p.fresh_args(), np.random.default_rng(nudge))
+    da0, dot, scale = _duality_gap(f, args)
     assert abs(da0 - dot) <= 1e-9 * scale, (da0, dot)
 
 

@@ -20,6 +20,7 @@ import numpy as np
 import program_gen
 import pytest
 from hypothesis import HealthCheck, given, note, settings
+from hypothesis import strategies as st
 
 import revbench
 from revbench.backends.native import engine, lower
@@ -448,3 +449,136 @@ def test_a_batched_driver_compiles_natively_and_agrees_with_numba(monkeypatch, c
     assert results["1"][0][0] == "returned" and same(results["1"][0], results["0"][0])
     # a summed gradient: the same chunks in the same order, so the same bits
     assert results["1"][1][0] == "returned" and same(results["1"][1], results["0"][1])
+
+
+# --------------------------------------------------------------------------------------
+# checkpointed loops: their schedules lowered inline, their kernels and TimeLoop's drivers
+# --------------------------------------------------------------------------------------
+RECORD = """
+def record(out, n, knob):
+    k = 0
+    for op, i, a, b in _rb_sched(n, knob):
+        out[k, 0] = op
+        out[k, 1] = i
+        out[k, 2] = a
+        out[k, 3] = b
+        k += 1
+    out[k, 0] = -1
+    return (out,)
+"""
+
+
+def _not_numba(*args):
+    raise AssertionError("the schedule went to Numba")
+
+
+def _native_actions(generator, n, knob) -> list[tuple[int, ...]]:
+    """The actions of ``generator(n, knob)`` as the native lowering runs it, inline in a
+    kernel that writes them down."""
+    from revbench.checkpoint import actions
+
+    class Dispatcher:  # (the fallback a runner would call: never, here)
+        __call__ = staticmethod(_not_numba)
+
+    d = Dispatcher()
+    key = f"{abs(hash(generator.__name__)):032x}"
+    engine.register(d, engine.DriverSource(RECORD, key, "record"), {"_rb_sched": generator},
+                    check=True, fastmath=False)
+    run = engine.runner(d)
+    size = sum(1 for _ in generator(n, knob)) + 1
+    out = run(np.zeros((size, 4), np.int64), n, knob)[0]
+    rows = [tuple(int(v) for v in r) for r in out]
+    assert rows[-1][0] == -1 and actions is not None
+    return rows[:-1]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(n=st.integers(0, 60), c=st.integers(1, 9),
+       kind=st.sampled_from(
+           ["store_all", "periodic", "revolve", "online_known", "bennett", "two_level"]))
+def test_schedules_inline_make_the_python_generators_actions(n, c, kind):
+    """Every schedule of :mod:`revbench.checkpoint.actions`, lowered inline (its nested
+    generators and helper functions too), yields exactly the actions Python's does."""
+    from revbench.checkpoint import actions
+
+    gen = getattr(actions, kind if kind == "online_known" else f"{kind}_actions")
+    least = {"bennett": 2, "online_known": 3}.get(kind, 1)  # (the strategies' least knobs)
+    knob = (max(1, c // 2), c) if kind == "two_level" else max(c, least)
+    want = [tuple(int(v) for v in a) for a in gen(n, knob)]
+    assert _native_actions(gen, n, knob) == want
+
+
+LOOP = """
+def step(y_new, y, t, h):
+    for i in range(len(y)):
+        y_new[i] += y[i] + h * np.sin(y[i] + 0.1 * t)
+
+def solve(out, yT, y0, h, n):
+    for t in checkpointed(range(n), STRATEGY, new=yT, old=y0):
+        step(yT, y0, t, h)
+    for i in range(len(yT)):
+        out += yT[i] * yT[i]
+"""
+
+
+@pytest.mark.parametrize("strategy", ["StoreAll()", "Periodic(3)", "Revolve(3)", "Bennett(2)",
+                                      "Online(snapshots=3)"])
+def test_a_checkpointed_loop_runs_natively_and_agrees_with_numba(monkeypatch, counted,
+                                                                  strategy):
+    from revbench.checkpoint import Bennett, Online, Periodic, Revolve, StoreAll, checkpointed
+
+    ns = {"np": np, "checkpointed": checkpointed, "StoreAll": StoreAll, "Periodic": Periodic,
+          "Revolve": Revolve, "Bennett": Bennett, "Online": Online}
+    solve = revbench.define(LOOP.replace("STRATEGY", strategy), ns, backend="numba")["solve"]
+    g = revbench.grad(solve, loss="out", wrt=("y0", "h"))
+    args = (0.0, np.zeros(4), np.array([0.3, -0.5, 1.0, 0.25]), 0.1, 11)
+    for fn in (solve, g):
+        native, numba = both_paths(monkeypatch, fn, args)
+        assert native[0] == "returned" and same(native, numba), (native, numba)
+    stats, refused = counted()
+    assert not refused and stats["compiled"] + stats["loaded"] + stats["reused"] >= 2, \
+        (stats, refused)
+
+
+def test_a_loop_that_does_not_come_back_fails_as_on_numba(monkeypatch):
+    """The recovery check inside the schedule's loop: the same error, the same values."""
+    from revbench.checkpoint import Revolve, checkpointed
+
+    source = LOOP.replace("STRATEGY", "Revolve(2)").replace(
+        "y_new[i] += y[i] + h * np.sin(y[i] + 0.1 * t)",
+        "y_new[i] += y[i] * 1e30 + h * np.sin(y[i] + 0.1 * t)")
+    solve = revbench.define(source, {"np": np, "checkpointed": checkpointed, "Revolve": Revolve},
+                            backend="numba")["solve"]
+    g = revbench.grad(solve, loss="out", wrt="y0")
+    native, numba = both_paths(monkeypatch, g, (0.0, np.zeros(3), np.array([1.0, 2.0, 3.0]),
+                                                0.1, 40))
+    assert native[0] == "raised" and "not" in native[2] and same(native, numba), \
+        (native[:3], numba[:3])
+
+
+@pytest.mark.parametrize("strategy", ["StoreAll", "Revolve", "Bennett"])
+def test_time_loop_drivers_run_natively_and_agree_with_numba(monkeypatch, counted, strategy):
+    from revbench.checkpoint import Bennett, Revolve, StoreAll, TimeLoop
+
+    f = revbench.define("""
+def oop_step(y_new, y, t, h):
+    for i in range(len(y)):
+        y_new[i] += y[i] + h * np.tanh(y[(i + 1) % len(y)] + 0.01 * t)
+
+def oop_loss(e, y, h):
+    for i in range(len(y)):
+        e += y[i] * y[i]
+""", {"np": np}, backend="numba")
+    chosen = {"StoreAll": StoreAll(), "Revolve": Revolve(4), "Bennett": Bennett(2)}[strategy]
+    y0 = np.array([0.3, -0.5, 1.0, 0.25, 0.7])
+    results = {}
+    for native in ("1", "0"):
+        monkeypatch.setenv("REVBENCH_NATIVE", native)
+        loop = TimeLoop(f["oop_step"], 30, loss=f["oop_loss"])
+        results[native] = outcome(
+            lambda loop=loop: loop.value_and_grad(y0.copy(), 0.05, strategy=chosen), ())
+    assert results["1"][0] == "returned", results["1"]
+    assert same(results["1"][1], results["0"][1])
+    stats, refused = counted()
+    assert not refused and stats["compiled"] + stats["loaded"] + stats["reused"] >= 1, \
+        (stats, refused)

@@ -187,7 +187,7 @@ class _Batched:
             # for Ctrl-C only in a thread that holds the GIL)
             run = module_dispatcher(mod, "driver", boundscheck=False, nogil=True)
             # the native code generator compiles the driver with its kernels where it can
-            engine.register(run, _DriverSource(source, key), mod.__dict__, check=False,
+            engine.register(run, engine.DriverSource(source, key), mod.__dict__, check=False,
                             fastmath=False, nogil=True)
             run = engine.runner(run) or run
         self._drivers[cache_key] = run
@@ -302,19 +302,6 @@ def _pool():
         _threads.append(ThreadPoolExecutor(max_workers=max(2, default_workers()),
                                            thread_name_prefix="revbench-batch"))
     return _threads[0]
-
-
-@dataclass(frozen=True)
-class _DriverSource:
-    """A driver's source as the native code generator reads it (as a generated kernel's)."""
-
-    source: str
-    key: str
-    function_name: str = "driver"
-
-    @property
-    def module_key(self) -> int:
-        return int(self.key[:15], 16)
 
 
 def _driver_source(lay: _Layout, params: tuple[str, ...]) -> str:

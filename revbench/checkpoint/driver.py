@@ -210,8 +210,10 @@ def build_driver(shape: DriverShape, kernels: dict[str, tuple[object, str]], bac
                  schedule: object = None):
     """Compile the driver for ``shape`` calling ``kernels`` (name -> (callable, content key));
     with a compiled schedule, ``schedule`` is its generator of actions."""
-    memo = (shape, backend, schedule, tuple((name, id(fn), key) for name, (fn, key)
-                                            in sorted(kernels.items())))
+    from revbench.backends.native import engine
+
+    memo = (shape, backend, schedule, engine.enabled(),
+            tuple((name, id(fn), key) for name, (fn, key) in sorted(kernels.items())))
     hit = _BUILT.get(memo)
     if hit is not None:
         return hit
@@ -244,6 +246,12 @@ def _build_driver(shape: DriverShape, kernels: dict[str, tuple[object, str]], ba
     mod = load_module(key, source, flavour, injected)
     if backend != "numba":
         return mod._rb_driver
+    from revbench.backends.native import engine
     from revbench.backends.numba_backend import module_dispatcher
 
-    return module_dispatcher(mod, "_rb_driver")
+    run = module_dispatcher(mod, "_rb_driver")
+    # the native code generator compiles the driver with the kernels and the schedule it
+    # calls, where it can (a schedule of states on disk maps files: Numba's object mode)
+    engine.register(run, engine.DriverSource(source, key, "_rb_driver"), mod.__dict__,
+                    check=False, fastmath=False)
+    return engine.runner(run) or run

@@ -21,12 +21,13 @@ import os
 import struct
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from revbench.backends import runtime
-from revbench.backends.native import lower
+from revbench.backends.native import inline, lower
 from revbench.backends.native.lower import BOOL, F64, I64, Arr, Kernel, Unsupported
 
 #: set on each dispatcher the Numba backend makes: what it compiles
@@ -93,7 +94,9 @@ class Source:
     def __init__(self, gen, injected: dict[str, object], check: bool, fastmath: bool,
                  nogil: bool = False):
         self.kernel = Kernel(gen.source, gen.function_name, gen.module_key, self._resolve,
-                             check=check, fastmath=fastmath)
+                             check=check, fastmath=fastmath,
+                             resolve_python=self._resolve_python,
+                             resolve_exception=self._resolve_exception)
         self.injected = injected
         self.check = check
         self.fastmath = fastmath
@@ -102,6 +105,33 @@ class Source:
     def _resolve(self, symbol: str) -> Kernel | None:
         src = getattr(self.injected.get(symbol), _SOURCE_ATTR, None)
         return src.kernel if src is not None else None
+
+    def _resolve_python(self, symbol: str) -> Callable | None:
+        """revbench's own function ``symbol`` names (a checkpointed loop's schedule),
+        lowered inline (:mod:`.inline`)."""
+        return inline.python_function(self.injected.get(symbol))
+
+    def _resolve_exception(self, symbol: str) -> type | None:
+        """revbench's own exception class ``symbol`` names, raised with numbers."""
+        cls = self.injected.get(symbol)
+        if (isinstance(cls, type) and issubclass(cls, Exception)
+                and cls.__module__.startswith("revbench.")):
+            return cls
+        return None
+
+
+@dataclass(frozen=True)
+class DriverSource:
+    """A driver's generated source (batched, checkpointed), as the lowering reads a
+    generated kernel's: its text, content key and function."""
+
+    source: str
+    key: str
+    function_name: str = "driver"
+
+    @property
+    def module_key(self) -> int:
+        return int(self.key[:15], 16)
 
 
 def register(dispatcher: Any, gen, injected: dict[str, object], check: bool,
@@ -146,6 +176,11 @@ def _arg_type(a: Any):
         return BOOL
     if t is int:
         return I64 if lower._INT64_MIN <= a <= lower._INT64_MAX else None
+    if t is tuple:  # (a schedule's knob)
+        if 0 < len(a) <= 4 and all(type(v) is int and lower._INT64_MIN <= v <= lower._INT64_MAX
+                                   for v in a):
+            return lower.ShapeT(len(a))
+        return None
     if t is np.ndarray:
         key = (a.dtype, a.ndim, a.flags.num)  # (one dictionary lookup per array and call)
         found = _ARRAY_TYPES.get(key)
@@ -170,6 +205,7 @@ def _array_type(a: np.ndarray):
 
 
 _DTYPES = {np.dtype(np.float64).num: F64, np.dtype(np.int64).num: I64,
+           np.dtype(np.int32).num: lower.I32,
            np.dtype(np.bool_).num: BOOL}
 
 
@@ -257,8 +293,10 @@ class _Compiled:
         self.messages = messages
         n = max(len(types), 1)
         self.Ints, self.Floats = ctypes.c_int64 * n, ctypes.c_double * n
-        # (argument number, 0: an array (its object), 1: a float, 2: an int or bool)
-        self.plan = tuple((k, 0 if isinstance(t, Arr) else 1 if t == F64 else 2)
+        # (argument number, 0: an array (its object), 1: a float, 2: an int or bool,
+        # 4: a tuple of ints (the address of a copy))
+        self.plan = tuple((k, 0 if isinstance(t, Arr) else 1 if t == F64 else
+                           4 if isinstance(t, lower.ShapeT) else 2)
                           for k, t in enumerate(types))
         # what comes back: the arguments (kind as in plan; 3: a bool), or one int ("value")
         self.out = None if returns == "value" else tuple(
@@ -267,11 +305,16 @@ class _Compiled:
 
     def call(self, args: tuple) -> tuple:
         ints, floats, err = self.Ints(), self.Floats(), _Err()
+        held = []
         for k, kind in self.plan:
             if kind == 0:
                 ints[k] = id(args[k])  # (the entry reads the array object: lower.entry_point)
             elif kind == 1:
                 floats[k] = args[k]
+            elif kind == 4:
+                t = (ctypes.c_int64 * len(args[k]))(*args[k])
+                held.append(t)
+                ints[k] = ctypes.addressof(t)
             else:
                 ints[k] = args[k]
         status = self.fn(ints, floats, err)
@@ -285,22 +328,24 @@ class _Compiled:
     def error(self, status: int, err: np.ndarray) -> BaseException:
         """The exception the Numba-compiled kernel raises for the same failure."""
         S = lower.STATUS
+        values = []
+        for j in range(int(err[3])):
+            tag, bits = int(err[4 + 2 * j]), err[5 + 2 * j]
+            if tag == lower.TAG_FLOAT:
+                values.append(struct.unpack("<d", struct.pack("<q", bits))[0])
+            elif tag == lower.TAG_BOOL:
+                values.append(bool(bits))
+            else:
+                values.append(int(bits))
         if status == S["check"]:
-            values = []
-            for j in range(int(err[3])):
-                tag, bits = int(err[4 + 2 * j]), err[5 + 2 * j]
-                if tag == lower.TAG_FLOAT:
-                    values.append(struct.unpack("<d", struct.pack("<q", bits))[0])
-                elif tag == lower.TAG_BOOL:
-                    values.append(bool(bits))
-                else:
-                    values.append(int(bits))
             return runtime.CheckFailed(int(err[1]), int(err[2]), *values)
         if status == S["interrupt"]:
             return runtime.Interrupted()
         if status == S["index"]:
             return IndexError("index is out of bounds")
         message = self.messages[int(err[1])] if 0 <= err[1] < len(self.messages) else ""
+        if status == S["raise"]:
+            return lower.EXCEPTIONS[message](*values)
         if status == S["zerodiv"]:
             return ZeroDivisionError(message)
         if status == S["assert"]:

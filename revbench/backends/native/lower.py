@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from revbench.backends import runtime
-from revbench.backends.native import runtime_ir
+from revbench.backends.native import inline, runtime_ir
 
 
 class Unsupported(Exception):
@@ -33,7 +33,12 @@ class Unsupported(Exception):
 
 
 #: failure statuses a kernel returns (0: success); ``err[0]`` repeats it
-STATUS = {"check": 1, "interrupt": 2, "index": 3, "zerodiv": 4, "assert": 5, "value": 6}
+STATUS = {"check": 1, "interrupt": 2, "index": 3, "zerodiv": 4, "assert": 5, "value": 6,
+          "raise": 7}
+#: revbench's own exception classes generated code raises with numbers (``raise
+#: _RbNotRecovered(kind, t, k, residual, scale)`` in a checkpoint driver), by the name the
+#: ``raise`` status carries in the message table: the engine raises the same
+EXCEPTIONS: dict[str, type] = {}
 
 #: ``err`` layout: status, message number (or module), check number, value count, then up
 #: to MAX_VALUES (tag, bits) pairs; its last slot holds a function's returned int
@@ -44,6 +49,8 @@ RESULT_SLOT = ERR_SLOTS - 1
 TAG_INT, TAG_FLOAT, TAG_BOOL = 0, 1, 2
 
 I64, F64, BOOL = "i64", "double", "i1"
+#: an element type of arrays only (rows of a schedule): read as an int64, never written
+I32 = "i32"
 
 
 @dataclass(frozen=True)
@@ -57,7 +64,7 @@ class Arr:
 
     @property
     def item_bytes(self) -> int:
-        return 1 if self.dtype == BOOL else 8
+        return 1 if self.dtype == BOOL else 4 if self.dtype == I32 else 8
 
     @property
     def mem(self) -> str:  # the element as stored in memory
@@ -69,7 +76,14 @@ class ShapeT:
     ndim: int
 
 
-Type = str | Arr | ShapeT
+@dataclass(frozen=True)
+class DTypeT:
+    """An array's ``dtype`` as a value (``np.zeros(shape, a.dtype)``)."""
+
+    dtype: str
+
+
+Type = str | Arr | ShapeT | DTypeT
 
 
 @dataclass
@@ -136,6 +150,10 @@ class Kernel:
     check: bool = True  # bounds checks (Numba's boundscheck follows the checks)
     tree: ast.FunctionDef | None = None
     fastmath: bool = False
+    #: a symbol -> revbench's own Python function it names, lowered inline (a schedule)
+    resolve_python: Callable[[str], Callable | None] = lambda symbol: None
+    #: a symbol -> revbench's own exception class it names (raised with numbers)
+    resolve_exception: Callable[[str], type | None] = lambda symbol: None
 
     def function(self) -> ast.FunctionDef:
         if self.tree is None:
@@ -190,6 +208,23 @@ class ModuleBuilder:
 
 
 
+@dataclass
+class _Inlined:
+    """A function being lowered inline: where its ``return`` goes (``end``) and the
+    variable its value goes in; for a generator, the loop it feeds -- its ``target``, the
+    ``body`` a ``yield`` jumps to, the slot noting which yield it came from (``resume``)
+    and the places to come back to."""
+
+    end: str
+    result: str
+    generator: bool
+    target: ast.expr | None = None
+    body: str = ""
+    resume: str = ""
+    resumes: list[str] = field(default_factory=list)
+    returns_value: bool = False
+
+
 class FunctionLowering:
     """One kernel, lowered for one set of argument types: a visitor over its statements
     (``s_<Node>``) and expressions (``x_<Node>``) writing LLVM IR with a variable per
@@ -204,7 +239,14 @@ class FunctionLowering:
         self.vars: dict[str, tuple[Type, tuple[str, ...]]] = {}
         self._n = 0
         self.check = k.check
-        self.tuples: dict[str, int] = {}  # names holding a kernel's results -> their count
+        # names holding a tuple (a kernel's results, a yielded action) -> its parts'
+        # variables: each assignment makes new ones (two branches may assign tuples of
+        # other types to one name, as in Numba, where each is read in its own branch)
+        self.tuples: dict[str, tuple[str, ...]] = {}
+        self.loops: list[tuple[str, str]] = []  # (continue, break) labels, innermost last
+        self.ctx: _Inlined | None = None  # the inlined function being lowered, if any
+        self.inline_fns: dict[str, Callable] = {}  # symbols of inlined code's callees
+        self.inlining: list[Callable] = []  # (a function inlined into itself: refused)
 
     # -- plumbing -------------------------------------------------------------
     def tmp(self, hint: str = "t") -> str:
@@ -355,6 +397,11 @@ class FunctionLowering:
                 for j in range(t.ndim):
                     entry_code.append(f"store i64 %a.{safe}.d{j}, ptr {slots[1 + j]}")
                     entry_code.append(f"store i64 %a.{safe}.s{j}, ptr {slots[1 + t.ndim + j]}")
+            elif isinstance(t, ShapeT):  # a tuple of ints (a schedule's knob): by value
+                sig += [f"i64 %a.{safe}.d{j}" for j in range(t.ndim)]
+                slots = self.declare_var(p, t)
+                entry_code += [f"store i64 %a.{safe}.d{j}, ptr {slots[j]}"
+                               for j in range(t.ndim)]
             elif isinstance(t, str):
                 sig.append(f"ptr %a.{safe}")
                 slots = self.declare_var(p, t)
@@ -401,9 +448,31 @@ class FunctionLowering:
     def s_Expr(self, st: ast.Expr) -> None:
         if isinstance(st.value, ast.Constant):  # a docstring
             return
+        if isinstance(st.value, ast.Yield):
+            return self.do_yield(st.value.value)
+        if self.is_kernel_call(st.value):  # (its results unused: arrays it updated)
+            self.call_kernel(st.value)
+            return
         self.x(st.value)
 
+    def s_Break(self, st: ast.Break) -> None:
+        self.br(self.loops[-1][1])
+        self.dead()
+
+    def s_Continue(self, st: ast.Continue) -> None:
+        self.br(self.loops[-1][0])
+        self.dead()
+
     def s_Return(self, st: ast.Return) -> None:
+        if self.ctx is not None:  # the end of an inlined function's copy
+            if st.value is not None:
+                if self.ctx.generator:
+                    raise Unsupported("a generator returning a value")
+                self.store_var(self.ctx.result, self.x(st.value))
+                self.ctx.returns_value = True
+            self.br(self.ctx.end)
+            self.dead()
+            return
         if not isinstance(st.value, ast.Tuple):
             return self.return_value(st.value)
         returns = []
@@ -415,6 +484,10 @@ class FunctionLowering:
             raise Unsupported("two different returns")
         self.returns = tuple(returns)
         for p, t in zip(self.params, self.arg_types):
+            if isinstance(t, ShapeT):
+                if self.params.index(p) in returns:
+                    raise Unsupported("returns a tuple")
+                continue
             if isinstance(t, Arr):
                 # an array parameter rebound to another array cannot be returned in place
                 v = self.load_var(p)
@@ -471,12 +544,15 @@ class FunctionLowering:
             return
         if isinstance(target, ast.Name) and self.is_kernel_call(st.value):
             # r = kernel(...): a tuple; r[k] reads its parts (one variable each)
-            values = self.call_kernel(st.value)
-            for k, v in enumerate(values):
-                self.store_var(f"{target.id}#{k}", v)
-            self.tuples[target.id] = len(values)
+            self.store_tuple(target.id, self.call_kernel(st.value))
             return
         self.assign(target, self.x(st.value))
+
+    def store_tuple(self, name: str, values: list[Val]) -> None:
+        parts = tuple(f"{name}#{len(self.vars)}#{k}" for k in range(len(values)))
+        for part, v in zip(parts, values):
+            self.store_var(part, v)
+        self.tuples[name] = parts
 
     def is_kernel_call(self, e: ast.expr) -> bool:
         return (isinstance(e, ast.Call) and isinstance(e.func, ast.Name)
@@ -505,7 +581,7 @@ class FunctionLowering:
         base = self.x(e.value)
         if not isinstance(base.t, Arr):
             raise Unsupported("subscript of a non-array")
-        idx = e.slice.elts if isinstance(e.slice, ast.Tuple) else [e.slice]
+        idx = _indices(e)
         if len(idx) < base.t.ndim or any(isinstance(i, ast.Slice) for i in idx):
             return self.view(base, idx)
         return None
@@ -569,12 +645,19 @@ class FunctionLowering:
         cond = self.truth(self.x(st.test))
         self.cbr(cond, body, end)
         self.start(body)
+        self.loops.append((head, end))
         self.block(st.body)
+        self.loops.pop()
         self.br(head)
         self.start(end)
 
     def s_For(self, st: ast.For) -> None:
         it = st.iter
+        if (not st.orelse and isinstance(it, ast.Call) and isinstance(it.func, ast.Name)
+                and not it.keywords):
+            fn = self.python_callee(it.func.id)
+            if fn is not None:
+                return self.for_generator(st, fn, it.args)
         if (st.orelse or not isinstance(st.target, ast.Name)
                 or not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name)
                         and it.func.id == "range" and not it.keywords
@@ -602,15 +685,25 @@ class FunctionLowering:
             zero = self.tmp()
             self.emit(f"{zero} = icmp eq i64 {step}, 0")
             self.fail_if(zero, "value", self.mod.message("range() arg 3 must not be zero"))
-        step_text = str(step_const) if step_const is not None else step
         counter = self.slot("i64", "i")
         self.emit(f"store i64 {start}, ptr {counter}")
+        # the bounds in memory too: a yield in the body (an inlined generator) makes paths
+        # into the loop that do not pass here (mem2reg makes registers of them again)
+        bounds_slot = self.slot("i64", "stop"), self.slot("i64", "step")
+        self.emit(f"store i64 {stop}, ptr {bounds_slot[0]}")
+        if step_const is None:
+            self.emit(f"store i64 {step}, ptr {bounds_slot[1]}")
         self.declare_var(st.target.id, I64)
         head, body, end = self.label("for"), self.label("fbody"), self.label("fend")
         self.br(head)
         self.start(head)
-        i = self.tmp("i")
+        i, stop = self.tmp("i"), self.tmp("stop")
         self.emit(f"{i} = load i64, ptr {counter}")
+        self.emit(f"{stop} = load i64, ptr {bounds_slot[0]}")
+        if step_const is None:
+            step = self.tmp("step")
+            self.emit(f"{step} = load i64, ptr {bounds_slot[1]}")
+        step_text = str(step_const) if step_const is not None else step
         go = self.tmp()
         if step_const is not None:
             self.emit(f"{go} = icmp {'slt' if step_const > 0 else 'sgt'} i64 {i}, {stop}")
@@ -627,9 +720,115 @@ class FunctionLowering:
         # (the next value overflowing int64 would end a Python loop: no wrap-around here)
         self.emit(f"{nxt} = add i64 {i}, {step_text}")
         self.emit(f"store i64 {nxt}, ptr {counter}")
+        self.loops.append((head, end))
         self.block(st.body)
+        self.loops.pop()
         self.br(head)
         self.start(end)
+
+    # -- revbench's own functions, inline (:mod:`.inline`) -----------------------
+    def python_callee(self, name: str) -> Callable | None:
+        """The Python function a call of ``name`` is lowered inline from, if any."""
+        fn = self.inline_fns.get(name)
+        if fn is None and name not in self.vars:
+            fn = self.k.resolve_python(name)
+        return fn
+
+    def _prepare(self, fn: Callable, args: list[ast.expr]) -> inline.Prepared:
+        """A fresh copy of ``fn``, its parameters bound to ``args`` (evaluated first)."""
+        if fn in self.inlining or len(self.inlining) > 16:
+            raise Unsupported(f"recursion in {fn.__qualname__}")
+        try:
+            p = inline.prepared(fn)
+        except inline.NotInlinable as exc:
+            raise Unsupported(str(exc)) from None
+        if len(args) != len(p.params):
+            raise Unsupported(f"arity of {fn.__qualname__}")
+        values = [self.x(a) for a in args]
+        for name, v in zip(p.params, values):
+            self.store_var(name, v)
+        self.inline_fns.update(p.calls)
+        return p
+
+    def _inlined_body(self, fn: Callable, p: inline.Prepared, ctx: _Inlined) -> None:
+        """``p``'s body here, in its own context (its loops, its returns), then to its end."""
+        saved = (self.ctx, self.loops)
+        self.ctx, self.loops = ctx, []
+        self.inlining.append(fn)
+        self.block(p.body)
+        self.inlining.pop()
+        self.ctx, self.loops = saved
+        self.br(ctx.end)
+
+    def inline_call(self, fn: Callable, args: list[ast.expr]) -> Val:
+        """A call of a plain function: its body here, each ``return`` a jump to its end."""
+        p = self._prepare(fn, args)
+        if p.generator:
+            raise Unsupported(f"{fn.__qualname__}: a generator outside a for loop")
+        ctx = _Inlined(self.label("ret"), f"{p.params[0] if p.params else '_rbi'}#result",
+                       generator=False)
+        self._inlined_body(fn, p, ctx)
+        self.start(ctx.end)
+        if ctx.returns_value:
+            return self.load_var(ctx.result)
+        return const(BOOL, False)  # (None: a statement's value, unused)
+
+    def for_generator(self, st: ast.For, fn: Callable, args: list[ast.expr]) -> None:
+        """``for x in gen(...): body``, the generator inline: each ``yield`` sets ``x``,
+        notes where it stands and jumps to ``body``, which ends (or ``continue``s) in a
+        switch back to the place after that yield; ``break`` and the generator's end
+        leave the loop.  The body is written once, however many yields lead to it."""
+        p = self._prepare(fn, args)
+        if not p.generator:
+            raise Unsupported(f"for over {fn.__qualname__}")
+        body, dispatch, end = self.label("gbody"), self.label("gnext"), self.label("gend")
+        ctx = _Inlined(end, "", generator=True, target=st.target, body=body,
+                       resume=self.slot("i32", "resume"))
+        self._inlined_body(fn, p, ctx)
+        self.start(body)
+        self.loops.append((dispatch, end))
+        self.block(st.body)
+        self.loops.pop()
+        self.br(dispatch)
+        self.start(dispatch)
+        at = self.tmp()
+        self.emit(f"{at} = load i32, ptr {ctx.resume}")
+        cases = " ".join(f"i32 {k}, label %{label}" for k, label in enumerate(ctx.resumes))
+        self.emit(f"switch i32 {at}, label %{end} [{cases}]")
+        self.start(end)
+
+    def do_yield(self, e: ast.expr | None) -> None:
+        ctx = self.ctx
+        if ctx is None or not ctx.generator or e is None:
+            raise Unsupported("yield")
+        if isinstance(e, ast.Tuple):
+            values = [self.x(v) for v in e.elts]
+        elif isinstance(e, ast.Name) and e.id in self.tuples:
+            values = [self.load_var(part) for part in self.tuples[e.id]]
+        else:
+            values = [self.x(e)]
+        target = ctx.target
+        if isinstance(target, ast.Tuple):
+            if len(target.elts) != len(values):
+                raise Unsupported("unpacking")
+            for t, v in zip(target.elts, values):
+                self.assign(t, v)
+        elif isinstance(target, ast.Name):
+            if len(values) == 1:
+                self.assign(target, values[0])
+            else:
+                # (one set of variables for every yield: the body reads them wherever from)
+                parts = tuple(f"{target.id}#y#{k}" for k in range(len(values)))
+                for part, v in zip(parts, values):
+                    self.store_var(part, v)
+                self.tuples[target.id] = parts
+        else:
+            raise Unsupported("for target")
+        resume = self.label("resume")
+        self.emit(f"store i32 {len(ctx.resumes)}, ptr {ctx.resume}")
+        ctx.resumes.append(resume)
+        self.br(ctx.body)
+        self.start(resume)
 
     def s_Raise(self, st: ast.Raise) -> None:
         exc = st.exc
@@ -644,7 +843,13 @@ class FunctionLowering:
             self.fail("check", 0, tuple(args[2:]), check_no=self.convert(args[1], I64),
                       module=args[0])
         else:
-            raise Unsupported(f"raise {exc.func.id}")
+            cls = self.k.resolve_exception(exc.func.id)
+            args = [self.x(a) for a in exc.args]
+            if cls is None or exc.keywords or any(not isinstance(a.t, str) for a in args):
+                raise Unsupported(f"raise {exc.func.id}")
+            name = f"{cls.__module__}.{cls.__qualname__}"
+            EXCEPTIONS[name] = cls
+            self.fail("raise", self.mod.message(name), tuple(args))
         self.dead()
 
     def s_Assert(self, st: ast.Assert) -> None:
@@ -682,6 +887,11 @@ class FunctionLowering:
             if e.attr in _CONSTANTS:
                 return const(F64, _CONSTANTS[e.attr])
             raise Unsupported(f"{e.value.id}.{e.attr}")
+        if e.attr == "dtype":
+            v = self.x(e.value)
+            if not isinstance(v.t, Arr):
+                raise Unsupported("dtype of a non-array")
+            return Val(DTypeT(v.t.dtype))
         if e.attr in ("shape", "size"):
             v = self.x(e.value)
             if not isinstance(v.t, Arr):
@@ -692,12 +902,20 @@ class FunctionLowering:
         raise Unsupported(f"attribute {e.attr}")
 
     def x_Subscript(self, e: ast.Subscript) -> Val:
+        if self.is_kernel_call(e.value):  # ``kernel(...)[k]``: one of its results
+            k = e.slice
+            values = self.call_kernel(e.value)
+            if not (isinstance(k, ast.Constant) and type(k.value) is int
+                    and 0 <= k.value < len(values)):
+                raise Unsupported("tuple index")
+            return values[k.value]
         if isinstance(e.value, ast.Name) and e.value.id in self.tuples:
             k = e.slice
+            parts = self.tuples[e.value.id]
             if not (isinstance(k, ast.Constant) and type(k.value) is int
-                    and 0 <= k.value < self.tuples[e.value.id]):
+                    and 0 <= k.value < len(parts)):
                 raise Unsupported("tuple index")
-            return self.load_var(f"{e.value.id}#{k.value}")
+            return self.load_var(parts[k.value])
         base = self.x(e.value)
         if isinstance(base.t, ShapeT):
             idx = e.slice
@@ -705,7 +923,7 @@ class FunctionLowering:
                     and -base.t.ndim <= idx.value < base.t.ndim):
                 raise Unsupported("shape index")
             return Val(I64, base.dims[idx.value])
-        idx = e.slice.elts if isinstance(e.slice, ast.Tuple) else [e.slice]
+        idx = _indices(e)
         if any(isinstance(i, ast.Slice) for i in idx) or (
                 isinstance(base.t, Arr) and len(idx) < base.t.ndim):
             return self.view(base, idx)  # (a[i] of a matrix: its row)
@@ -788,7 +1006,7 @@ class FunctionLowering:
         t = base.t
         if not isinstance(t, Arr):
             raise Unsupported("subscript of a non-array")
-        idx = e.slice.elts if isinstance(e.slice, ast.Tuple) else [e.slice]
+        idx = _indices(e)
         if len(idx) != t.ndim or any(isinstance(i, ast.Slice) for i in idx):
             raise Unsupported("a subarray")
         offsets = [self.index(node, base.dims[k]) for k, node in enumerate(idx)]
@@ -820,6 +1038,10 @@ class FunctionLowering:
     def from_mem(self, arr: Arr, ptr: str) -> Val:
         r = self.tmp()
         self.emit(f"{r} = load {arr.mem}, ptr {ptr}")
+        if arr.dtype == I32:
+            w = self.tmp()
+            self.emit(f"{w} = sext i32 {r} to i64")
+            return Val(I64, w)
         if arr.dtype == BOOL:
             b = self.tmp()
             self.emit(f"{b} = icmp ne i8 {r}, 0")
@@ -865,6 +1087,8 @@ class FunctionLowering:
         return self.binop(e.op, self.x(e.left), self.x(e.right))
 
     def binop(self, op: ast.operator, a: Val, b: Val) -> Val:
+        if isinstance(op, ast.Add) and isinstance(a.t, ShapeT) and isinstance(b.t, ShapeT):
+            return Val(ShapeT(a.t.ndim + b.t.ndim), dims=a.dims + b.dims)  # (shapes joined)
         if not (isinstance(a.t, str) and isinstance(b.t, str)):
             raise Unsupported("arithmetic on arrays")
         if isinstance(op, (ast.BitAnd, ast.BitOr, ast.BitXor)):
@@ -1101,6 +1325,8 @@ class FunctionLowering:
         if not isinstance(f, ast.Name) or e.keywords:
             raise Unsupported("call")
         name = f.id
+        if name not in self.vars and self.python_callee(name) is not None:
+            return self.inline_call(self.python_callee(name), e.args)
         if name == "len" and e.args and isinstance(e.args[0], ast.Call):
             args = []
         else:
@@ -1229,6 +1455,15 @@ class FunctionLowering:
         args = [self.x(a) for a in e.args]
         if name == "float64" and len(args) == 1:
             return self.convert(args[0], F64)
+        if name == "int64" and len(args) == 1 and args[0].t in (I64, BOOL):
+            return self.convert(args[0], I64)
+        if name in ("add", "subtract") and len(args) == 3 and ast.dump(e.args[0]) == ast.dump(
+                e.args[2]) and isinstance(args[0].t, Arr):
+            # ``np.add(a, b, a)``: a += b, element by element (same shapes, as NumPy's
+            # out= demands of an operand it writes)
+            op = ast.Add() if name == "add" else ast.Sub()
+            self.store_into(args[0], args[1], op)
+            return args[0]
         if name == "sign" and len(args) == 1 and args[0].t in (F64, I64):
             return self.sign(args[0])
         if name in ("real", "imag") and len(args) == 1 and args[0].t == F64:
@@ -1384,16 +1619,19 @@ class FunctionLowering:
 
     def allocate(self, e: ast.Call, zero: bool) -> Val:
         kw = {k.arg: k.value for k in e.keywords}
-        if len(e.args) != 1 or set(kw) - {"dtype"}:
+        if not 1 <= len(e.args) <= 2 or set(kw) - {"dtype"} or len(e.args) + len(kw) > 2:
             raise Unsupported("allocation")
-        dt = kw.get("dtype")
+        dt = kw.get("dtype", e.args[1] if len(e.args) == 2 else None)
         if dt is None:
             dtype = F64
         elif (isinstance(dt, ast.Attribute) and isinstance(dt.value, ast.Name)
-                and dt.value.id == "_rb_np" and dt.attr in _DTYPES):
+                and _MODULES.get(dt.value.id) == "_rb_np" and dt.attr in _DTYPES):
             dtype = _DTYPES[dt.attr]
         else:
-            raise Unsupported("dtype")
+            d = self.x(dt)  # (``a.dtype``)
+            if not isinstance(d.t, DTypeT):
+                raise Unsupported("dtype")
+            dtype = d.t.dtype
         shape = self.x(e.args[0])
         if isinstance(shape.t, str):
             shape = Val(ShapeT(1), dims=(self.int_value(shape),))
@@ -1535,6 +1773,13 @@ class FunctionLowering:
         return r
 
 
+def _indices(e: ast.Subscript) -> list[ast.expr]:
+    """The indices of ``a[i, j]``; ``a[...]`` has none (the whole array, as a view)."""
+    if isinstance(e.slice, ast.Constant) and e.slice.value is Ellipsis:
+        return []
+    return list(e.slice.elts) if isinstance(e.slice, ast.Tuple) else [e.slice]
+
+
 def _llname(name: str) -> str:
     """``name`` as an LLVM identifier (Python's may hold any letter; LLVM's are ASCII)."""
     if name.isascii() and name.replace("_", "").isalnum():
@@ -1581,6 +1826,14 @@ def entry_point(mod: ModuleBuilder, kernel_name: str, types: tuple[Type, ...],
                     lines += [f"  %o{k}.{what}{j}.p = getelementptr i64, ptr %o{k}.{what}, i64 {j}",
                               f"  %o{k}.{what}{j} = load i64, ptr %o{k}.{what}{j}.p"]
                     args.append(f"i64 %o{k}.{what}{j}")
+        elif isinstance(t, ShapeT):  # (the address of its ints)
+            lines += [f"  %t{k}.p = getelementptr i64, ptr %ints, i64 {k}",
+                      f"  %t{k}.i = load i64, ptr %t{k}.p",
+                      f"  %t{k} = inttoptr i64 %t{k}.i to ptr"]
+            for j in range(t.ndim):
+                lines += [f"  %t{k}.{j}.p = getelementptr i64, ptr %t{k}, i64 {j}",
+                          f"  %t{k}.{j} = load i64, ptr %t{k}.{j}.p"]
+                args.append(f"i64 %t{k}.{j}")
         else:
             where = "%floats" if t == F64 else "%ints"
             lines.append(f"  %s{k} = getelementptr i64, ptr {where}, i64 {k}")
