@@ -81,7 +81,13 @@ def _rows_for(name, framework, T):
     return args, rows
 
 
-@pytest.mark.parametrize("name", list(WORKLOADS))
+def _one_quick(names) -> list:
+    """The heat equation in the quick suite, the other workloads in the slow one: each row
+    is mostly the framework's own compilation (4-5 s), the same code path for each."""
+    return [n if n == "heat" else pytest.param(n, marks=pytest.mark.slow) for n in names]
+
+
+@pytest.mark.parametrize("name", _one_quick(WORKLOADS))
 def test_jax_rows_match_the_reference(name):
     pytest.importorskip("jax")
     T = 10
@@ -89,7 +95,7 @@ def test_jax_rows_match_the_reference(name):
     _check_rows(name, T, args, rows, "jax")
 
 
-@pytest.mark.parametrize("name", list(WORKLOADS))
+@pytest.mark.parametrize("name", _one_quick(WORKLOADS))
 def test_torch_rows_match_the_reference(name):
     pytest.importorskip("torch")
     T = 11                                   # not a multiple of the segment length

@@ -284,7 +284,7 @@ def check_generated(p: program_gen.GeneratedProgram, monkeypatch) -> None:
     assert same(back_native, back_numba)
 
 
-@settings(max_examples=6, **COMMON)
+@settings(max_examples=4, **COMMON)
 @given(program_gen.programs())
 def test_generated_programs_agree_with_numba_bit_for_bit(p):
     with pytest.MonkeyPatch.context() as mp:
@@ -421,7 +421,7 @@ def residual(r, cam, X, w, feat):
 """
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("workers", [pytest.param(1, marks=pytest.mark.slow), 2])
 def test_a_batched_driver_compiles_natively_and_agrees_with_numba(monkeypatch, counted,
                                                                    workers):
     """`batch=` drivers (Numba-compiled loops that call the kernels) are lowered too, with
@@ -522,9 +522,10 @@ def solve(out, yT, y0, h, n):
 
 
 @pytest.mark.parametrize("strategy", [
-    "Revolve(3)", "Online(snapshots=3)",
+    "Revolve(3)",
     # (the schedules themselves are compared with Python's above: these differ in nothing else)
-    *(pytest.param(s, marks=pytest.mark.slow) for s in ("StoreAll()", "Periodic(3)", "Bennett(2)"))])
+    *(pytest.param(s, marks=pytest.mark.slow)
+      for s in ("StoreAll()", "Periodic(3)", "Bennett(2)", "Online(snapshots=3)"))])
 def test_a_checkpointed_loop_runs_natively_and_agrees_with_numba(monkeypatch, counted,
                                                                   strategy):
     from revbench.checkpoint import Bennett, Online, Periodic, Revolve, StoreAll, checkpointed
