@@ -585,3 +585,32 @@ def oop_loss(e, y, h):
     stats, refused = counted()
     assert not refused and stats["compiled"] + stats["loaded"] + stats["reused"] >= 1, \
         (stats, refused)
+
+
+def test_lgamma_derivatives_inline_agree_with_numba_bit_for_bit(monkeypatch, counted):
+    """digamma and trigamma (``revbench.rules.special``, revbench's own Python) are lowered
+    inline too: the gradient and second derivative of lgamma, and (unchecked, where a value
+    may be nan) digamma itself at poles, negative numbers, both sides of the series'
+    threshold, infinities and nan."""
+    f = define("""
+        def f(y, x):
+            for i in range(len(x)):
+                y += math.lgamma(x[i]) * x[i]
+    """)
+    x = np.array([0.3, 2.5, -1.5, -2.5, 9.999, 10.0, 37.5, 1e-300, -1e-9])
+    native, numba = both_paths(monkeypatch, revbench.grad(f, loss="y", wrt="x"), (0.0, x))
+    assert native[0] == "returned" and same(native, numba), (native, numba)
+    h = revbench.hessian(f, loss="y", wrt="x")
+    native, numba = both_paths(monkeypatch, h, (0.0, np.array([0.7, -0.4, 11.0])))
+    assert native[0] == "returned" and same(native, numba), (native, numba)
+    psi = define("""
+        def psi(y, x):
+            for i in range(len(x)):
+                y[i] += digamma(x[i])
+    """, check=False)
+    edges = np.array([0.0, -2.0, -1e300, math.inf, -math.inf, math.nan, 0.5, -3.25, 10.0])
+    native, numba = both_paths(monkeypatch, psi, (np.zeros(len(edges)), edges))
+    assert native[0] == "returned" and same(native, numba), (native, numba)
+    stats, refused = counted()
+    assert not refused and stats["compiled"] + stats["loaded"] + stats["reused"] >= 3, \
+        (stats, refused)

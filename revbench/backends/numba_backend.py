@@ -258,6 +258,7 @@ def typed_once(impl: Callable, name: str) -> Callable:
         return impl(*args)
 
     stand_in.__name__ = stand_in.__qualname__ = f"rb_{name}"
+    stand_in.__wrapped__ = impl  # (what the native code generator reads: backends/native)
     # no cache of its own: the callers' cached machine code holds it (and a user's function
     # defined in a notebook cell has no file Numba could cache it beside)
     overload(stand_in, prefer_literal=False, strict=False, inline="never")(lambda *args: impl)

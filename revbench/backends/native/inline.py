@@ -1,7 +1,8 @@
 """revbench's own Python functions, prepared to be lowered inline into a kernel.
 
 A checkpointed loop's kernel runs its schedule (:mod:`revbench.checkpoint.actions`):
-generators of actions and the small functions they call.  Numba compiles those as
+generators of actions and the small functions they call; ``lgamma``'s derivatives are
+Python functions too (:mod:`revbench.rules.special`).  Numba compiles those as
 functions of their own; the native lowering instead writes each call *into* the kernel
 that makes it -- a generator's ``yield`` jumps to the loop body that consumes it and
 comes back (:meth:`.lower.FunctionLowering.for_generator`), a function's ``return``
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 #: the modules whose functions generated code may have lowered inline
-INLINED_MODULES = ("revbench.checkpoint.actions",)
+INLINED_MODULES = ("revbench.checkpoint.actions", "revbench.rules.special")
 
 #: names the lowering knows by themselves (builtins and the NumPy module)
 _KNOWN = {"range", "len", "min", "max", "abs", "int", "float", "bool", "np", "math"}
@@ -41,9 +42,10 @@ class NotInlinable(Exception):
 
 
 def python_function(obj: object) -> Callable | None:
-    """The Python function behind ``obj`` (a Numba dispatcher's ``py_func``, or ``obj``)
+    """The Python function behind ``obj`` (a Numba dispatcher's ``py_func``, a stand-in's
+    ``__wrapped__``, or ``obj``)
     when it is one of :data:`INLINED_MODULES`' functions, else None."""
-    fn = getattr(obj, "py_func", obj)
+    fn = getattr(obj, "py_func", None) or getattr(obj, "__wrapped__", obj)
     if inspect.isfunction(fn) and fn.__module__ in INLINED_MODULES:
         return fn
     return None
@@ -101,7 +103,9 @@ def prepared(fn: Callable) -> Prepared:
         def visit_Name(self, node: ast.Name) -> ast.expr:
             if node.id in local:
                 return ast.copy_location(ast.Name(prefix + node.id, node.ctx), node)
-            if (node.id in _KNOWN and node.id not in glob) or node.id in ("np", "math"):
+            if node.id in ("np", "math"):  # (the names generated code gives the modules)
+                return ast.copy_location(ast.Name(f"_rb_{node.id}", node.ctx), node)
+            if node.id in _KNOWN and node.id not in glob:
                 return node
             value = glob.get(node.id)
             if isinstance(value, (bool, int, float, np.integer, np.floating)):

@@ -1457,6 +1457,13 @@ class FunctionLowering:
             return self.convert(args[0], F64)
         if name == "int64" and len(args) == 1 and args[0].t in (I64, BOOL):
             return self.convert(args[0], I64)
+        if owner == "_rb_math" and name in ("floor", "ceil") and len(args) == 1:
+            # an int, as in Python 3 and Numba (which rounds, then converts with fptosi)
+            if args[0].t in (I64, BOOL):
+                return self.convert(args[0], I64)
+            rounded, r = self.call_math(f"llvm.{name}.f64", self.convert(args[0], F64)), self.tmp()
+            self.emit(f"{r} = fptosi double {rounded.ref} to i64")
+            return Val(I64, r)
         if name in ("add", "subtract") and len(args) == 3 and ast.dump(e.args[0]) == ast.dump(
                 e.args[2]) and isinstance(args[0].t, Arr):
             # ``np.add(a, b, a)``: a += b, element by element (same shapes, as NumPy's
@@ -1468,7 +1475,8 @@ class FunctionLowering:
             return self.sign(args[0])
         if name in ("real", "imag") and len(args) == 1 and args[0].t == F64:
             return args[0] if name == "real" else const(F64, 0.0)  # (of a real number)
-        fn = _c_functions().get(f"{owner}.{name}")
+        # (math's and NumPy's functions of a float are the same C functions in Numba)
+        fn = _c_functions().get(f"{owner}.{name}") or _c_functions().get(f"_rb_np.{name}")
         if fn is not None and len(args) == 1:
             v = self.convert(args[0], F64)
             return self.call_math(f"llvm.{fn}.f64" if fn in _INTRINSICS else fn, v)
