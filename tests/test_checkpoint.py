@@ -1097,26 +1097,35 @@ def cache_loss(out, u, dt):
 ''', {"np": np})
 loop = TimeLoop(f["cache_step"], 20, loss=f["cache_loss"])
 v, g = loop.value_and_grad(np.linspace(0.1, 0.5, 4), 0.03, strategy=Revolve(snapshots=3))
-print(repr(v), time.perf_counter() - t0)
+from revbench.backends.native import engine
+print(repr(v), time.perf_counter() - t0, engine.stats["compiled"], engine.stats["loaded"])
 """
 
 
 @pytest.mark.slow
-def test_second_process_loads_the_driver_from_disk(tmp_path):
-    env = dict(os.environ, REVBENCH_CACHE_DIR=str(tmp_path))
+@pytest.mark.parametrize("native", ["1", "0"])
+def test_second_process_loads_the_driver_from_disk(tmp_path, native):
+    """The driver and its kernels, compiled by revbench's code generator (``native``) or by
+    Numba (``REVBENCH_NATIVE=0``), are machine code a second process loads from disk."""
+    env = dict(os.environ, REVBENCH_CACHE_DIR=str(tmp_path), REVBENCH_NATIVE=native)
     runs = []
     for _ in range(2):
         t0 = time.perf_counter()
         out = subprocess.run([sys.executable, "-c", CACHE_SCRIPT], env=env, capture_output=True,
                              text=True, timeout=600, check=True)
-        runs.append((out.stdout.split()[0], time.perf_counter() - t0))
+        value, _, compiled, loaded = out.stdout.split()
+        runs.append((value, time.perf_counter() - t0, int(compiled), int(loaded)))
     assert runs[0][0] == runs[1][0]  # the same value
     drivers = [p for p in tmp_path.rglob("rbgen_*.py")
                if p.read_text().startswith("# revbench checkpoint driver")]
     assert drivers, "no generated driver in the cache"
-    for p in drivers:
-        index = list((p.parent / "__pycache__").glob(f"{p.stem}._rb_driver-*.nbi"))
-        assert index, f"no Numba cache index for {p.name}"
+    if native == "1":  # the second process compiles nothing: it loads the modules
+        assert runs[0][2] >= 1 and runs[1][2] == 0 and runs[1][3] >= 1, runs
+        assert list(tmp_path.rglob("native/*.o")), "no native machine code in the cache"
+    else:
+        for p in drivers:
+            index = list((p.parent / "__pycache__").glob(f"{p.stem}._rb_driver-*.nbi"))
+            assert index, f"no Numba cache index for {p.name}"
     print("first and second process:", runs)
     assert runs[1][1] < runs[0][1], runs
 
