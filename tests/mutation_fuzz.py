@@ -839,8 +839,11 @@ def time_limit(seconds: float):
 
 REVBENCH_ERRORS = (ReversibilityError, ReversibilitySyntaxError)
 #: user-level errors Python itself would raise for the same mistake; accepted when their
-#: message or notes name the reversible function
-USER_ERRORS = (TypeError, ValueError, ArithmeticError, IndexError, MemoryError)
+#: message or notes name the reversible function.  (A user's own ``assert`` that fails
+#: raises ``AssertionError`` by the contract, language.md §2 -- the mutations insert
+#: ``assert a == a`` and then change its operator; an internal assertion names no ``fz_``
+#: function, so it is still a bug.)
+USER_ERRORS = (TypeError, ValueError, ArithmeticError, IndexError, MemoryError, AssertionError)
 
 
 def kind_of(v) -> tuple:
