@@ -1403,6 +1403,11 @@ class FunctionLowering:
                 self.emit(f"{bad} = icmp ne i64 {a}, {b}")
                 self.fail_if(bad, "value", self.mod.message(
                     "could not broadcast input array into an array of another shape"))
+        if t.contiguous and (source is None or source.t.contiguous):
+            # one flat loop over both (their elements in the same order): LLVM vectorises
+            # it, or makes a memset of a fill, as Numba's loops over C-contiguous arrays
+            self._each_flat(target, source, body)
+            return
         counters = []
         for k in range(t.ndim):
             c = self.slot("i64", "c")
@@ -1425,6 +1430,32 @@ class FunctionLowering:
             self.emit(f"store i64 {n}, ptr {c}")
             self.br(head)
             self.start(end)
+
+    def _each_flat(self, target: Val, source: Val | None,
+                   body: Callable[[str, str | None], None]) -> None:
+        n = self.count(target.dims)
+        c = self.slot("i64", "c")
+        self.emit(f"store i64 0, ptr {c}")
+        head, body_l, end = self.label("fh"), self.label("fb"), self.label("fe")
+        self.br(head)
+        self.start(head)
+        i, go = self.tmp(), self.tmp()
+        self.emit(f"{i} = load i64, ptr {c}")
+        self.emit(f"{go} = icmp slt i64 {i}, {n}")
+        self.cbr(go, body_l, end)
+        self.start(body_l)
+        dst = self.tmp("q")
+        self.emit(f"{dst} = getelementptr {target.t.mem}, ptr {target.ptr}, i64 {i}")
+        src = None
+        if source is not None:
+            src = self.tmp("q")
+            self.emit(f"{src} = getelementptr {source.t.mem}, ptr {source.ptr}, i64 {i}")
+        body(dst, src)
+        nxt = self.tmp()
+        self.emit(f"{nxt} = add i64 {i}, 1")
+        self.emit(f"store i64 {nxt}, ptr {c}")
+        self.br(head)
+        self.start(end)
 
     def range_length(self, e: ast.Call) -> Val:
         """``len(range(start, stop, step))``, as Python counts it."""
