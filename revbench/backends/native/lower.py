@@ -645,11 +645,16 @@ class FunctionLowering:
         cond = self.truth(self.x(st.test))
         self.cbr(cond, body, end)
         self.start(body)
-        self.loops.append((head, end))
-        self.block(st.body)
-        self.loops.pop()
-        self.br(head)
+        self.loop_body(st.body, head, end)
         self.start(end)
+
+    def loop_body(self, body: list[ast.stmt], next_label: str, end: str) -> None:
+        """A loop's body, where ``continue`` and its own end go to ``next_label`` (the
+        test, the counter, or a generator's next yield) and ``break`` to ``end``."""
+        self.loops.append((next_label, end))
+        self.block(body)
+        self.loops.pop()
+        self.br(next_label)
 
     def s_For(self, st: ast.For) -> None:
         it = st.iter
@@ -720,10 +725,7 @@ class FunctionLowering:
         # (the next value overflowing int64 would end a Python loop: no wrap-around here)
         self.emit(f"{nxt} = add i64 {i}, {step_text}")
         self.emit(f"store i64 {nxt}, ptr {counter}")
-        self.loops.append((head, end))
-        self.block(st.body)
-        self.loops.pop()
-        self.br(head)
+        self.loop_body(st.body, head, end)
         self.start(end)
 
     # -- revbench's own functions, inline (:mod:`.inline`) -----------------------
@@ -786,10 +788,7 @@ class FunctionLowering:
                        resume=self.slot("i32", "resume"))
         self._inlined_body(fn, p, ctx)
         self.start(body)
-        self.loops.append((dispatch, end))
-        self.block(st.body)
-        self.loops.pop()
-        self.br(dispatch)
+        self.loop_body(st.body, dispatch, end)
         self.start(dispatch)
         at = self.tmp()
         self.emit(f"{at} = load i32, ptr {ctx.resume}")
