@@ -5,6 +5,11 @@
 #   make site   -- the course website in site/: each lesson run and exported to HTML, its
 #                  debuggers still stepping without a kernel (open site/index.html)
 PYTHON ?= python3
+# Bytecode is written even where the environment says not to (PYTHONDONTWRITEBYTECODE, set
+# in some containers): the tests start many fresh Python processes (documentation examples,
+# second processes loading the cache), and pytest rewrites every test module's asserts in
+# each worker; without cached bytecode each does it again, about 40 s of the quick suite.
+unexport PYTHONDONTWRITEBYTECODE
 VENV ?= .venv
 PY := $(VENV)/bin/python
 TOUR := notebooks/01_tour.ipynb

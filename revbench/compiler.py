@@ -711,7 +711,14 @@ class LoopProgram(Program):
         if not compile_callees:
             return gen, injected
         step_check = check and self.step.check
-        keys = {loop_code.FORWARD_SYMBOL: (FORWARD, backend, step_check, step_sig)}
+        step_forward = FORWARD
+        if (direction.sweep and step_check and type(self.step) is Program
+                and self.step.custom_adjoint() is None):
+            # every forward step of the sweep's schedule is followed by that step's own
+            # reverse sweep, from the same state, which checks what its run would: the
+            # lean run (Direction.before_sweep), as TimeLoop's gradient drivers take it
+            step_forward = FORWARD.before_its_sweep()
+        keys = {loop_code.FORWARD_SYMBOL: (step_forward, backend, step_check, step_sig)}
         if direction.sweep and schedule.uncomputes:
             keys[loop_code.INVERSE_SYMBOL] = (INVERSE, backend, step_check, step_sig)
         if direction.sweep:

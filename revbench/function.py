@@ -211,9 +211,7 @@ class ReversibleFunction(ProgramView):
         (:attr:`Direction.before_sweep`) -- unless this process compiled the plain run
         already and not the lean one (a forward call, then ``grad``: one compilation)."""
         p = self._program
-        lean = self._direction.before_its_sweep()
-        if not (p.check and type(p) is Program and p.custom_adjoint() is None):
-            return self._direction
+        lean = _lean(p, self._direction)
         if p.has_compiled(self._direction, signature) and not p.has_compiled(lean, signature):
             return self._direction
         return lean
@@ -240,8 +238,11 @@ class ReversibleFunction(ProgramView):
                 snapshots += [(a, a.copy()) for a in args[len(p.ir.params):]
                               if isinstance(a, np.ndarray)]
         try:
+            run = _callable(compiled, p.backend)
+            if job is None and p.backend == "numba":  # compiled: no interpreted loop to watch
+                return run(*call_args, atol, rtol)
             with tiering.watching(job):
-                return _callable(compiled, p.backend)(*call_args, atol, rtol)
+                return run(*call_args, atol, rtol)
         except tiering.Promote:  # the compiled code is ready: it runs the call instead
             _restore(snapshots)
             return self._execute(tiered.compiled, args)
@@ -340,13 +341,21 @@ class ReversibleFunction(ProgramView):
 
     def compiled_kernel(self, kind: str, signature: tuple[VarType, ...], lanes: int = 1,
                         inactive: frozenset[str] = frozenset(), backend: str | None = None,
-                        shapes: tuple | None = None):
+                        shapes: tuple | None = None, before_sweep: bool = False):
         """The :class:`~revbench.compiler.Compiled` behind :meth:`kernel` (its ``run`` and
         its generated code's content key), for drivers that generate code calling it
-        (``backend="cuda"``: a device function, specialised on the arguments' ``shapes``)."""
+        (``backend="cuda"``: a device function, specialised on the arguments' ``shapes``).
+
+        ``before_sweep``: a forward kernel whose every run the reverse sweep of the same
+        step, from the same values, follows (a checkpointing driver's forward steps): with
+        checks on it leaves the ancillas' ``del`` checks, and the uncomputation only they
+        read, to that sweep (:attr:`Direction.before_sweep`), as ``grad``'s run does."""
         p = self._program
-        return p.compile(self._direction.relative(kind), backend or p.backend, p.check,
-                         signature, lanes, inactive, shapes)
+        direction = self._direction.relative(kind)
+        if before_sweep and kind == "forward":
+            direction = _lean(p, direction)
+        return p.compile(direction, backend or p.backend, p.check, signature, lanes, inactive,
+                         shapes)
 
     # -- introspection -----------------------------------------------------------------
     def source(self, kind: str = "forward", *example_args: Any) -> str:
@@ -456,17 +465,32 @@ def _interrupted_on_return(exc: BaseException) -> bool:
         exc.__cause__ or exc.__context__, KeyboardInterrupt)
 
 
+def _lean(p: Program, direction: Direction) -> Direction:
+    """``direction``'s run as the run a reverse sweep follows at once, where that saves
+    work: with checks on (unchecked runs drop the uncomputation anyway), for a derived
+    program (not an external function's, nor one with a custom adjoint, whose sweeps do not
+    repeat the run's checks)."""
+    if p.check and type(p) is Program and p.custom_adjoint() is None:
+        return direction.before_its_sweep()
+    return direction
+
+
 def _callable(compiled, backend: str):
     """What runs ``compiled`` from Python: under the Numba backend, the native path
     (:mod:`revbench.backends.native`), which compiles the generated code itself where it
     can and hands everything else to Numba's dispatcher; else the compiled code itself."""
     if backend == "numba":
-        from revbench.backends.native import engine
+        if not _NATIVE_RUNNER:  # (imported once: a call pays no import statement)
+            from revbench.backends.native import engine
 
-        run = engine.runner(compiled.run)
+            _NATIVE_RUNNER.append(engine.runner)
+        run = _NATIVE_RUNNER[0](compiled.run)
         if run is not None:
             return run
     return compiled.run
+
+
+_NATIVE_RUNNER: list = []
 
 
 def _restore(snapshots) -> None:

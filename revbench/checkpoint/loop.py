@@ -326,7 +326,9 @@ class _Executor:
         if key not in self._drivers:
             step, loss = self.loop.step, self.loop.loss
             try:
-                kernels = {"fwd": _kernel(step, "forward", self.step_sig)}
+                # (with a gradient, every forward step's own reverse sweep follows later
+                # from the same state, and checks what its forward run would: the lean run)
+                kernels = {"fwd": _kernel(step, "forward", self.step_sig, before_sweep=gradient)}
                 if gradient:
                     kernels["bwd"] = _kernel(step, "backward", self.step_sig)
                     if not self.loop.inplace:
@@ -555,8 +557,9 @@ def _compiled_schedule(strategy: Strategy) -> LoopSchedule | None:
         return None
 
 
-def _kernel(f: ReversibleFunction, kind: str, sig: tuple[VarType, ...]) -> tuple[Any, str]:
-    compiled = f.compiled_kernel(kind, sig)
+def _kernel(f: ReversibleFunction, kind: str, sig: tuple[VarType, ...],
+            before_sweep: bool = False) -> tuple[Any, str]:
+    compiled = f.compiled_kernel(kind, sig, before_sweep=before_sweep)
     return compiled.run, compiled.generated.key
 
 

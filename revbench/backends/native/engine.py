@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from revbench.backends import runtime
-from revbench.backends.native import inline, lower
+from revbench.backends.native import inline, lower, pycall
 from revbench.backends.native.lower import BOOL, F64, I64, Arr, Kernel, Unsupported
 
 #: set on each dispatcher the Numba backend makes: what it compiles
@@ -50,17 +50,37 @@ refused: dict[str, int] = {}
 errors: list[str] = []
 
 #: the entry's C type: int32 entry(int64 *ints, double *floats, int64 *err), called with
-#: the GIL held (its Ctrl-C poll asks CPython, as compiled Numba code does)
-_PROTO = ctypes.PYFUNCTYPE(ctypes.c_int32, ctypes.POINTER(ctypes.c_int64),
-                           ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_int64))
+#: the GIL held (its Ctrl-C poll asks CPython, as compiled Numba code does).  The pointers
+#: go as plain addresses (``c_void_p`` from an int): ctypes converts those in half the
+#: time it takes for arrays
+_PROTO = ctypes.PYFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
 _Err = ctypes.c_int64 * lower.ERR_SLOTS
+_ERR_RECORD = struct.Struct(f"={lower.ERR_SLOTS}q")
 #: the same, releasing the GIL while it runs (a batched driver's workers run in threads)
-_PROTO_NOGIL = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(ctypes.c_int64),
-                                ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_int64))
+_PROTO_NOGIL = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p,
+                                ctypes.c_void_p)
 
 
 def enabled() -> bool:
-    return os.environ.get("REVBENCH_NATIVE", "1") != "0" and _array_fields() is not None
+    """Whether the native path is on (``REVBENCH_NATIVE`` is not ``0``), asked at every call."""
+    if _ENV_DATA is not None:
+        off = _ENV_DATA.get(_ENV_KEY) == _ENV_OFF
+    else:
+        off = os.environ.get("REVBENCH_NATIVE", "1") == "0"
+    return not off and _array_fields() is not None
+
+
+# ``os.environ.get`` encodes the key and decodes the value: 0.7 us, on every kernel call.
+# Its dictionary of encoded strings (CPython's ``os.environ._data``, which every change to
+# ``os.environ`` updates in place) answers in 20 ns.
+_ENV_DATA = getattr(os.environ, "_data", None)
+try:
+    _ENV_KEY = os.environ.encodekey("REVBENCH_NATIVE")  # type: ignore[attr-defined]
+    _ENV_OFF = os.environ.encodevalue("0")  # type: ignore[attr-defined]
+except AttributeError:
+    _ENV_DATA = None
+if not isinstance(_ENV_DATA, dict):
+    _ENV_DATA = None
 
 
 _FIELDS: list = []
@@ -84,6 +104,58 @@ def _array_fields() -> tuple[int, int, int] | None:
             ok = False
         _FIELDS.append(lower.ARRAY_FIELDS if ok else None)
     return _FIELDS[0]
+
+
+def _fast_layout() -> bool:
+    """Whether the compiled call wrapper (:mod:`.pycall`) reads this CPython's and
+    NumPy's objects where they are: a float's value, an array's rank, dtype and flags,
+    checked once against real objects (else calls go through ctypes)."""
+    if not _FAST:
+        ok = False
+        if _array_fields() is not None:
+            a = np.zeros((3, 5))[:, 1:]
+            ptr = ctypes.c_void_p.from_address
+            i32 = ctypes.c_int32.from_address
+            try:
+                ok = (ctypes.c_double.from_address(id(x := 1.5) + pycall.FLOAT_VALUE).value == x
+                      and i32(id(a) + pycall.ARRAY_NDIM).value == a.ndim
+                      and ptr(id(a) + pycall.ARRAY_DESCR).value == id(a.dtype)
+                      and i32(id(a) + pycall.ARRAY_FLAGS).value == a.flags.num
+                      and a.dtype is np.dtype(np.float64))
+            except (ValueError, OSError):
+                ok = False
+        _FAST.append(ok)
+    return _FAST[0]
+
+
+_FAST: list = []
+
+
+def _py_table() -> list[int]:
+    """The addresses :data:`pycall.TABLE` names, in this process."""
+    objects = {"float": float, "int": int, "True": True, "False": False, "ndarray": np.ndarray,
+               "NotImplemented": NotImplemented, "dtype:float64": np.dtype(np.float64),
+               "dtype:int64": np.dtype(np.int64), "dtype:int32": np.dtype(np.int32),
+               "dtype:bool": np.dtype(np.bool_)}
+    return [id(objects[name]) for name in pycall.TABLE]
+
+
+class _MethodDef(ctypes.Structure):
+    _fields_ = [("ml_name", ctypes.c_char_p), ("ml_meth", ctypes.c_void_p),
+                ("ml_flags", ctypes.c_int), ("ml_doc", ctypes.c_char_p)]
+
+
+_METH_FASTCALL = 0x80
+_NEW_FUNCTION = ctypes.pythonapi.PyCFunction_NewEx
+_NEW_FUNCTION.restype = ctypes.py_object
+_NEW_FUNCTION.argtypes = [ctypes.c_void_p, ctypes.py_object, ctypes.c_void_p]
+
+
+def _builtin(address: int, name: str) -> tuple[Callable, _MethodDef]:
+    """A Python callable for the ``METH_FASTCALL`` C function at ``address`` (and the
+    method table entry it points to, which must live as long as it)."""
+    definition = _MethodDef(name.encode(), address, _METH_FASTCALL, None)
+    return _NEW_FUNCTION(ctypes.addressof(definition), None, None), definition
 
 
 class Source:
@@ -149,7 +221,7 @@ def runner(dispatcher: Any) -> Callable | None:
     if not enabled():
         return None
     r = getattr(dispatcher, _RUNNER_ATTR, None)
-    if r is None:
+    if r is None:  # (the first call)
         src = getattr(dispatcher, _SOURCE_ATTR, None)
         if src is None or src.fastmath:
             return None
@@ -219,6 +291,9 @@ class NativeRunner:
         self.compiled: dict[tuple, _Compiled | None] = {}
         self._lowered: dict[tuple, tuple | None] = {}
         self._lock = threading.RLock()
+        #: the code of the types called last, whose compiled call wrapper is tried first
+        #: (its own type checks send other calls on to the dispatch in ``__call__``)
+        self.last: _Compiled | None = None
 
     def signature(self, args: tuple) -> tuple | None:
         types = tuple([_arg_type(a) for a in args])
@@ -228,6 +303,14 @@ class NativeRunner:
         return self.compiled.get(types) is not None
 
     def __call__(self, *args):
+        last = self.last
+        if last is not None:  # the compiled wrapper of the last types called (pycall)
+            r = last.fast(*args)
+            if r is not NotImplemented:
+                if type(r) is bytes:  # a failure: the err record, its status first
+                    err = _ERR_RECORD.unpack(r)
+                    raise last.error(err[0], err)
+                return r
         types = self.signature(args)
         if types is None:
             stats["fallbacks"] += 1
@@ -238,6 +321,8 @@ class NativeRunner:
         if c is None:
             stats["fallbacks"] += 1
             return self.dispatcher(*args)
+        if c.fast is not None:
+            self.last = c
         return c.call(args)
 
     def lowered(self, types: tuple) -> tuple | None:
@@ -246,8 +331,11 @@ class NativeRunner:
         with self._lock:
             if types not in self._lowered:
                 try:
-                    self._lowered[types] = lower.lower_module(self.src.kernel, types,
-                                                              _array_fields())
+                    text, returns, messages = lower.lower_module(self.src.kernel, types,
+                                                                 _array_fields())
+                    if not self.src.nogil and pycall.supported(types) and _fast_layout():
+                        text += pycall.fast_call(types, returns)
+                    self._lowered[types] = (text, returns, messages)
                 except Unsupported as exc:
                     self._lowered[types] = None
                     refused[str(exc)] = refused.get(str(exc), 0) + 1
@@ -283,47 +371,71 @@ class NativeRunner:
 
 
 class _Compiled:
-    """One compiled entry point and how to call it: which slot each argument goes in."""
+    """One compiled entry point and how to call it: which slot each argument goes in.
 
-    def __init__(self, address: int, types: tuple, returns: tuple | str, messages: list[str],
-                 nogil: bool = False):
+    A call's argument buffers are reused: a pool of them (a list, whose ``pop`` and
+    ``append`` are atomic under the GIL), so calls from several threads, or a call made
+    while another is running, each get buffers of their own."""
+
+    def __init__(self, addresses: tuple[int, int], types: tuple, returns: tuple | str,
+                 messages: list[str], nogil: bool = False):
+        address, call = addresses
         self.fn = (_PROTO_NOGIL if nogil else _PROTO)(address)
+        # the compiled call wrapper (pycall), where the module has one
+        self.fast, self._definition = _builtin(call, "rb_call") if call else (None, None)
         self.types = types
         self.returns = returns
         self.messages = messages
         n = max(len(types), 1)
         self.Ints, self.Floats = ctypes.c_int64 * n, ctypes.c_double * n
-        # (argument number, 0: an array (its object), 1: a float, 2: an int or bool,
-        # 4: a tuple of ints (the address of a copy))
-        self.plan = tuple((k, 0 if isinstance(t, Arr) else 1 if t == F64 else
-                           4 if isinstance(t, lower.ShapeT) else 2)
-                          for k, t in enumerate(types))
-        # what comes back: the arguments (kind as in plan; 3: a bool), or one int ("value")
+        # which slot each argument goes in: arrays (their objects' addresses: the entry
+        # reads them, lower.entry_point) and ints or bools in ``ints``, floats in
+        # ``floats``, tuples of ints as the address of a copy
+        self.objects = tuple(k for k, t in enumerate(types) if isinstance(t, Arr))
+        self.floats = tuple(k for k, t in enumerate(types) if t == F64)
+        self.tuples = tuple(k for k, t in enumerate(types) if isinstance(t, lower.ShapeT))
+        self.ints = tuple(k for k, t in enumerate(types) if k not in self.objects
+                          and k not in self.floats and k not in self.tuples)
+        # what comes back: the arguments (0: an array, 1: a float, 2: an int, 3: a bool),
+        # or one int ("value")
         self.out = None if returns == "value" else tuple(
             (j, 0 if isinstance(types[j], Arr) else 1 if types[j] == F64 else
              2 if types[j] == I64 else 3) for j in returns)
+        self._pool: list[tuple] = []
+
+    def _buffers(self) -> tuple:
+        ints, floats, err = self.Ints(), self.Floats(), _Err()
+        return (ints, floats, err, ctypes.addressof(ints), ctypes.addressof(floats),
+                ctypes.addressof(err))
 
     def call(self, args: tuple) -> tuple:
-        ints, floats, err = self.Ints(), self.Floats(), _Err()
-        held = []
-        for k, kind in self.plan:
-            if kind == 0:
-                ints[k] = id(args[k])  # (the entry reads the array object: lower.entry_point)
-            elif kind == 1:
+        pool = self._pool
+        try:
+            buffers = pool.pop()
+        except IndexError:
+            buffers = self._buffers()
+        ints, floats, err, ip, fp, ep = buffers
+        try:
+            for k in self.objects:
+                ints[k] = id(args[k])
+            for k in self.floats:
                 floats[k] = args[k]
-            elif kind == 4:
+            for k in self.ints:
+                ints[k] = args[k]
+            held = []
+            for k in self.tuples:
                 t = (ctypes.c_int64 * len(args[k]))(*args[k])
                 held.append(t)
                 ints[k] = ctypes.addressof(t)
-            else:
-                ints[k] = args[k]
-        status = self.fn(ints, floats, err)
-        if status:
-            raise self.error(status, err)
-        if self.out is None:
-            return err[lower.RESULT_SLOT]
-        return tuple(args[j] if kind == 0 else floats[j] if kind == 1 else ints[j]
-                     if kind == 2 else bool(ints[j]) for j, kind in self.out)
+            status = self.fn(ip, fp, ep)
+            if status:
+                raise self.error(status, err)
+            if self.out is None:
+                return err[lower.RESULT_SLOT]
+            return tuple([args[j] if kind == 0 else floats[j] if kind == 1 else ints[j]
+                          if kind == 2 else bool(ints[j]) for j, kind in self.out])
+        finally:
+            pool.append(buffers)
 
     def error(self, status: int, err: np.ndarray) -> BaseException:
         """The exception the Numba-compiled kernel raises for the same failure."""
@@ -361,8 +473,9 @@ class _Compiled:
 OPT_LEVEL = 2
 
 _JIT: list = []  # [(target machine, MCJIT engine)], made on first use
-#: module digest -> its entry's address (a module is added to the JIT once per process)
-_LOADED: dict[str, int] = {}
+#: module digest -> its entry's and call wrapper's addresses (a module is added to the
+#: JIT once per process)
+_LOADED: dict[str, tuple[int, int]] = {}
 
 
 def _jit():
@@ -413,10 +526,11 @@ def _cache_file(digest: str) -> str | None:
     return os.path.join(folder, f"{digest}.o")
 
 
-def _build(text: str) -> int:
-    """The address of the entry of module ``text``: added to the JIT once per process,
-    from the disk cache's object code when an earlier process compiled the same IR,
-    else optimised, compiled and saved."""
+def _build(text: str) -> tuple[int, int]:
+    """The addresses of the entry of module ``text`` and of its call wrapper (0 where it
+    has none, :mod:`.pycall`): added to the JIT once per process, from the disk cache's
+    object code when an earlier process compiled the same IR, else optimised, compiled
+    and saved."""
     with _LOCK:
         digest = _digest(text)
         if digest in _LOADED:
@@ -425,8 +539,11 @@ def _build(text: str) -> int:
         import llvmlite.binding as llvm
 
         tm, ee = _jit()
-        entry = f"rb_entry_{digest}"
-        text = text.replace("@rb_entry(", f"@{entry}(", 1)
+        entry, call, table = f"rb_entry_{digest}", f"rb_call_{digest}", f"rb_py_{digest}"
+        has_call = "@rb_call(" in text
+        # (each module's symbols are its own: the JIT links every module into one space)
+        text = text.replace("@rb_entry(", f"@{entry}(").replace("@rb_call(", f"@{call}(")
+        text = text.replace("@rb_py ", f"@{table} ").replace("@rb_py,", f"@{table},")
         path = _cache_file(digest)
         obj = _read_object(path) if path is not None else None
         if obj is not None:
@@ -446,8 +563,16 @@ def _build(text: str) -> int:
         address = ee.get_function_address(entry)
         if not address:
             raise RuntimeError(f"native kernel {entry} did not link")
-        _LOADED[digest] = address
-        return address
+        wrapper = 0
+        if has_call:
+            wrapper = ee.get_function_address(call)
+            slots = ee.get_global_value_address(table)
+            if not (wrapper and slots):
+                raise RuntimeError(f"native kernel {call} did not link")
+            values = _py_table()
+            (ctypes.c_int64 * len(values)).from_address(slots)[:] = values
+        _LOADED[digest] = (address, wrapper)
+        return _LOADED[digest]
 
 
 #: an object file in the cache: this tag, the SHA-256 of the object code, the code

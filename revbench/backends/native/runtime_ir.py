@@ -181,16 +181,21 @@ POLL = """
 @rb_poll_countdown = internal global i32 0
 declare i32 @PyGILState_Check()
 declare i32 @PyErr_CheckSignals()
-define internal i1 @rb_poll() noinline {
+define internal i1 @rb_poll() alwaysinline {
 entry:
   %left = load atomic i32, ptr @rb_poll_countdown monotonic, align 4
   %due = icmp sle i32 %left, 0
-  br i1 %due, label %ask, label %count
+  br i1 %due, label %ask, label %count, !prof !{!"branch_weights", i32 1, i32 65535}
 count:
   %l1 = sub i32 %left, 1
   store atomic i32 %l1, ptr @rb_poll_countdown monotonic, align 4
   ret i1 false
 ask:
+  %hit = call i1 @rb_poll_ask()
+  ret i1 %hit
+}
+define internal i1 @rb_poll_ask() noinline cold {
+entry:
   store atomic i32 EVERY, ptr @rb_poll_countdown monotonic, align 4
   %held = call i32 @PyGILState_Check()
   %has = icmp ne i32 %held, 0
