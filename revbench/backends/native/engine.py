@@ -472,6 +472,24 @@ class _Compiled:
 #: on large kernels (its extra loop passes), for no measured gain on revbench's kernels
 OPT_LEVEL = 2
 
+
+def opt_level() -> int:
+    """The optimisation level native kernels are compiled at: ``OPT_LEVEL``, or Numba's
+    own (``NUMBA_OPT``) where that is lower -- one knob for both compilers, for compiling
+    faster at the price of slower code."""
+    if not _OPT:
+        from numba.core import config
+
+        try:
+            numba_opt = int(config.OPT)
+        except (TypeError, ValueError):
+            numba_opt = OPT_LEVEL
+        _OPT.append(max(0, min(OPT_LEVEL, numba_opt)))
+    return _OPT[0]
+
+
+_OPT: list = []
+
 _JIT: list = []  # [(target machine, MCJIT engine)], made on first use
 #: module digest -> its entry's and call wrapper's addresses (a module is added to the
 #: JIT once per process)
@@ -487,7 +505,7 @@ def _jit():
         llvm.initialize_native_asmprinter()
         target = llvm.Target.from_default_triple()
         cpu, features = _target_cpu()
-        tm = target.create_target_machine(cpu=cpu, features=features, opt=OPT_LEVEL, jit=True)
+        tm = target.create_target_machine(cpu=cpu, features=features, opt=opt_level(), jit=True)
         ee = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
         _JIT.append((tm, ee))
     return _JIT[0]
@@ -509,7 +527,7 @@ def _digest(text: str) -> str:
     import llvmlite
 
     cpu, features = _target_cpu()
-    tag = f"{llvmlite.__version__}|{cpu}|{features}|O{OPT_LEVEL}|"
+    tag = f"{llvmlite.__version__}|{cpu}|{features}|O{opt_level()}|"
     return hashlib.sha256(tag.encode() + text.encode()).hexdigest()[:32]
 
 
@@ -551,7 +569,7 @@ def _build(text: str) -> tuple[int, int]:
         else:
             mod = llvm.parse_assembly(text)
             mod.verify()
-            pto = llvm.create_pipeline_tuning_options(speed_level=OPT_LEVEL)
+            pto = llvm.create_pipeline_tuning_options(speed_level=opt_level())
             pb = llvm.create_pass_builder(tm, pto)
             pb.getModulePassManager().run(mod, pb)
             obj = tm.emit_object(mod)
