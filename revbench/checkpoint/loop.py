@@ -239,10 +239,13 @@ class TimeLoop:
         """The gradients of :meth:`value_and_grad` alone."""
         return self.value_and_grad(*args, strategy=strategy)[1]
 
-    def step_times(self, *args: Any, steps: int = 2000, repeats: int = 5) -> dict[str, float]:
+    def step_times(self, *args: Any, steps: int = 2000, repeats: int = 5,
+                   min_seconds: float = 0.02) -> dict[str, float]:
         """Seconds one step takes, each kind, run by the same compiled driver as a gradient
         (``forward``, ``reverse``: its reverse sweep, ``inverse``: out-of-place only, else
-        NaN): medians of ``repeats`` runs of ``steps`` steps, after one run to compile.
+        NaN): medians of ``repeats`` runs of at least ``steps`` steps -- more where that
+        many take less than ``min_seconds``, so that a sample outlasts the machine's noise
+        -- after one run to compile.
 
         With a strategy's exact counts (``stats``) they make its *cost model*,
         ``forward_steps * forward + inverse_steps * inverse + reverse_steps * reverse``:
@@ -260,17 +263,24 @@ class TimeLoop:
         for kind, schedule in calibrations.items():
             ex.allocate(2)
             driver = ex.driver(True, schedule)
-            runs = []
-            for _ in range(repeats + 1):
+
+            def sample(n: int) -> float:
                 for s, x in zip(ex.store, state):
                     s[0] = x
                     s[1] = 0
                 call_args = ex._driver_args(True)
                 counts = np.zeros(8, np.int64)
                 t0 = time.perf_counter()
-                ex._call(driver, (steps, self.n_steps, counts), call_args)
-                runs.append(time.perf_counter() - t0)
-            seconds[kind] = statistics.median(runs[1:]) / steps
+                ex._call(driver, (n, self.n_steps, counts), call_args)
+                return time.perf_counter() - t0
+
+            sample(steps)  # (compiles the driver)
+            n = steps
+            first = sample(n)
+            if first < min_seconds:
+                n = min(10**7, int(n * min_seconds / max(first, 1e-9)) + 1)
+            runs = [sample(n) for _ in range(repeats)]
+            seconds[kind] = statistics.median(runs) / n
         forward = seconds["forward"]
         return {"forward": forward, "reverse": max(seconds["reverse"] - forward, 0.0),
                 "inverse": (max(seconds["inverse"] - forward, 0.0) if "inverse" in seconds
