@@ -264,7 +264,7 @@ class TimeLoop:
             ex.allocate(2)
             driver = ex.driver(True, schedule)
 
-            def sample(n: int) -> float:
+            def sample(n: int, driver: Any = driver) -> float:
                 for s, x in zip(ex.store, state):
                     s[0] = x
                     s[1] = 0
