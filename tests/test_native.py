@@ -63,13 +63,25 @@ def same(a, b) -> bool:
 
 
 def both_paths(monkeypatch, fn, args):
-    """``fn(*args)`` through the native path and through Numba's own compiled kernel."""
+    """``fn(*args)`` through the native path and through Numba's own compiled kernel.
+    The native call is made twice: the second goes through the module's compiled call
+    wrapper (``backends/native/pycall.py``), the first through the type dispatch."""
     monkeypatch.setenv("REVBENCH_NATIVE", "1")
     native = outcome(fn, args)
+    again = outcome(fn, args)
+    assert same_outcome(native, again), (native, again)
     monkeypatch.setenv("REVBENCH_NATIVE", "0")
     numba = outcome(fn, args)
     monkeypatch.setenv("REVBENCH_NATIVE", "1")
     return native, numba
+
+
+def same_outcome(a, b) -> bool:
+    if a[0] != b[0]:
+        return False
+    if a[0] == "raised":
+        return a[1:3] == b[1:3] and same(a[3], b[3])
+    return same(a[1], b[1]) and same(a[2], b[2])
 
 
 @pytest.fixture
