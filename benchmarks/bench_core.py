@@ -242,20 +242,31 @@ def ratios(timings: dict, reference: dict, stat: str = "median_s") -> dict:
 
 
 def call_overhead(calls: int, reps: int) -> dict:
-    """Per-call cost of a call that does no work (the scalar workload with n = 0)."""
+    """Per-call cost of a call that does no work (the scalar workload with n = 0); the
+    ``*_numba`` rows make the same calls through Numba's dispatcher instead of revbench's
+    own compiled code (``REVBENCH_NATIVE=0``, which every call reads)."""
     args = (0.8, 0.0, 0.01, 1.0, 0.5, 0)
-    fns = {"reference": W.duffing_ref, "unchecked": W.duffing_unchecked, "checked": W.duffing,
-           "unchecked_inverse": ~W.duffing_unchecked}
+    fns = {"reference": (W.duffing_ref, "1"), "unchecked": (W.duffing_unchecked, "1"),
+           "checked": (W.duffing, "1"), "unchecked_inverse": (~W.duffing_unchecked, "1"),
+           "unchecked_numba": (W.duffing_unchecked, "0"), "checked_numba": (W.duffing, "0")}
     result = {}
-    for name, f in fns.items():
-        f(*args)
-        per_call = []
-        for _ in range(max(reps, 5)):
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                f(*args)
-            per_call.append((time.perf_counter() - t0) / calls)
-        result[name] = {"median_s": statistics.median(per_call), "min_s": min(per_call)}
+    saved = os.environ.get("REVBENCH_NATIVE")
+    try:
+        for name, (f, native) in fns.items():
+            os.environ["REVBENCH_NATIVE"] = native
+            f(*args)
+            per_call = []
+            for _ in range(max(reps, 5)):
+                t0 = time.perf_counter()
+                for _ in range(calls):
+                    f(*args)
+                per_call.append((time.perf_counter() - t0) / calls)
+            result[name] = {"median_s": statistics.median(per_call), "min_s": min(per_call)}
+    finally:
+        if saved is None:
+            os.environ.pop("REVBENCH_NATIVE", None)
+        else:
+            os.environ["REVBENCH_NATIVE"] = saved
     # one array workload: the checked call copies its array arguments first
     u, v = np.zeros((64, 64)), np.zeros((64, 64))
     for name, f in (("reference_arrays_64x64", W.leapfrog_ref),

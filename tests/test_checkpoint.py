@@ -312,8 +312,6 @@ def test_in_place_every_strategy_agrees_and_matches_numpy(backend, n):
         assert_unchanged(snap)
 
 
-# (complex numbers compile with Numba, 14 s: its run with the slow tests)
-@pytest.mark.parametrize("backend", ["python", pytest.param("numba", marks=pytest.mark.slow)])
 def test_complex_state_and_parameter(backend):
     f = _defs(CPLX_SRC, backend)
     n = 9

@@ -130,13 +130,7 @@ def _xfail_cases():
     return cases or [pytest.param(None, 0, marks=pytest.mark.skip(reason="no known-bug blocks"))]
 
 
-#: documents whose examples take long (interop.md: Numba compiles the examples' own NumPy
-#: code, np.linalg among it, and JAX and PyTorch their functions): run with the slow tests
-SLOW_DOCUMENTS = ("docs/interop.md",)
-
-
-@pytest.mark.parametrize("doc", [pytest.param(d, marks=pytest.mark.slow) if d in SLOW_DOCUMENTS
-                                 else d for d in DOCUMENTS])
+@pytest.mark.parametrize("doc", DOCUMENTS)
 def test_examples_run(doc: str) -> None:
     for module in NEEDS.get(doc, ()):
         pytest.importorskip(module, reason=f"{doc}'s examples need {module} "

@@ -359,9 +359,7 @@ def _nvvm_available() -> bool:
     return r.stdout.strip().endswith("ok")
 
 
-# (unchecked kernels are the checked ones less their checks: with the slow tests)
-@pytest.mark.parametrize("check", ["1", pytest.param("0", marks=pytest.mark.slow)],
-                         ids=["checked", "unchecked"])
+@pytest.mark.parametrize("check", ["1", "0"], ids=["checked", "unchecked"])
 def test_kernels_compile_for_a_real_gpu(check, tmp_path: Path):
     """The simulator runs Python; a GPU runs what NVVM makes of Numba's lowering.  Compile
     the kernels (forward, reverse sweep, driver) to PTX for sm_90, without a GPU."""
