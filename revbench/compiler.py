@@ -93,7 +93,7 @@ class Program:
     replay_errors: bool = True
     _inverse_ir: ir.Function | None = None
     _written: frozenset[str] | None = None
-    _effects: bool | None = None
+    _effects: dict = field(default_factory=dict)  # mirrored -> has_effects
     _loop_args_checked: bool = False
     _cache: dict = field(default_factory=dict)
     views: dict = field(default_factory=dict)  # direction -> ReversibleFunction
@@ -256,24 +256,41 @@ class Program:
         call is never dropped as dead."""
         return None if self.callee(call)[0].has_effects() else self.callee_writes(call)
 
-    def has_effects(self) -> bool:
+    def callee_writes_mirrored(self, call: ir.Call) -> tuple[bool, ...] | None:
+        """:meth:`callee_writes_only` for a call that mirrors one already run with
+        arguments of the same shapes (in a routine's uncompute, ``~routine``): there an
+        ``assert`` that reads only shapes and sizes (``csr_matvec``'s ``len(indptr) ==
+        len(y) + 1``) was checked by the mirrored call and does not keep it."""
+        return (None if self.callee(call)[0].has_effects(mirrored=True)
+                else self.callee_writes(call))
+
+    def has_effects(self, mirrored: bool = False) -> bool:
         """Whether running this function does anything besides changing its arguments:
-        a ``print`` or an ``assert`` in it or in a function it calls."""
-        if self._effects is None:
-            self._effects = True  # while computing (a recursive call is refused later)
-            found = False
-            for st in ir.walk_stmts(self.ir.body):
-                if isinstance(st, (ir.Print, ir.Assert)):
+        a ``print`` or an ``assert`` in it or in a function it calls.  ``mirrored``: run
+        again on arguments of the shapes it ran on (:meth:`callee_writes_mirrored`), where
+        an ``assert`` reading only shapes and sizes repeats a check already made."""
+        from revbench.transforms.prune import reads_only_shapes, size_names
+
+        known = self._effects.get(mirrored)
+        if known is not None:
+            return known
+        self._effects[mirrored] = True  # while computing (a recursive call is refused later)
+        sizes = size_names(self.ir) if mirrored else frozenset()
+        found = False
+        for st in ir.walk_stmts(self.ir.body):
+            if isinstance(st, ir.Print):
+                found = True
+            elif isinstance(st, ir.Assert):
+                found = not (mirrored and reads_only_shapes(st.cond, sizes))
+            elif isinstance(st, ir.Call):
+                try:
+                    found = self.callee(st)[0].has_effects(mirrored)
+                except ReversibilityTypeError:
                     found = True
-                elif isinstance(st, ir.Call):
-                    try:
-                        found = self.callee(st)[0].has_effects()
-                    except ReversibilityTypeError:
-                        found = True
-                if found:
-                    break
-            self._effects = found
-        return self._effects
+            if found:
+                break
+        self._effects[mirrored] = found
+        return found
 
     def _called_from(self, exc: ReversibilityTypeError, call: ir.Call) -> ReversibilityTypeError:
         """``exc`` (found while compiling a callee for this call's argument types), with
@@ -612,8 +629,8 @@ class LoopProgram(Program):
     def written_params(self) -> frozenset[str]:
         return frozenset(self.ir.params[:self.loop.n_state])
 
-    def has_effects(self) -> bool:
-        return self.step.has_effects()
+    def has_effects(self, mirrored: bool = False) -> bool:
+        return self.step.has_effects(mirrored)
 
     def custom_adjoints_used(self) -> tuple[str, ...]:
         return self.step.custom_adjoints_used()
@@ -828,8 +845,8 @@ class DerivativeProgram(Program):
         raise self._error(f"on the GPU (device='cuda'): a derivative taken inside reversible "
                           f"code ({self.ir.name}) does not run there yet; use the CPU for it")
 
-    def has_effects(self) -> bool:
-        return self.function()._program.has_effects()
+    def has_effects(self, mirrored: bool = False) -> bool:
+        return self.function()._program.has_effects(mirrored)
 
     def custom_adjoint(self) -> adjoint_rules.AdjointRule | None:
         return None

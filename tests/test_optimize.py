@@ -261,3 +261,99 @@ def test_the_derivative_of_a_quotient_by_a_tiny_divisor_is_finite(backend):
     f = revbench.define("def f(y, x, z):\n    y += x / z\n", {}, backend=backend)["f"]
     _, dx, dz = grad(f, loss="y")(0.0, 1e-250, 1e-170)
     assert dx == pytest.approx(1e170) and dz == pytest.approx(-1e90)
+
+
+# -- a routine's uncompute of a callee that asserts on shapes (``csr_matvec``) -------------
+
+MATVEC_CALLEE = """
+def rows(y, x):
+    assert len(y) == len(x), "rows: y and x must have the same length"
+    for i in range(len(y)):
+        y[i] += {value} * x[i]
+"""
+
+MATVEC_CALLER = """
+def step(u_new, u):
+    with routine:
+        lu = np.zeros_like(u)
+        rows(lu, u)
+    u_new += u + 0.5 * lu
+    ~routine
+"""
+
+CALLER_INVERTED = """
+def step(u_new, u):
+    lu = np.zeros_like(u)
+    rows(lu, u)
+    u_new += u + lu
+    with inverted:
+        rows(lu, u)
+    del lu
+"""
+
+
+def _calls(f, kind, *args) -> int:
+    return plain(f.source(kind, *args)).count("_rb_call_rows")
+
+
+def _define_step(value: str, caller: str, backend: str, check: bool):
+    ns = revbench.define(MATVEC_CALLEE.format(value=value), {"np": np}, backend=backend,
+                         check=check)
+    return revbench.define(caller, {"np": np, **ns}, backend=backend, check=check)["step"]
+
+
+@pytest.mark.parametrize("backend", ["python", "numba"])
+def test_an_uncompute_whose_callee_asserts_only_shapes_is_dropped_where_dead(backend):
+    """``~routine`` runs ``rows`` again only to bring ``lu`` back to zeros before it is
+    freed; its ``assert`` compares lengths, which the routine's own call of ``rows`` on
+    the same arrays checked: unchecked, and before a sweep, the uncompute is gone (the
+    heat equation's step did its sparse product twice)."""
+    u = np.array([0.5, -1.0, 2.0])
+    lean = _define_step("x[i]", MATVEC_CALLER, backend, True)
+    off = _define_step("x[i]", MATVEC_CALLER, backend, False)
+    assert _calls(off, "forward", np.zeros(3), u) == 1
+    assert _calls(off, "inverse", np.zeros(3), u) == 1
+    assert _calls(lean, "forward", np.zeros(3), u) == 2  # checked: the del check reads lu
+    sig = lean.signature_of((np.zeros(3), u))
+    raw = lean._program.generate(_lean(lean), backend, True, sig)[0].source
+    assert raw.count("_rb_call_rows") == 1, raw
+    want = u + 0.5 * u * u
+    for f in (lean, off):
+        np.testing.assert_array_equal(f(np.zeros(3), u)[0], want)
+        np.testing.assert_allclose((~f)(want.copy(), u)[0], 0.0, atol=1e-15)
+        np.testing.assert_array_equal(grad(f, loss=("u_new", 2))(np.zeros(3), u)[1],
+                                      [0.0, 0.0, 1.0 + u[2]])
+
+
+@pytest.mark.parametrize("backend", ["python", "numba"])
+def test_a_failing_shape_assert_still_fails_once_the_uncompute_is_dropped(backend):
+    """The routine's compute of ``rows`` makes the same check: a length mismatch is still
+    an AssertionError, with or without checks, before any array is changed."""
+    for check in (True, False):
+        f = _define_step("x[i]", MATVEC_CALLER.replace("np.zeros_like(u)", "np.zeros(2)"),
+                         backend, check)
+        u_new = np.zeros(3)
+        with pytest.raises(AssertionError, match="same length"):
+            f(u_new, np.ones(3))
+        with pytest.raises(AssertionError, match="same length"):
+            grad(f, loss=("u_new", 0))(u_new, np.ones(3))
+        np.testing.assert_array_equal(u_new, 0.0)
+
+
+@pytest.mark.parametrize("backend", ["python", "numba"])
+def test_uncomputes_that_do_more_than_check_shapes_are_kept(backend):
+    """An ``assert`` on values may differ in the uncompute (it reads changed values) and a
+    ``print`` is output: such calls stay.  A ``with inverted:`` block mirrors nothing run
+    before it: its call stays too, so its check of shapes is still made."""
+    u = np.array([0.5, -1.0, 2.0])
+    valued = MATVEC_CALLEE.format(value="x[i]").replace("len(y) == len(x)", "y[0] < 10.0")
+    ns = revbench.define(valued, {"np": np}, backend=backend, check=False)
+    f = revbench.define(MATVEC_CALLER, {"np": np, **ns}, backend=backend, check=False)["step"]
+    assert _calls(f, "forward", np.zeros(3), u) == 2
+    printing = MATVEC_CALLEE.format(value="x[i]") + "    print(len(y))\n"
+    ns = revbench.define(printing, {"np": np}, backend=backend, check=False)
+    f = revbench.define(MATVEC_CALLER, {"np": np, **ns}, backend=backend, check=False)["step"]
+    assert _calls(f, "forward", np.zeros(3), u) == 2
+    g = _define_step("x[i]", CALLER_INVERTED, backend, False)
+    assert _calls(g, "forward", np.zeros(3), u) == 2
+    np.testing.assert_array_equal(g(np.zeros(3), u)[0], u + u * u)

@@ -45,7 +45,7 @@ class ExternalProgram(Program):
     def written_params(self) -> frozenset[str]:
         return frozenset((OUT,))
 
-    def has_effects(self) -> bool:
+    def has_effects(self, mirrored: bool = False) -> bool:
         return False
 
     def generate(self, direction: Direction, backend: str, check: bool,

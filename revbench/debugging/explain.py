@@ -419,7 +419,7 @@ def _as_compiled(program: Program, func: ir.Function) -> ir.Function:
     if program.check:
         return func
     try:
-        return prune(func, program.callee_writes_only)
+        return prune(func, program.callee_writes_only, program.callee_writes_mirrored)
     except ReversibilityError:  # a callee not defined yet: shown unpruned
         return func
 

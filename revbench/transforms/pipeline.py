@@ -172,6 +172,8 @@ class Host(Protocol):
 
     def callee_writes_only(self, call: ir.Call) -> tuple[bool, ...]: ...
 
+    def callee_writes_mirrored(self, call: ir.Call) -> tuple[bool, ...]: ...
+
     def refuse_written_inactive(self, inactive: frozenset[str]) -> None: ...
 
 
@@ -225,7 +227,8 @@ def _prune(typed: TypedFunction, host: Host, req: Request, d: Direction) -> Type
     uncomputation, a forward run's ``~routine`` -- no runtime check needs them."""
     from revbench.transforms.prune import prune
 
-    return replace(typed, func=prune(typed.func, host.callee_writes_only))
+    return replace(typed, func=prune(typed.func, host.callee_writes_only,
+                                     host.callee_writes_mirrored))
 
 
 def _prune_before_sweep(typed: TypedFunction, host: Host, req: Request,
@@ -234,7 +237,8 @@ def _prune_before_sweep(typed: TypedFunction, host: Host, req: Request,
     ``del``'s check reads (:func:`~revbench.transforms.prune.prune_before_sweep`)."""
     from revbench.transforms.prune import prune_before_sweep
 
-    return replace(typed, func=prune_before_sweep(typed.func, host.callee_writes_only))
+    return replace(typed, func=prune_before_sweep(typed.func, host.callee_writes_only,
+                                                  host.callee_writes_mirrored))
 
 
 def _prune_replays(typed: TypedFunction, host: Host, req: Request, d: Direction) -> TypedFunction:

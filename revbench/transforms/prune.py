@@ -41,7 +41,10 @@ def shape_of(name: str) -> str:
     """The live-set entry for "the array ``name`` must exist" (its shape is read, its
     values need not be current): a loop over ``qx.shape[0]`` after ``qx`` was last read
     must not keep alive the updates that uncompute ``qx``."""
-    return f"#shape:{name}"
+    return _SHAPE + name
+
+
+_SHAPE = "#shape:"
 
 
 def uses(e: ir.Expr) -> set[str]:
@@ -54,6 +57,12 @@ def uses(e: ir.Expr) -> set[str]:
         elif isinstance(n, ir.ArrayAlloc) and n.source:
             out.add(n.source if n.kind == "copy" else shape_of(n.source))
     return out
+
+
+def reads_only_shapes(e: ir.Expr, sizes: frozenset[str]) -> bool:
+    """Whether ``e`` reads nothing but arrays' lengths and shapes and the ``sizes``
+    (:func:`size_names`): its value is the same wherever the same arrays are passed."""
+    return all(n.startswith(_SHAPE) or n in sizes for n in uses(e))
 
 
 def target_uses(t: ir.Target) -> set[str]:
@@ -140,6 +149,11 @@ class _Known:
     writes: Writes | None = None
     checked: bool = False
     removable: bool = True
+    #: ``writes`` for the calls of a mirror (:func:`_mirrors`): a callee whose only
+    #: effects are asserts on shapes counts as changing only its arguments
+    mirrored_writes: Writes | None = None
+    #: inside a mirror: an ``assert`` on shapes and sizes only repeats one already made
+    in_mirror: bool = False
 
 
 def prune_body(body: tuple[ir.Stmt, ...], live: set[str], known: _Known = _Known()
@@ -147,16 +161,40 @@ def prune_body(body: tuple[ir.Stmt, ...], live: set[str], known: _Known = _Known
     """``(kept statements, names live before body)`` given the names live after it."""
     kept: list[ir.Stmt] = []
     live = set(live)
-    for s in reversed(body):
-        s, live = _prune_stmt(s, live, known)
+    mirror = _in_mirror(known)
+    for k in range(len(body) - 1, -1, -1):
+        s = body[k]
+        inner = mirror if mirror is not known and _mirrors(s, body[:k]) else known
+        s, live = _prune_stmt(s, live, inner)
         if s is not None:
             kept.append(s)
     kept.reverse()
     return tuple(kept), live
 
 
+def _in_mirror(known: _Known) -> _Known:
+    """What pruning knows inside a mirror (``known`` itself where it knows no
+    ``mirrored_writes``)."""
+    if known.mirrored_writes is None or known.in_mirror:
+        return known
+    return replace(known, writes=known.mirrored_writes, in_mirror=True)
+
+
+def _mirrors(s: ir.Stmt, before: tuple[ir.Stmt, ...]) -> bool:
+    """Whether ``s`` runs backwards a block run forwards earlier in the same body -- a
+    routine's uncompute (``~routine``), or its image in an inverse -- so every call and
+    ``assert`` in it meets arrays of the shapes the forward run's did: whole arrays keep
+    their shapes between the two (an ancilla is allocated by the one and freed by the
+    other)."""
+    return isinstance(s, ir.Inverted) and any(
+        isinstance(b, ir.Block) and b.body == s.body for b in before)
+
+
 def _prune_stmt(s: ir.Stmt, live: set[str], known: _Known) -> tuple[ir.Stmt | None, set[str]]:
     dead_goes = known.removable
+    if isinstance(s, ir.Assert) and known.in_mirror and dead_goes \
+            and reads_only_shapes(s.cond, known.sizes):
+        return None, live  # the mirrored block checked the same condition
     if isinstance(s, ir.Update):
         if s.target.name not in live and dead_goes:
             return None, live
@@ -237,12 +275,16 @@ def _call_live(call: ir.Call, live: set[str], known: _Known) -> bool:
                if written[k % n] or call.backward)
 
 
-def prune(func: ir.Function, writes: Writes | None = None) -> ir.Function:
+def prune(func: ir.Function, writes: Writes | None = None,
+          mirrored_writes: Writes | None = None) -> ir.Function:
     """``func`` without the statements whose results neither a parameter nor a kept
     statement reads.  Only for code without runtime checks (checks read values).
     ``writes`` tells which parameters each call's callee changes; without it every call
-    is kept."""
-    body, _ = prune_body(func.body, set(func.params), _Known(size_names(func), writes))
+    is kept.  ``mirrored_writes``: the same for a call in a routine's uncompute, which
+    repeats the checks of shapes its compute made (``csr_matvec``'s ``assert``s of
+    lengths need not keep the uncompute of a ``lu`` about to be freed)."""
+    known = _Known(size_names(func), writes, mirrored_writes=mirrored_writes)
+    body, _ = prune_body(func.body, set(func.params), known)
     return replace(func, body=_drop_deallocs(body, set()))
 
 
@@ -261,7 +303,8 @@ def prune_replays(func: ir.Function, writes: Writes | None = None) -> ir.Functio
     return replace(func, body=_drop_deallocs(body, set()))
 
 
-def prune_before_sweep(func: ir.Function, writes: Writes | None = None) -> ir.Function:
+def prune_before_sweep(func: ir.Function, writes: Writes | None = None,
+                       mirrored_writes: Writes | None = None) -> ir.Function:
     """A checked run that a reverse sweep follows at once, in the same call, without the
     work that only a ``del``'s check reads -- a forward run's ``~routine``, the
     uncomputation of its ancillas -- and without those checks.
@@ -275,7 +318,7 @@ def prune_before_sweep(func: ir.Function, writes: Writes | None = None) -> ir.Fu
     is live.  Used only where the sweep surely follows (not by ``vjp``, whose pullback
     the caller may never call); the sweep reports a failed check at its line as the run
     would."""
-    pruned = prune(func, writes)
+    pruned = prune(func, writes, mirrored_writes)
     return replace(pruned, body=_unchecked_deallocs(pruned.body))
 
 
