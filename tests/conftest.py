@@ -74,3 +74,37 @@ def fresh_cache(tmp_path, monkeypatch):
     monkeypatch.setattr(loader, "_state", loader._State())
     monkeypatch.setenv("REVBENCH_CACHE_DIR", str(tmp_path))
     return loader.cache_dir()
+
+
+# -- the order in which pytest-xdist hands out test files --------------------------------------
+#: Seconds each file's quick and slow tests took on the 2-core machine, cold cache (the
+#: heaviest only; measured with a per-file timer, rounded).  Only the order matters: with
+#: ``--dist loadfile`` each file runs whole on one worker, and xdist hands files out in the
+#: order collected (``--no-loadscope-reorder``), so the longest go first and the short ones
+#: fill in at the end (longest-processing-time-first), instead of a 3-minute browser test
+#: starting last.
+FILE_SECONDS: dict[str, tuple[float, float]] = {
+    "test_jupyterlab.py": (0, 204), "test_native.py": (41, 110), "test_property.py": (33, 111),
+    "test_benchmarks.py": (20, 80), "test_notebooks.py": (3, 78),
+    "test_fuzz_mutations.py": (16, 49), "test_docs.py": (60, 0),
+    "test_natural_benchmark.py": (26, 38), "test_gmm.py": (20, 28),
+    "test_experiment_peers.py": (21, 20), "test_checkpoint.py": (29, 11),
+    "test_property_grad.py": (6, 28), "test_custom_adjoint.py": (34, 0),
+    "test_experiments.py": (21, 12), "test_batch.py": (30, 0), "test_checkpointed.py": (25, 0),
+    "test_gpu.py": (25, 0), "test_nilang_ports.py": (23, 0), "test_nested_grad.py": (14, 9),
+    "test_cache.py": (22, 0), "test_statements.py": (17, 0), "test_external.py": (15, 0),
+    "test_checkpoint_disk.py": (14, 0), "test_interop_jax.py": (12, 0),
+    "test_numeric_semantics.py": (11, 0), "test_debugger.py": (0, 10),
+    "test_sweep_passes.py": (8, 0), "test_reliability.py": (8, 0), "test_ba.py": (8, 0),
+    "test_sparse.py": (8, 0), "test_plots.py": (8, 0), "test_site.py": (0, 7),
+}
+
+
+@pytest.hookimpl(trylast=True)  # after ``-m`` has deselected what this run leaves out
+def pytest_collection_modifyitems(config, items) -> None:
+    runs: dict[str, set[bool]] = {}  # file -> whether its quick / slow tests run
+    for item in items:
+        runs.setdefault(item.path.name, set()).add(item.get_closest_marker("slow") is not None)
+    seconds = {name: sum(FILE_SECONDS[name][slow] for slow in kinds)
+               for name, kinds in runs.items() if name in FILE_SECONDS}
+    items.sort(key=lambda item: -seconds.get(item.path.name, 0.0))  # (stable: files stay whole)

@@ -251,8 +251,10 @@ SQ_KERNEL = ("@revbench.reversible\ndef sq(y, x):\n    y += x * x\n\n"
 
 
 def run_script(folder, script: str) -> subprocess.CompletedProcess:
-    """``script`` (a file in ``folder``) in a fresh process, with the folder's own cache."""
+    """``script`` (a file in ``folder``) in a fresh process, with the folder's own cache
+    (Numba's too: its cache of the user's driver beside the script, in ``__pycache__``)."""
     env = {**os.environ, "REVBENCH_CACHE_DIR": str(folder / "cache")}
+    env.pop("NUMBA_CACHE_DIR", None)
     return subprocess.run([sys.executable, script], cwd=folder, env=env, capture_output=True,
                           text=True, timeout=300)
 

@@ -142,10 +142,19 @@ def test_bad_settings_are_refused():
     assert TwoLevel(period=7).label == "TwoLevel(period=7, snapshots=4)"
 
 
+@pytest.fixture(scope="module")
+def disk_folder(tmp_path_factory):
+    """One folder for the module's loops on disk: the folder is part of the loop's source,
+    so each length reuses the kernels compiled for the first (Numba's object mode compiles
+    them: a few seconds each)."""
+    return tmp_path_factory.mktemp("disk")
+
+
 @pytest.mark.parametrize("n", [0, 1, 5, 37])
-def test_a_checkpointed_loop_keeps_its_states_on_disk_too(make, n, tmp_path):
+def test_a_checkpointed_loop_keeps_its_states_on_disk_too(make, n, disk_folder):
     """Inside reversible code: the store is mapped in object mode by the loop's kernel, its
     file unlinked at once (nothing is left in the directory), the gradient StoreAll's."""
+    tmp_path = disk_folder
     loop = """
 def solve(out, yT, y0, h, n):
     for t in checkpointed(range(n), {}, new=yT, old=y0):

@@ -18,9 +18,9 @@ live at its end, so every result the caller can see is kept; it runs only
 where no runtime check reads values (``check=False``).
 
 What counts as a read is deliberately conservative: a statement that writes
-one element of an array keeps the whole array live, calls keep all their
-arguments and are never removed, ``print``/``assert`` are never removed, and
-conditions and postconditions are reads.  Loops are iterated to a fixed point.
+one element of an array keeps the whole array live, a call whose callee prints
+or asserts is never removed (but see :func:`_mirrors`), ``print``/``assert`` are
+never removed, and conditions and postconditions are reads.  Loops are iterated to a fixed point.
 """
 
 from __future__ import annotations
