@@ -61,14 +61,14 @@ site: $(VENV)/.installed-site
 
 test: setup-test
 	$(PY) -m ruff check revbench tests benchmarks
-	$(PY) -m pytest -n auto --dist loadfile --no-loadscope-reorder
-	$(PY) -m pytest -m slow -n auto --dist loadfile --no-loadscope-reorder
+	$(PY) -m pytest
+	$(PY) -m pytest -m slow
 
 test-quick: setup-test
-	$(PY) -m pytest -n auto --dist loadfile --no-loadscope-reorder
+	$(PY) -m pytest
 
 test-slow: setup-test
-	$(PY) -m pytest -m slow -n auto --dist loadfile --no-loadscope-reorder
+	$(PY) -m pytest -m slow
 
 lint: setup-test
 	$(PY) -m ruff check revbench tests benchmarks

@@ -16,6 +16,7 @@ import pytest
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_core.py"
 
 
+@pytest.mark.slow  # a benchmark script's smoke run, in a process of its own
 def test_bench_core_quick_writes_json(tmp_path):
     out = tmp_path / "bench.json"
     proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--out", str(out)],
@@ -53,6 +54,7 @@ def test_bench_core_quick_writes_json(tmp_path):
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
+@pytest.mark.slow  # a benchmark script's smoke run, in a process of its own
 def test_bench_sparse_quick_writes_json(tmp_path):
     out = tmp_path / "bench_sparse.json"
     proc = subprocess.run([sys.executable, str(BENCHMARKS / "bench_sparse.py"), "--quick", "--out",
@@ -76,6 +78,7 @@ def test_bench_sparse_quick_writes_json(tmp_path):
         assert set(w["goals_met"]) == grads and w["best_gradient"] in grads
 
 
+@pytest.mark.slow  # a benchmark script's smoke run, in a process of its own
 def test_bench_memory_quick_writes_json(tmp_path):
     out = tmp_path / "bench_memory.json"
     proc = subprocess.run([sys.executable, str(BENCHMARKS / "bench_memory.py"), "--quick", "--out",
@@ -118,6 +121,7 @@ def _check_adbench_rows(data: dict, gradient: str, jacobian: str) -> None:
             assert set(row["verification"]["max_rel_error"]) >= set(t)
 
 
+@pytest.mark.slow  # a benchmark script's smoke run, in a process of its own
 def test_adbench_quick_writes_json(tmp_path):
     """revbench and the @njit references only (the peers are optional extras)."""
     proc, data = _run_adbench(tmp_path, "--peers", "none")

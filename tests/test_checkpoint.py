@@ -312,6 +312,8 @@ def test_in_place_every_strategy_agrees_and_matches_numpy(backend, n):
         assert_unchanged(snap)
 
 
+# complex numbers are compiled by Numba, not by revbench's code generator (16 s)
+@pytest.mark.parametrize("backend", [pytest.param("numba", marks=pytest.mark.slow), "python"])
 def test_complex_state_and_parameter(backend):
     f = _defs(CPLX_SRC, backend)
     n = 9

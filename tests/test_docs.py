@@ -37,6 +37,8 @@ DOCUMENTS = ("docs/language.md", "docs/architecture.md", "docs/ad.md", "docs/che
 #: documents whose examples need optional packages: skipped, saying so, where one is missing
 #: (docs/gpu.md runs in Numba's CUDA simulator: conftest.py sets NUMBA_ENABLE_CUDASIM=1)
 NEEDS = {"docs/interop.md": ("jax", "torch"), "docs/gpu.md": ("numba_cuda",)}
+#: in the slow suite: its examples start JAX and PyTorch (35 s of the quick suite)
+SLOW_DOCUMENTS = ("docs/interop.md",)
 SHOWN_PATH = "/tmp/demo/example.py"  # how the documents show the script's path
 TIMEOUT_S = 900
 
@@ -130,7 +132,8 @@ def _xfail_cases():
     return cases or [pytest.param(None, 0, marks=pytest.mark.skip(reason="no known-bug blocks"))]
 
 
-@pytest.mark.parametrize("doc", DOCUMENTS)
+@pytest.mark.parametrize("doc", [pytest.param(d, marks=pytest.mark.slow) if d in SLOW_DOCUMENTS else d
+                                 for d in DOCUMENTS])
 def test_examples_run(doc: str) -> None:
     for module in NEEDS.get(doc, ()):
         pytest.importorskip(module, reason=f"{doc}'s examples need {module} "

@@ -87,6 +87,7 @@ def _one_quick(names) -> list:
     return [n if n == "heat" else pytest.param(n, marks=pytest.mark.slow) for n in names]
 
 
+@pytest.mark.slow  # runs JAX or PyTorch
 @pytest.mark.parametrize("name", _one_quick(WORKLOADS))
 def test_jax_rows_match_the_reference(name):
     pytest.importorskip("jax")
@@ -95,6 +96,7 @@ def test_jax_rows_match_the_reference(name):
     _check_rows(name, T, args, rows, "jax")
 
 
+@pytest.mark.slow  # runs JAX or PyTorch
 @pytest.mark.parametrize("name", _one_quick(WORKLOADS))
 def test_torch_rows_match_the_reference(name):
     pytest.importorskip("torch")
@@ -103,6 +105,7 @@ def test_torch_rows_match_the_reference(name):
     _check_rows(name, T, args, rows, "torch")
 
 
+@pytest.mark.slow  # runs JAX or PyTorch
 def test_jax_remainder_segment():
     pytest.importorskip("jax")
     T = 7                                    # segments of 3: 3 + 3 + 1
@@ -127,6 +130,7 @@ def test_a_failing_variant_is_a_row(monkeypatch):
         assert math.isnan(row["seconds"]) and row["grad"] is None
 
 
+@pytest.mark.slow  # runs JAX or PyTorch
 def test_compare_includes_the_peer_rows():
     have = peers.available()
     if not have:

@@ -75,6 +75,9 @@ def test_runs_forward_and_backward(programs):
     revbench.check_inverse(solve, np.ones(3), A, b)
 
 
+# an external function's kernels are compiled by Numba (12 s)
+@pytest.mark.parametrize("programs", [pytest.param("numba", marks=pytest.mark.slow), "python"],
+                         indirect=True)
 def test_gradients_through_it(programs):
     A, b, w = system()
     args = (0.0, np.zeros(3), A, b, w)

@@ -359,6 +359,7 @@ def _nvvm_available() -> bool:
     return r.stdout.strip().endswith("ok")
 
 
+@pytest.mark.slow  # PTX for a real GPU, in a process of its own (15 s)
 @pytest.mark.parametrize("check", ["1", "0"], ids=["checked", "unchecked"])
 def test_kernels_compile_for_a_real_gpu(check, tmp_path: Path):
     """The simulator runs Python; a GPU runs what NVVM makes of Numba's lowering.  Compile

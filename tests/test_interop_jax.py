@@ -235,6 +235,7 @@ def test_32_bit_mode_is_refused_not_rounded(make):
         jf(*args_of())
 
 
+@pytest.mark.slow  # a benchmark script's smoke run, in a process of its own
 def test_bench_interop_quick_writes_json(tmp_path):
     import json
     import subprocess

@@ -36,6 +36,7 @@ def fd_grad(f, x: np.ndarray, h: float = 1e-6) -> np.ndarray:
     return g
 
 
+@pytest.mark.slow  # compiles the hand-written @njit references
 def test_gmm_hand_gradient_matches_finite_differences_and_revbench():
     g = N.gmm_data(3, 4, 12, seed=1)
     args = (g["alphas"], g["means"], g["icf"], g["x"], g["gamma"], g["m"])
@@ -51,6 +52,7 @@ def test_gmm_hand_gradient_matches_finite_differences_and_revbench():
             np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.slow  # compiles the hand-written @njit references
 def test_ba_jacobians_match_finite_differences():
     b = N.ba_data(20, seed=2)
     bargs = (b["cams"], b["points"], b["weights"], b["feats"], b["cam_idx"], b["pt_idx"])

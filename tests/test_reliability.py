@@ -17,10 +17,16 @@ from pathlib import Path
 
 import pytest
 
+#: Ctrl-C as in a terminal.  A child inherits an ignored SIGINT, and its Python then installs
+#: no KeyboardInterrupt handler: an earlier test in the same pytest-xdist worker had left
+#: SIGINT ignored (a library's), and the loop ran on for two minutes.  The child puts back
+#: the handler a terminal's Python has.
+DEFAULT_SIGINT = "import signal\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+
 
 def _start(script: str, folder: Path, *args: str) -> subprocess.Popen:
     path = folder / "prog.py"
-    path.write_text(textwrap.dedent(script))
+    path.write_text(DEFAULT_SIGINT + textwrap.dedent(script))
     env = {**os.environ, "REVBENCH_CACHE_DIR": str(folder / "cache"), "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen([sys.executable, str(path), *args], env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
