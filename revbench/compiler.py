@@ -417,6 +417,8 @@ class Program:
                           arg_shapes: tuple | None = None) -> str:
             prog, cdir = self.callee(call)
             eff_check = check and prog.check
+            if direction.before_sweep and eff_check:
+                cdir = _lean_callee(prog, cdir, types)
             if compile_callees:
                 # a callee argument the caller keeps no adjoint for, and that the callee
                 # only reads, needs no adjoint code in the callee either
@@ -960,3 +962,17 @@ def _cause_finder(func: ir.Function):
         return hints.ancilla_culprit(func, var, line) if kind == "ancilla" else ""
 
     return cause
+
+
+def _lean_callee(prog: Program, direction: Direction, types: tuple[VarType, ...]) -> Direction:
+    """A callee's run inside a run that a reverse sweep follows (``before_sweep``), as the
+    lean run too: the caller's sweep runs the callee's own sweep (or its checked inverse)
+    for that call, from the same values, and checks there what the callee's ``del``s would
+    have -- so a checkpointed loop's forward steps skip a ``~routine`` inside the step's
+    callees as ``TimeLoop``'s do.  Not for an external function's or a custom adjoint's
+    callee (their sweeps do not repeat the run's checks), nor where this process has
+    compiled the callee's full run for these types already (reused: no second compile)."""
+    if (not direction.is_run or type(prog) is not Program or prog.custom_adjoint() is not None
+            or prog.has_compiled(direction, types)):
+        return direction
+    return direction.before_its_sweep()

@@ -263,6 +263,7 @@ def run_script(folder, script: str) -> subprocess.CompletedProcess:
 ALL_SLOTS = "import revbench.backends.numba_linking as L\nL.LINK_BELOW = 0\n"
 
 
+@pytest.mark.slow  # a user's @njit driver, compiled by Numba in fresh processes
 @pytest.mark.parametrize("slots", ["", ALL_SLOTS], ids=["small", "slotted"])
 def test_a_users_module_level_driver_is_cached_across_processes(tmp_path, slots):
     """A kernel that generated code calls through its slot is linked into a user's driver
@@ -277,6 +278,7 @@ def test_a_users_module_level_driver_is_cached_across_processes(tmp_path, slots)
     assert "hits 0" in runs[0].stdout and "hits 1" in runs[1].stdout
 
 
+@pytest.mark.slow  # a user's @njit driver, compiled by Numba in fresh processes
 def test_a_driver_of_a_kernel_calling_through_slots_is_compiled_in_each_process(tmp_path):
     """A kernel whose function calls another through its slot, linked into a user's driver:
     Numba's cache of the driver would be loaded in another process with nothing to fill
@@ -295,6 +297,7 @@ def test_a_driver_of_a_kernel_calling_through_slots_is_compiled_in_each_process(
     assert "Cannot cache compiled function \"driver\"" in runs[0].stderr, runs[0].stderr
 
 
+@pytest.mark.slow  # a user's @njit driver, compiled by Numba in fresh processes
 @pytest.mark.parametrize("slots", ["", ALL_SLOTS], ids=["small", "slotted"])
 def test_a_stale_cached_driver_says_how_to_fix_it(tmp_path, slots):
     """Numba keys a cached driver on its own file only: after the kernels it calls change

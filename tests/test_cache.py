@@ -151,6 +151,7 @@ print(use_reg(0.0, 3.0)[0], revbench.grad(use_reg, loss="y")(0.0, 3.0)[1],
 """
 
 
+@pytest.mark.slow  # fresh Python processes sharing a cache folder
 def test_values_read_two_calls_deep_are_in_the_cache_key(tmp_path):
     for v in ("1", "5", "1"):
         out = _ok(_run(STALE, tmp_path / "cache", v)).split()
@@ -202,6 +203,7 @@ def _generated(cache: Path, constant: str) -> Path:
     return path
 
 
+@pytest.mark.slow  # fresh Python processes sharing a cache folder
 def test_damaged_or_edited_cache_files_are_rewritten_and_recompiled(tmp_path):
     tmp_path = tmp_path / "cache"
     assert _ok(_run(DAMAGE, tmp_path)).split() == ["6.0", "10.0", "14.0", "18.0"]
@@ -254,6 +256,7 @@ def _read_only_command(folder: Path, script: str) -> list[str]:
     return [*probe, sys.executable, script]
 
 
+@pytest.mark.slow  # fresh Python processes sharing a cache folder
 def test_a_read_only_cache_is_read_and_nothing_breaks(tmp_path):
     cache = tmp_path / "cache"
     first = _ok(_run(READ, cache)).splitlines()
@@ -513,6 +516,7 @@ print("hits", hits)
 """
 
 
+@pytest.mark.slow  # fresh Python processes sharing a cache folder
 def test_a_caller_loaded_from_the_cache_loads_the_callees_it_calls(tmp_path):
     """In a fresh process, a caller whose machine code comes from the disk cache calls its
     large callees through their slots: loading it loads them too (else the call would

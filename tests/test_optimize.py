@@ -357,3 +357,34 @@ def test_uncomputes_that_do_more_than_check_shapes_are_kept(backend):
     g = _define_step("x[i]", CALLER_INVERTED, backend, False)
     assert _calls(g, "forward", np.zeros(3), u) == 2
     np.testing.assert_array_equal(g(np.zeros(3), u)[0], u + u * u)
+
+
+CALLER = """
+def g(y, x):
+    f(y, x)
+"""
+
+
+@pytest.mark.parametrize("backend", ["python", "numba"])
+def test_a_callee_of_a_run_before_its_sweep_runs_lean_too(backend):
+    """grad's forward run of ``g`` calls ``f``'s lean run (its ``~routine`` left to the
+    sweep, which runs ``f``'s own sweep): a checkpointed loop's step calls its callees so."""
+    ns = revbench.define(ROUTINE, {"np": np, "math": math}, backend=backend)
+    g = revbench.define(CALLER, {"np": np, **ns}, backend=backend)["g"]
+    x = np.array([0.3, 0.7, 1.1])
+    sig = ns["f"].signature_of((0.0, x))
+    grads = grad(g, loss="y")(0.0, x)[1]
+    assert ns["f"]._program.has_compiled(_lean(ns["f"]), sig)
+    assert not ns["f"]._program.has_compiled(ns["f"]._direction, sig)
+    np.testing.assert_allclose(grads, 2 * x * np.cos(x * x), rtol=1e-14)
+
+
+@pytest.mark.parametrize("backend", ["python", "numba"])
+def test_an_ancilla_left_dirty_in_a_callee_still_fails_the_gradient(backend):
+    ns = revbench.define(WRONG_UNCOMPUTE, {}, backend=backend)
+    g = revbench.define(CALLER, {**ns}, backend=backend)["g"]
+    y = np.array([1.0])
+    with pytest.raises(revbench.ReversibilityError) as swept:
+        grad(g, loss=("y", 0))(y, 3.0)
+    assert swept.value.variable == "t" and y[0] == 1.0
+    assert ns["f"]._program.has_compiled(_lean(ns["f"]), ns["f"].signature_of((y, 3.0)))
