@@ -184,6 +184,17 @@ def ba_rows(n: int, reps: int, quick: bool, rows: list[dict]) -> None:
         for r in rows[-2:]:
             r["jax_ms"] = 1e3 * t_jax
             r["speedup_vs_jax"] = t_jax / (r["gpu_ms"] / 1e3)
+        # revbench called with JAX's arrays (read through DLPack, results back as JAX's)
+        gpu = revbench.jacobian(ba_residual, "r", ("cam", "X", "w"), batch=batch, device="cuda")
+        jargs = [jnp.zeros((n, 2)), *args]
+        _, t_in_jax = timed(lambda: jax.block_until_ready(gpu(*jargs)), reps)
+        got = gpu(*jargs)
+        assert all(isinstance(b, jax.Array) for b in got)
+        ref = [b.copy_to_host() for b in
+               revbench.jacobian(ba_residual, "r", ("cam", "X", "w"), batch=batch,
+                                 device="cuda")(*dev)]
+        rows[-2]["jax_arrays_ms"] = 1e3 * t_in_jax
+        rows[-2]["jax_arrays_max_rel"] = max(max_rel(np.asarray(g), r) for g, r in zip(got, ref))
 
 
 def loss_rows(n: int, d: int, reps: int, quick: bool, rows: list[dict]) -> None:
@@ -443,6 +454,11 @@ def main() -> None:
               f"{col('cpu_one_core_ms', '14.1f')} {col('cpu_all_cores_ms', '11.1f')} "
               f"{col('jax_ms', '8.3f')} "
               f"{col('speedup_vs_jax', '7.2f')} {col('max_rel', '9.1e')}")
+    for r in rows:
+        if "jax_arrays_ms" in r:
+            print(f"{r['case']}, n={r['n']}, called with JAX arrays (DLPack): "
+                  f"{r['jax_arrays_ms']:.3f} ms, max rel to Numba's arrays "
+                  f"{r['jax_arrays_max_rel']:.1e}")
     info = machine_info("numba", "numba_cuda", "jax")
     try:
         from numba import cuda

@@ -9,6 +9,7 @@ kernels to PTX with NVIDIA's NVVM (no GPU needed), which the simulator cannot vo
 
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
 import sys
@@ -463,3 +464,50 @@ def test_a_failing_item_of_a_gpu_vjp_raises_the_cpus_error():
         revbench.vjp(f, np.zeros(6), x, a, outputs="y", batch=("y", "x", "a"), device="cuda")
     assert str(gpu.value) == str(cpu.value) and "`a`" in str(gpu.value)
     assert any("batch item 4" in note and "GPU" in note for note in gpu.value.__notes__)
+
+
+def test_jax_arrays_in_jax_arrays_out(ns):
+    """JAX arrays (here on the CPU: the simulator's GPU memory is the host's) go in and the
+    results come back as JAX arrays on the device the inputs were on; the pullback of a vjp
+    takes JAX cotangents.  JAX's default float32 is refused with the switch that fixes it."""
+    jax = pytest.importorskip("jax")
+    f = ns["project"]
+    args = _data(13, seed=4)
+    cpu = revbench.jacobian(f, outputs="r", wrt=("cam", "X"), batch=BATCH)(*args)
+    ct = np.random.default_rng(5).normal(size=(13, 2))
+    _, cpu_pb = revbench.vjp(f, *args, outputs="r", wrt="cam", batch=BATCH)
+    with jax.enable_x64(True):
+        jargs = [jax.numpy.asarray(a) for a in args]
+        J = revbench.jacobian(f, outputs="r", wrt=("cam", "X"), batch=BATCH, device="cuda")(*jargs)
+        for a, b in zip(cpu, J):
+            assert isinstance(b, jax.Array) and b.dtype == np.float64
+            assert b.devices() == jargs[0].devices()
+            np.testing.assert_allclose(np.asarray(b), a, rtol=1e-12, atol=1e-300)
+        _, pb = revbench.vjp(f, *jargs, outputs="r", wrt="cam", batch=BATCH, device="cuda")
+        (g,) = pb(jax.numpy.asarray(ct))
+        assert isinstance(g, jax.Array)
+        np.testing.assert_allclose(np.asarray(g), cpu_pb(ct)[0], rtol=1e-12)
+        for a, ja in zip(args, jargs):  # the caller's arrays are unchanged
+            assert np.array_equal(np.asarray(ja), a)
+    single = [jax.numpy.asarray(a, dtype=np.float32) for a in args]
+    with pytest.raises(TypeError, match=r"float32.*jax_enable_x64"):
+        revbench.jacobian(f, outputs="r", wrt="X", batch=BATCH, device="cuda")(*single)
+
+
+def test_a_jax_array_is_read_through_dlpack():
+    """The CUDA array interface revbench builds from a JAX array's DLPack capsule (what a
+    kernel reads on a real GPU) names the array's own memory, shape, strides and dtype."""
+    jax = pytest.importorskip("jax")
+    pytest.importorskip("cuda.core")
+    from revbench.backends import cuda_arrays
+
+    with jax.enable_x64(True):
+        a = jax.numpy.arange(12.0).reshape(3, 4)
+        cai = cuda_arrays.dlpack_interface(a)
+        assert cai["data"][0] == a.unsafe_buffer_pointer()
+        assert cai["shape"] == (3, 4) and cai["typestr"] == "<f8"
+        assert cai["strides"] in (None, (32, 8)) and cai["version"] == 3
+        view = np.ctypeslib.as_array(  # the same numbers, read at that address
+            (ctypes.c_double * 12).from_address(cai["data"][0])).reshape(3, 4)
+        assert np.array_equal(view, np.asarray(a))
+    assert cuda_arrays.kind_of(a) == "jax-host" and not cuda_arrays.on_device(a)

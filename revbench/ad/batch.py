@@ -42,6 +42,7 @@ from revbench.ad.sweep import (
     resolve_loss,
     tolerance_of,
 )
+from revbench.backends import cuda_arrays
 from revbench.backends.batch_steps import cotangent_names, each_block, seed_lanes
 from revbench.backends.loader import load_module
 from revbench.backends.runtime import Interrupted, interrupted
@@ -583,11 +584,9 @@ def _batched_cotangent(api: str, name: str, ct: Any, shape: tuple, device: str) 
     if device != "cuda" and hasattr(ct, "__cuda_array_interface__"):
         raise TypeError(f"{api}: the cotangent of `{name}` is on the GPU; this vjp runs on "
                         "the CPU (device='cpu'): pass a NumPy array")
-    on_gpu = device == "cuda" and not isinstance(ct, np.ndarray) and \
-        gpu.on_device(gpu.cuda_backend.cuda_module(), ct)
+    on_gpu = device == "cuda" and cuda_arrays.on_device(ct)
     if on_gpu:
-        cuda = gpu.cuda_backend.cuda_module()
-        arr = ct if cuda.devicearray.is_cuda_ndarray(ct) else cuda.as_cuda_array(ct)
+        arr = cuda_arrays.to_device(ct)
         if np.dtype(arr.dtype) != np.float64:
             raise TypeError(f"{api}: the cotangent of `{name}` has dtype {np.dtype(arr.dtype)}; "
                             "it must be float64 (convert it first)")

@@ -16,9 +16,10 @@ What a user gets that the CPU gives:
 * the caller's arrays unchanged: every array the function writes is the thread's own
   copy in local memory.
 
-Arrays may be NumPy arrays (copied to the GPU and the results back), Numba device arrays
-or any object with ``__cuda_array_interface__`` (CuPy arrays, PyTorch CUDA tensors): no
-copy, and the results come back as device arrays of the same kind.
+Arrays may be NumPy arrays (copied to the GPU and the results back), Numba device arrays,
+any object with ``__cuda_array_interface__`` (CuPy arrays, PyTorch CUDA tensors) or JAX
+arrays (through DLPack): GPU memory is read where it is, and the results come back as
+arrays of the kind that came in (:mod:`revbench.backends.cuda_arrays`, one table).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from revbench.ad.sweep import block_rows
-from revbench.backends import cuda_backend
+from revbench.backends import cuda_arrays, cuda_backend
 from revbench.backends.batch_steps import cotangent_names, each_block, seed_lanes
 from revbench.backends.runtime import MESSAGES, TABLES
 from revbench.backends.source import SourceWriter, emit_given_back
@@ -66,24 +67,22 @@ class Arguments:
     """The call's arguments on the device, with what is needed to give results back."""
 
     def __init__(self, args: tuple, batch: tuple[int, ...], params: tuple[str, ...], api: str):
-        cuda = cuda_backend.cuda_module()
         self.host = list(args)  # NumPy arrays and scalars as given (for a CPU re-run)
         self.device: list[Any] = []
-        self.kind = "numpy"
+        self.kind, self.like = "numpy", None
         for k, a in enumerate(args):
             name = params[k]
-            if isinstance(a, np.ndarray):
-                self.device.append(cuda.to_device(np.ascontiguousarray(a)))
-            elif on_device(cuda, a):
-                is_numba = cuda.devicearray.is_cuda_ndarray(a)
-                d = a if is_numba else cuda.as_cuda_array(a)  # zero-copy
-                self.device.append(d)
-                self.kind = _kind_of(a)
-                self.host[k] = None  # copied back only for a failing item
+            kind = cuda_arrays.kind_of(a)
+            if kind:
+                self.device.append(cuda_arrays.to_device(a))
+                if kind != "numpy":
+                    self.kind, self.like = kind, a
+                    self.host[k] = None  # copied back only for a failing item
             elif isinstance(a, (list, tuple)) or (hasattr(a, "__array__") and np.ndim(a) > 0):
                 raise TypeError(f"{api}: argument `{name}` is a {type(a).__name__}: pass a "
-                                "NumPy array, a Numba device array or an array with "
-                                "__cuda_array_interface__ (CuPy, PyTorch on the GPU)")
+                                "NumPy array, a Numba device array, an array with "
+                                "__cuda_array_interface__ (CuPy, PyTorch on the GPU) or a "
+                                "JAX array")
             else:
                 self.device.append(a)
             d = self.device[-1]
@@ -101,9 +100,12 @@ class Arguments:
         _refuse_shared_memory(args, params, api)
         for k, d in enumerate(self.device):
             if hasattr(d, "dtype") and np.dtype(d.dtype) not in _DTYPES:
+                hint = (" JAX computes in float32 unless told otherwise: "
+                        "jax.config.update('jax_enable_x64', True)"
+                        if cuda_arrays.is_jax(args[k]) else "")
                 raise TypeError(f"{api}: argument `{params[k]}` has dtype {np.dtype(d.dtype)}; "
                                 "revbench computes in float64, int64 and bool (convert it "
-                                "first: no type changes behind your back)")
+                                f"first: no type changes behind your back).{hint}")
 
     def item_standins(self) -> tuple:
         """Item 0's types and shapes, as NumPy values (typing needs no data)."""
@@ -135,17 +137,7 @@ class Arguments:
 
     def give_back(self, d: Any) -> Any:
         """A result on the device, as the kind of array that came in."""
-        if self.kind == "numpy":
-            return d.copy_to_host()
-        if self.kind == "torch":
-            import torch
-
-            return torch.as_tensor(d, device="cuda")
-        if self.kind == "cupy":
-            import cupy
-
-            return cupy.asarray(d)
-        return d
+        return cuda_arrays.give_back(d, self.kind, self.like)
 
 
 #: what revbench computes in (complex is refused later, with the variable that holds it)
@@ -162,32 +154,17 @@ def _refuse_shared_memory(args: tuple, params: tuple[str, ...], api: str) -> Non
     change the other): NumPy arrays by their buffers, GPU arrays by their address ranges."""
     spans = []
     for p, a in zip(params, args):
-        if isinstance(a, np.ndarray) and a.size:
-            lo, hi = _byte_bounds(a)
-            spans.append((p, "host", lo, hi))
-        elif hasattr(a, "__cuda_array_interface__"):
-            cai = a.__cuda_array_interface__
-            lo = cai["data"][0]
-            size = np.dtype(cai["typestr"]).itemsize * math.prod(cai["shape"])
-            if size:
-                spans.append((p, "device", lo, lo + size))
+        if isinstance(a, np.ndarray):
+            if a.size:
+                spans.append((p, "host", *_byte_bounds(a)))
+        elif (span := cuda_arrays.device_span(a)) is not None:
+            spans.append((p, "device", *span))
     for i, (p1, w1, lo1, hi1) in enumerate(spans):
         for p2, w2, lo2, hi2 in spans[i + 1:]:
             if w1 == w2 and lo1 < hi2 and lo2 < hi1:
                 raise ReversibilityError(
                     f"{api}: arguments `{p1}` and `{p2}` share memory: updating one would change "
                     "the other, which is not reversible (pass a copy)", variable=p2, stage="call")
-
-
-def on_device(cuda: Any, a: Any) -> bool:
-    """Is ``a`` GPU memory: a Numba device array, or anything with the CUDA array interface
-    (the simulator's device arrays have only the first)?"""
-    return cuda.devicearray.is_cuda_ndarray(a) or hasattr(a, "__cuda_array_interface__")
-
-
-def _kind_of(a: Any) -> str:
-    mod = type(a).__module__.split(".")[0]
-    return mod if mod in ("torch", "cupy") else "device"
 
 
 # --------------------------------------------------------------------------- #
