@@ -701,7 +701,7 @@ class LoopProgram(Program):
         if backend == "cuda":
             raise self._error("checkpointed loops do not run on the GPU yet (device='cuda'); "
                               "use the CPU for this function")
-        if direction not in (FORWARD, INVERSE, BACKWARD, pipeline.BACKWARD_INVERSE):
+        if not direction.is_run and direction not in (BACKWARD, pipeline.BACKWARD_INVERSE):
             raise self._error("second derivatives (hvp, hessian, jvp) through a checkpointed "
                               "loop are not supported yet: differentiate the function once "
                               "(grad, vjp)")
@@ -731,11 +731,13 @@ class LoopProgram(Program):
             return gen, injected
         step_check = check and self.step.check
         step_forward = FORWARD
-        if (direction.sweep and step_check and type(self.step) is Program
-                and self.step.custom_adjoint() is None):
+        if ((direction.sweep or direction.before_sweep) and step_check
+                and type(self.step) is Program and self.step.custom_adjoint() is None):
             # every forward step of the sweep's schedule is followed by that step's own
             # reverse sweep, from the same state, which checks what its run would: the
-            # lean run (Direction.before_sweep), as TimeLoop's gradient drivers take it
+            # lean run (Direction.before_sweep), as TimeLoop's gradient drivers take it.
+            # So are the steps of the loop's run before the caller's sweep: that sweep
+            # runs the loop's, whose schedule steps again from the same first state
             step_forward = FORWARD.before_its_sweep()
         keys = {loop_code.FORWARD_SYMBOL: (step_forward, backend, step_check, step_sig)}
         if direction.sweep and schedule.uncomputes:
@@ -969,10 +971,13 @@ def _lean_callee(prog: Program, direction: Direction, types: tuple[VarType, ...]
     lean run too: the caller's sweep runs the callee's own sweep (or its checked inverse)
     for that call, from the same values, and checks there what the callee's ``del``s would
     have -- so a checkpointed loop's forward steps skip a ``~routine`` inside the step's
-    callees as ``TimeLoop``'s do.  Not for an external function's or a custom adjoint's
-    callee (their sweeps do not repeat the run's checks), nor where this process has
-    compiled the callee's full run for these types already (reused: no second compile)."""
-    if (not direction.is_run or type(prog) is not Program or prog.custom_adjoint() is not None
+    callees as ``TimeLoop``'s do.  A checkpointed loop called in such a run runs its steps
+    lean too (its sweep steps again from the same state and sweeps each step).  Not for an
+    external function's or a custom adjoint's callee (their sweeps do not repeat the run's
+    checks), nor where this process has compiled the callee's full run for these types
+    already (reused: no second compile)."""
+    if (not direction.is_run or type(prog) not in (Program, LoopProgram)
+            or prog.custom_adjoint() is not None
             or prog.has_compiled(direction, types)):
         return direction
     return direction.before_its_sweep()

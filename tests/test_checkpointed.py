@@ -419,3 +419,61 @@ def _check_exports(jax, torch, to_jax, to_torch, strategy: str) -> None:
     tf(0.0, torch.zeros(4, dtype=torch.float64), y, h, 20).backward()
     np.testing.assert_allclose(y.grad.numpy(), g[2], rtol=1e-12)
     assert h.grad.item() == pytest.approx(g[3], rel=1e-12)
+
+
+ROUTINE_STEP = """
+def heat(y_new, y, t, h):
+    with routine:
+        ly = np.zeros_like(y)
+        for i in range(len(y)):
+            ly[i] += np.sin(y[i])
+    y_new += y + h * ly
+    ~routine
+
+def solve(out, yT, y0, h, n):
+    for t in checkpointed(range(n), Revolve(snapshots=2), new=yT, old=y0):
+        heat(yT, y0, t, h)
+    for i in range(len(yT)):
+        out += yT[i] * yT[i]
+"""
+
+
+def test_the_loops_run_before_the_callers_sweep_steps_lean(make):
+    """grad's run of ``solve`` runs the loop's steps lean (``heat``'s ``~routine`` left to
+    the step's own sweep, as in the schedule's forward steps): the step's full run is never
+    compiled, and the gradient is the one of the same loop stepped in Python."""
+    fns = make(ROUTINE_STEP, all=True, namespace=NS)
+    solve, heat = fns["solve"], fns["heat"]
+    y0, h, n = Y0.copy(), 0.1, 7
+    value, grads = revbench.value_and_grad(solve, loss="out", wrt=("y0", "h"))(
+        0.0, np.zeros(4), y0, h, n)
+    loop = solve._program.lookup(solve._program.ir.loops[0].name)._program
+    assert {str(key[0]) for key in heat._program._cache} == {"forward-before-sweep", "backward"}
+    assert {str(key[0]) for key in loop._cache} == {"forward-before-sweep", "backward"}
+    eps, ys = 1e-6, [y0]
+    for _ in range(n):  # the same loop, stepped in Python: value and a finite difference
+        ys.append(ys[-1] + h * np.sin(ys[-1]))
+    assert value[0] == pytest.approx(float(ys[-1] @ ys[-1]), rel=1e-13)
+    for k in range(4):
+        yp, ym = y0.copy(), y0.copy()
+        yp[k] += eps
+        ym[k] -= eps
+        fp, fm = (solve(0.0, np.zeros(4), y, h, n)[0] for y in (yp, ym))
+        assert grads[2][k] == pytest.approx((fp - fm) / (2 * eps), rel=1e-6)
+
+
+def test_a_dirty_ancilla_in_a_lean_loop_step_still_fails_the_gradient(make):
+    """The loop's lean steps leave ``del``'s check to the step's sweep: a step whose
+    ancilla is not uncomputed still fails the gradient, naming it, and the caller's arrays
+    are unchanged."""
+    bad = ROUTINE_STEP.replace("        for i in range(len(y)):\n            ly[i] += np.sin(y[i])",
+                               "        for i in range(len(y)):\n            ly[i] += np.sin(y[i])"
+                               "\n    ly[0] += 1.0")
+    assert bad != ROUTINE_STEP
+    solve = make(bad, namespace=NS)
+    y0, yT = Y0.copy(), np.zeros(4)
+    with pytest.raises(ReversibilityError) as err:
+        revbench.grad(solve, loss="out", wrt="y0")(0.0, yT, y0, 0.1, 5)
+    assert err.value.variable in ("ly", "ly[0]")
+    np.testing.assert_array_equal(y0, Y0)
+    np.testing.assert_array_equal(yT, 0.0)

@@ -31,7 +31,7 @@ from revbench.backends.custom_sweep import adjoint_param
 from revbench.backends.runtime import CheckInfo
 from revbench.backends.source import SourceWriter
 from revbench.lang.types import VarType
-from revbench.transforms.pipeline import BACKWARD, BACKWARD_INVERSE, FORWARD, INVERSE, Direction
+from revbench.transforms.pipeline import BACKWARD, BACKWARD_INVERSE, Direction
 
 DIFFERENTIABLE = ("float", "complex")
 #: what generated code calls: the step's kernels, the schedule and its store size
@@ -113,8 +113,8 @@ def generate(name: str, params: tuple[str, ...], types: tuple[VarType, ...], n_s
             emit(f"{store[k]} = _rb_np.zeros(({slots},) + {old[k]}.shape, {old[k]}.dtype)",
                  f"{store[k]}[0] = {old[k]}")
 
-    if direction in (FORWARD, INVERSE):
-        ufunc = "add" if direction == FORWARD else "subtract"
+    if direction.is_run:  # (before a sweep too: then its steps are the lean runs)
+        ufunc = "subtract" if direction.inverse else "add"
         allocate("2")
         header = "for _rb_i in range(_rb_n):" if condition is None else "while True:"
         if condition is not None:
