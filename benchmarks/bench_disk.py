@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""RAM against disk: ``TwoLevel`` (every k-th state on disk, Revolve in RAM) against
+"""RAM against disk: ``TwoLevel`` (every k-th state on disk, Revolve in RAM) and
+``Multistage`` (checkpoint_schedules' binomial schedule with snapshots on disk) against
 ``Revolve`` with the same RAM, on the heat equation.
 
 Run it as::
@@ -9,7 +10,8 @@ Run it as::
 For T = 10^4 (10^3 with ``--quick``) steps of the heat equation (a 32 x 32 grid, 8 kB a
 state): ``Revolve(snapshots=6)`` (RAM only: 8 states) and ``TwoLevel(period=k,
 snapshots=4)`` (at most 8 states in RAM, about T / k on disk) for k = T/10, T/100, T/1000,
-through ``revbench.experiments.compare``: each row's median time, its forward steps, RAM
+and ``Multistage(disk=d, snapshots=6)`` (at most 8 states in RAM, d on disk) for d = 10,
+100, 1000, through ``revbench.experiments.compare``: each row's median time, its forward steps, RAM
 (model and measured by the operating system) and disk bytes, and its time and forward
 steps as ratios to Revolve's measured in the same run.  The cost model counts steps only,
 so the time of the disk shows in ``time_overhead``.
@@ -37,7 +39,7 @@ REPO = HERE.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from revbench.checkpoint import Revolve, TwoLevel  # noqa: E402
+from revbench.checkpoint import Multistage, Revolve, TwoLevel  # noqa: E402
 from revbench.experiments import compare  # noqa: E402
 
 COLUMNS = ["strategy", "knob", "seconds", "time_ratio", "forward_steps", "steps_ratio",
@@ -50,8 +52,10 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=HERE / "results" / "bench_disk.json")
     opts = ap.parse_args()
     T = 1000 if opts.quick else 10_000
-    strategies = [Revolve(snapshots=6)] + [TwoLevel(period=max(1, T // d), snapshots=4)
-                                           for d in (10, 100, 1000)]
+    disks = (10, 100, 1000)
+    strategies = ([Revolve(snapshots=6)]
+                  + [TwoLevel(period=max(1, T // d), snapshots=4) for d in disks]
+                  + [Multistage(disk=d, snapshots=6) for d in disks])
     result = compare("heat", [T], strategies, repeats=3, progress=False, peers=False, m=32)
     table = result.table.copy()
     ref = table[table.strategy == "Revolve"].iloc[0]

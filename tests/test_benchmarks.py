@@ -207,13 +207,13 @@ def test_bench_checkpoint_quick_writes_json(tmp_path):
 @pytest.mark.slow
 def test_bench_disk_quick_writes_json(tmp_path):
     """The RAM-disk benchmark runs, its gradients agree with the reference, and every
-    TwoLevel row reports its disk bytes."""
+    TwoLevel and Multistage row reports its disk bytes."""
     out = tmp_path / "bench_disk.json"
     proc = subprocess.run([sys.executable, str(SCRIPT.parent / "bench_disk.py"), "--quick",
                            "--out", str(out)], capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     rows = json.loads(out.read_text())["rows"]
-    assert [r["strategy"] for r in rows] == ["Revolve"] + ["TwoLevel"] * 3
+    assert [r["strategy"] for r in rows] == ["Revolve"] + ["TwoLevel"] * 3 + ["Multistage"] * 3
     assert all(r["grad_error"] < 1e-10 for r in rows)
     assert rows[0]["disk_bytes"] == 0 and all(r["disk_bytes"] > 0 for r in rows[1:])
 

@@ -722,7 +722,8 @@ def test_strategies_that_do_not_fit(backend):
         loop.value_and_grad(*args, strategy=Reverse())
     ip = leap_loop(backend, 5)
     with pytest.raises(ValueError, match=r"Bennett\(k=2\) does not fit an in-place loop.*"
-                                         r"StoreAll, Periodic, Revolve, Online, TwoLevel, Reverse"):
+                                         r"StoreAll, Periodic, Revolve, Online, TwoLevel, Multistage, "
+                                         r"Reverse"):
         ip.grad(*leap_args(), strategy=Bennett(k=2))
     assert_unchanged(snap)
     assert loop.stats is None and ip.stats is None  # failed calls record nothing

@@ -1,8 +1,10 @@
 """A second storage level: ``TwoLevel(period=k, snapshots=c)`` keeps every k-th state on
-disk, in memory-mapped files, and reverses each segment by Revolve in RAM
-(``docs/checkpointing.md``, "Memory beyond RAM").
+disk, in memory-mapped files, and reverses each segment by Revolve in RAM;
+``Multistage(snapshots=c, disk=d)`` is checkpoint_schedules' multistage binomial schedule,
+c snapshots in RAM and d on disk (``docs/checkpointing.md``, "Memory beyond RAM").
 
-The schedule on symbols (its exact count, its RAM peak, one load per disk state); the
+The schedules on symbols (their exact counts, their RAM peak, one load per disk state;
+Multistage's action for action the library's own); the
 ``TimeLoop`` gradient against ``StoreAll`` on both backends, in place and out of place;
 the files: really on disk while the loop runs, gone after it, and after a failure; a disk
 without room (measured, not mocked) refused before anything runs; and the same inside
@@ -21,6 +23,7 @@ import revbench
 from revbench import ReversibilityError
 from revbench.checkpoint import (
     InsufficientDiskError,
+    Multistage,
     StoreAll,
     TimeLoop,
     TwoLevel,
@@ -28,6 +31,9 @@ from revbench.checkpoint import (
     checkpointed,
 )
 from revbench.checkpoint.disk import DiskStore
+
+cs = pytest.importorskip("checkpoint_schedules")
+optimal_steps_binomial = cs.optimal_steps_binomial
 
 SOURCE = """
 def step(y1, y0, t, h):
@@ -68,6 +74,57 @@ def test_the_disk_level_trades_ram_for_forward_steps():
     assert steps[-1] == n + (n - 1) + actions.extra_steps(n, 5)
 
 
+def _library_schedule(n, ram, disk):
+    """checkpoint_schedules' ``MultistageCheckpointSchedule``, as (op, step) pairs of
+    revbench's actions: each forward range step by step, a write to disk a STORE, a copy or
+    move from disk a LOAD (RAM snapshots keep their slots: no action)."""
+    out = []
+    for a in cs.MultistageCheckpointSchedule(n, ram, disk):
+        if isinstance(a, cs.Forward):
+            if a.write_ics and a.storage == cs.StorageType.DISK:
+                out.append((actions.STORE, a.n0))
+            out += [(actions.FWD, i) for i in range(a.n0, a.n1)]
+        elif isinstance(a, cs.Reverse):
+            out += [(actions.REV, i) for i in range(a.n1 - 1, a.n0 - 1, -1)]
+        elif isinstance(a, (cs.Copy, cs.Move)):
+            if a.from_storage == cs.StorageType.DISK:
+                out.append((actions.LOAD, a.n))
+        elif isinstance(a, cs.EndForward):
+            out.append((actions.SEED, n))
+        elif isinstance(a, cs.EndReverse):
+            return out
+    raise AssertionError("the library's schedule did not end")
+
+
+@pytest.mark.parametrize("ram", [0, 1, 2, 5])
+@pytest.mark.parametrize("disk", [1, 2, 4, 9])
+def test_multistage_is_the_librarys_schedule(ram, disk):
+    """Action for action checkpoint_schedules' multistage schedule -- the same steps, the
+    same snapshots on disk (the busiest in RAM) -- on slots that every action finds where
+    it says, with Revolve's optimal forward count and at most ``ram + 2`` states in RAM."""
+    knob = (ram, disk)
+    for n in [*range(1, 30), 57, 100, 233]:
+        acts = list(actions.multistage_actions(n, knob))
+        assert [(op, i) for op, i, _, _ in acts] == _library_schedule(n, ram, disk), n
+        counts = actions.simulate(acts, n, actions.multistage_slots(n, knob))
+        assert counts["forward_steps"] == optimal_steps_binomial(n, min(ram + disk, n - 1))
+        assert counts["reverse_steps"] == n
+        assert counts["peak_states"] <= actions.multistage_peak(n, knob) <= ram + 2
+        on_disk = actions.multistage_disk(n, knob)
+        assert on_disk <= disk and counts["loads"] >= on_disk
+        assert len({b for op, _, _, b in acts if op == actions.STORE}) == on_disk
+
+
+def test_multistage_trades_disk_for_forward_steps_at_the_same_ram():
+    """More snapshots on disk, fewer forward steps; the RAM stays ``snapshots + 2``."""
+    n = 10**4
+    steps = [actions.simulate(actions.multistage_actions(n, (4, d)), n,
+                              actions.multistage_slots(n, (4, d)))["forward_steps"]
+             for d in (1, 4, 16, 64)]
+    assert steps == sorted(steps, reverse=True) and steps[0] > steps[-1]
+    assert {actions.multistage_slots(n, (4, d)) for d in (1, 4, 16, 64)} == {7}
+
+
 @pytest.fixture
 def loops(make):
     fns = make(SOURCE, all=True)
@@ -76,10 +133,22 @@ def loops(make):
     return out_of_place, in_place
 
 
+def _forward_steps(strategy, n):
+    """The exact forward count: TwoLevel's bound, or for Multistage the binomial optimum
+    with all its snapshots (checkpoint_schedules' own count)."""
+    if isinstance(strategy, TwoLevel):
+        return actions.two_level_bound(n, (strategy.period, strategy.snapshots))
+    return optimal_steps_binomial(n, min(strategy.snapshots + strategy.disk, n - 1))
+
+
 @pytest.mark.parametrize("strategy", [TwoLevel(period=5, snapshots=2),
                                       TwoLevel(period=1, snapshots=1),
                                       TwoLevel(period=50, snapshots=3),
-                                      TwoLevel(period=500, snapshots=2)])
+                                      TwoLevel(period=500, snapshots=2),
+                                      Multistage(snapshots=2, disk=5),
+                                      Multistage(snapshots=0, disk=3),
+                                      Multistage(snapshots=3, disk=1),
+                                      Multistage(snapshots=1, disk=200)])
 def test_gradient_is_store_alls(loops, strategy):
     for loop in loops:
         ref = loop.value_and_grad(Y0.copy(), 0.1, strategy=StoreAll())
@@ -87,9 +156,9 @@ def test_gradient_is_store_alls(loops, strategy):
         assert got[0] == pytest.approx(ref[0], rel=1e-14)
         np.testing.assert_allclose(got[1][0], ref[1][0], rtol=1e-12)
         assert got[1][1] == pytest.approx(ref[1][1], rel=1e-12)
-        assert loop.stats.forward_steps == actions.two_level_bound(
-            123, (strategy.period, strategy.snapshots))
+        assert loop.stats.forward_steps == _forward_steps(strategy, 123)
         assert loop.stats.disk_bytes == strategy.disk_states(123) * Y0.nbytes
+        assert loop.stats.disk_bytes > 0 or strategy.disk_states(123) == 0
 
 
 def test_the_states_are_on_disk_while_the_loop_runs_and_gone_after(tmp_path):
@@ -140,6 +209,13 @@ def test_bad_settings_are_refused():
     with pytest.raises(ValueError, match="directory"):
         TwoLevel(directory=3)
     assert TwoLevel(period=7).label == "TwoLevel(period=7, snapshots=4)"
+    with pytest.raises(ValueError, match=r"Multistage\(disk=\.\.\.\) must be an int >= 1"):
+        Multistage(disk=0)
+    with pytest.raises(ValueError, match=r"Multistage\(snapshots=\.\.\.\) must be an int >= 0"):
+        Multistage(snapshots=-1)
+    with pytest.raises(ValueError, match="directory"):
+        Multistage(directory=3)
+    assert Multistage(disk=9).label == "Multistage(disk=9, snapshots=4)"
 
 
 @pytest.fixture(scope="module")
@@ -150,8 +226,9 @@ def disk_folder(tmp_path_factory):
     return tmp_path_factory.mktemp("disk")
 
 
+@pytest.mark.parametrize("strategy", ["TwoLevel(period=4, snapshots=2", "Multistage(disk=3, snapshots=1"])
 @pytest.mark.parametrize("n", [0, 1, 5, 37])
-def test_a_checkpointed_loop_keeps_its_states_on_disk_too(make, n, disk_folder):
+def test_a_checkpointed_loop_keeps_its_states_on_disk_too(make, n, strategy, disk_folder):
     """Inside reversible code: the store is mapped in object mode by the loop's kernel, its
     file unlinked at once (nothing is left in the directory), the gradient StoreAll's."""
     tmp_path = disk_folder
@@ -162,9 +239,9 @@ def solve(out, yT, y0, h, n):
     for i in range(len(yT)):
         out += yT[i] * yT[i]
 """
-    ns = {"TwoLevel": TwoLevel, "StoreAll": StoreAll, "checkpointed": checkpointed}
-    f = make(SOURCE + loop.format(f"TwoLevel(period=4, snapshots=2, directory={str(tmp_path)!r})"),
-             namespace=ns)
+    ns = {"TwoLevel": TwoLevel, "Multistage": Multistage, "StoreAll": StoreAll,
+          "checkpointed": checkpointed}
+    f = make(SOURCE + loop.format(f"{strategy}, directory={str(tmp_path)!r})"), namespace=ns)
     g = make(SOURCE + loop.format("StoreAll()"), namespace=ns)
     args = (0.0, np.zeros(8), Y0.copy(), 0.1, n)
     a = revbench.value_and_grad(f, loss="out")(*args)

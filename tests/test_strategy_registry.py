@@ -67,15 +67,16 @@ def thinned(registry):
 def test_a_new_strategy_reaches_every_reader(thinned):
     assert STRATEGIES["Thinned"] is thinned
     assert fitting(False) == ["StoreAll", "Periodic", "Revolve", "Bennett", "Online",
-                              "TwoLevel", "Thinned"]
-    assert fitting(True) == ["StoreAll", "Periodic", "Revolve", "Online", "TwoLevel", "Reverse"]
+                              "TwoLevel", "Multistage", "Thinned"]
+    assert fitting(True) == ["StoreAll", "Periodic", "Revolve", "Online", "TwoLevel",
+                             "Multistage", "Reverse"]
     # the command line
     assert parse_strategy("thinned:4") == thinned(every=4)
     assert parse_strategy("Thinned(every=5)") == thinned(every=5)
     assert parse_strategy("thinned") == thinned()
     assert strategy_usage() == (
-        "storeall, periodic:K, revolve:C, bennett:K, online:C, twolevel:K, reverse, "
-        "thinned:K")
+        "storeall, periodic:K, revolve:C, bennett:K, online:C, twolevel:K, multistage:D, "
+        "reverse, thinned:K")
     assert "thinned:K" in build_parser().format_help()
     with pytest.raises(ValueError, match=r"use one of .*thinned:K"):
         parse_strategy("thin:2")

@@ -15,6 +15,7 @@ from revbench.checkpoint.loop import InsufficientMemoryError, Stats, TimeLoop
 from revbench.checkpoint.strategies import (
     STRATEGIES,
     Bennett,
+    Multistage,
     Online,
     Periodic,
     Reverse,
@@ -27,6 +28,7 @@ from revbench.lang.markers import checkpointed
 
 # (named one by one, so that editors and type checkers see them: a strategy added to
 # strategies.py is named here too -- tests/test_strategy_registry.py fails until it is)
-__all__ = ["STRATEGIES", "Bennett", "InsufficientDiskError", "InsufficientMemoryError", "Online",
+__all__ = ["STRATEGIES", "Bennett", "InsufficientDiskError", "InsufficientMemoryError",
+           "Multistage", "Online",
            "Periodic", "Reverse", "Revolve", "Stats", "StoreAll", "Strategy", "TimeLoop",
            "TwoLevel", "checkpointed"]

@@ -30,14 +30,17 @@ model.
 
 from __future__ import annotations
 
+import types
+
 import numpy as np
+from checkpoint_schedules.multistage import n_advance as _library_advance
 
 FWD, INV, REV, SEED, ASK, STORE, LOAD = 0, 1, 2, 4, 5, 6, 7
 
 #: the functions of this module the schedules call: compiled with them under Numba
 #: (:func:`revbench.backends.numba_backend.helper`)
 NUMBA_CALLS = ("extra_steps", "_cost", "best_split", "bennett_bound", "new_pool", "take", "give",
-               "revolve_segment", "online_actions")
+               "revolve_segment", "online_actions", "multistage_weights", "multistage_storage", "_advance")
 
 
 # --------------------------------------------------------------------------- #
@@ -433,6 +436,176 @@ def two_level_bound(n, knob):
         total += end - a - 1 + extra_steps(end - a, snapshots)
         end = a
     return total
+
+
+# --------------------------------------------------------------------------- #
+# Multistage: binomial snapshots in RAM and on disk (Stumm & Walther), as
+# checkpoint_schedules' MultistageCheckpointSchedule
+# --------------------------------------------------------------------------- #
+def _positional(fn, default):
+    """``fn`` with its keyword-only last argument taken by position too (default
+    ``default``): Numba cannot bind keyword-only arguments in compiled calls."""
+    fn = getattr(fn, "py_func", fn)  # (checkpoint_schedules compiles it with Numba)
+    fn = getattr(fn, "__wrapped__", fn)
+    code = fn.__code__.replace(co_argcount=fn.__code__.co_argcount + fn.__code__.co_kwonlyargcount,
+                               co_kwonlyargcount=0)
+    copy = types.FunctionType(code, fn.__globals__, fn.__name__, (default,), fn.__closure__)
+    copy.__doc__ = fn.__doc__
+    return copy
+
+
+#: checkpoint_schedules' binomial step (Griewank & Walther's Algorithm 799, its "maximum"
+#: trajectory): how far to advance before the next snapshot, ``_advance(steps, snapshots)``
+_advance = _positional(_library_advance, "maximum")
+
+
+def multistage_weights(n, s):
+    """How often each snapshot of the stack is written and read (its position's weight)
+    in the binomial schedule of ``n`` steps with ``s`` snapshots, all in RAM: what
+    ``checkpoint_schedules.multistage.allocate_snapshots`` counts to put the busiest
+    positions in RAM.  The same control flow as :func:`multistage_actions`, without states."""
+    w = np.zeros(max(s, 1), np.int64)
+    if n <= 1:
+        return w
+    snap = np.zeros(max(s, 1), np.int64)
+    top = 0
+    i = 0
+    while i < n - 1:
+        w[top] += 1  # written
+        snap[top] = i
+        top += 1
+        i += _advance(n - i, s - top + 1)
+    for r in range(1, n):
+        cp = snap[top - 1]
+        w[top - 1] += 1  # read (copied or moved back)
+        if cp == n - r - 1:
+            top -= 1
+            continue
+        i = cp + _advance(n - r - cp, s - top + 1)
+        while i < n - r - 1:
+            w[top] += 1
+            snap[top] = i
+            top += 1
+            i += _advance(n - r - i, s - top + 1)
+    return w
+
+
+def multistage_storage(n, knob):
+    """``knob = (ram, disk)``: the snapshots the schedule has, and for each position of
+    its stack whether it is on disk (1) or in RAM (0): the ``ram`` busiest positions in RAM
+    (ties: the lower position), the others on disk -- ``allocate_snapshots`` with unit
+    read and write weights, which Stumm & Walther (2009) show optimal."""
+    ram = min(knob[0], max(n - 1, 0))
+    disk = min(knob[1], max(n - 1, 0))
+    if ram == 0 or disk == 0:
+        s = disk if ram == 0 else ram
+        on_disk = np.zeros(max(s, 1), np.int64)
+        if ram == 0:
+            on_disk[:] = 1
+        return s, on_disk
+    s = min(ram + disk, n - 1)
+    w = multistage_weights(n, s)
+    on_disk = np.ones(max(s, 1), np.int64)
+    for _ in range(min(ram, s)):
+        best = -1
+        for p in range(s):
+            if on_disk[p] == 1 and (best < 0 or w[p] > w[best]):
+                best = p
+        on_disk[best] = 0
+    return s, on_disk
+
+
+def multistage_slots(n, knob):
+    """RAM slots: the RAM snapshots, the two states being advanced, and one more for
+    ``s[0]``'s slot while it is free (numbering)."""
+    s, on_disk = multistage_storage(n, knob)
+    return s - int(on_disk[:s].sum()) + 3
+
+
+def multistage_peak(n, knob):
+    return min(n + 1, multistage_slots(n, knob) - 1)
+
+
+def multistage_disk(n, knob):
+    """States on the second level: the positions of the stack on disk."""
+    s, on_disk = multistage_storage(n, knob)
+    return int(on_disk[:s].sum())
+
+
+def multistage_actions(n, knob):
+    """The binomial schedule of ``checkpoint_schedules``' ``MultistageCheckpointSchedule``
+    (its ``n_advance``, maximum trajectory) with each snapshot where
+    :func:`multistage_storage` puts its position: a RAM snapshot keeps its slot, a disk
+    snapshot is stored (``STORE``) and loaded back (``LOAD``) into a working slot.  Action
+    for action the library's schedule (``tests/test_checkpoint_disk.py`` replays both)."""
+    if n == 0:
+        return
+    s, on_disk = multistage_storage(n, knob)
+    nram = s - int(on_disk[:s].sum())
+    pool = new_pool(nram + 3)
+    for j in range(nram + 2, 0, -1):
+        give(pool, j)
+    ndisk = s - nram
+    dpool = new_pool(max(ndisk, 1))
+    for j in range(ndisk - 1, -1, -1):
+        give(dpool, j)
+    snap = np.zeros(max(s, 1), np.int64)  # each snapshot's step
+    where = np.zeros(max(s, 1), np.int64)  # and its slot (RAM or disk)
+    top = 0
+    cur = np.int64(0)  # the working state's slot
+    kept = False  # is it a RAM snapshot's slot (kept after the next step)?
+    i = 0
+    end = n - 1  # advance to s[end], then its last step is reversed
+    for r in range(n):
+        if r > 0:  # the latest snapshot comes back: moved when it is s[end], else copied
+            end = n - r - 1
+            t = top - 1
+            i = snap[t]
+            if on_disk[t] == 1:
+                cur = take(pool)
+                yield LOAD, i, where[t], cur
+                kept = False
+            else:
+                cur = where[t]
+                kept = True
+            if i == end:
+                top -= 1
+                if on_disk[t] == 1:
+                    give(dpool, where[t])
+                else:
+                    kept = False
+        copied = r > 0 and i < end  # (a copied snapshot: its first stretch takes no new one)
+        while i < end:  # advance, taking a snapshot at the start of each stretch
+            if copied:
+                stop = i + _advance(end - i + 1, s - top + 1)
+                copied = False
+            else:
+                stop = i + _advance(end - i + 1, s - top)
+                if on_disk[top] == 1:
+                    d = take(dpool)
+                    yield STORE, i, cur, d
+                    where[top] = d
+                else:
+                    where[top] = cur
+                    kept = True
+                snap[top] = i
+                top += 1
+            while i < stop:
+                b = take(pool)
+                yield FWD, i, cur, b
+                if not kept:
+                    give(pool, cur)
+                cur = b
+                kept = False
+                i += 1
+        b = take(pool)  # the last step of the stretch, kept for its reverse sweep
+        yield FWD, end, cur, b
+        if r == 0:
+            yield SEED, n, b, 0
+        yield REV, end, cur, b
+        give(pool, b)
+        if not kept:
+            give(pool, cur)
 
 
 # --------------------------------------------------------------------------- #

@@ -16,6 +16,8 @@ strategy               how states come back                                   fo
                        length (``while``); segments reversed by Revolve
 ``TwoLevel(k, c)``     every k-th state on disk, segments reversed by         both
                        Revolve(c) in RAM
+``Multistage(c, d)``   Revolve's schedule with c snapshots in RAM and d on    both
+                       disk, the busiest in RAM (checkpoint_schedules)
 ``Reverse()``          each earlier state recovered by running the step       in-place
                        backwards: no stored state
 =====================  =====================================================  ==============
@@ -53,6 +55,15 @@ def _positive_int(value: object, name: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
     return value
+
+
+def _check_directory(strategy: object) -> None:
+    """A strategy with a disk level: its ``directory`` is None (the system's temporary
+    directory) or a path."""
+    d = strategy.directory
+    if d is not None and not isinstance(d, str):
+        raise ValueError(f"{type(strategy).__name__}(directory=...) must be a path (str), "
+                         f"got {d!r}")
 
 
 def _root(n_steps: int) -> int:
@@ -348,9 +359,7 @@ class TwoLevel(Strategy):
     def __post_init__(self) -> None:
         super().__post_init__()
         _positive_int(self.snapshots, "TwoLevel(snapshots=...)", 1)
-        if self.directory is not None and not isinstance(self.directory, str):
-            raise ValueError(f"TwoLevel(directory=...) must be a path (str), got "
-                             f"{self.directory!r}")
+        _check_directory(self)
 
     @classmethod
     def defaults(cls, n_steps: int) -> list[Strategy]:
@@ -371,6 +380,48 @@ class TwoLevel(Strategy):
         return LoopSchedule(actions.two_level_actions, actions.two_level_slots,
                             actions.two_level_peak, (self.period, self.snapshots),
                             disk=actions.two_level_disk, disk_store=disk.mapped)
+
+
+@dataclass(frozen=True, repr=False)
+class Multistage(Strategy):
+    """Griewank's binomial schedule with ``disk`` snapshots on disk (memory-mapped files)
+    and ``snapshots`` more in RAM: checkpoint_schedules' ``MultistageCheckpointSchedule``
+    (Stumm & Walther, 2009), which puts the snapshots read and written most in RAM.  As
+    many forward steps as ``Revolve(snapshots + disk)``, with only ``snapshots + 2`` states
+    in RAM (``directory``: where the files go, default the system's temporary directory)."""
+
+    disk: int = 16
+    snapshots: int = 4
+    directory: str | None = None
+    cli_name = "multistage"
+    knob_name = "disk"
+    knob_letter = "D"
+    marker = "h"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _positive_int(self.snapshots, "Multistage(snapshots=...)", 0)
+        _check_directory(self)
+
+    @classmethod
+    def defaults(cls, n_steps: int) -> list[Strategy]:
+        return [cls(disk=_root(n_steps))] if n_steps > 3 else []
+
+    @property
+    def knob(self) -> str:
+        return f"disk={self.disk}, snapshots={self.snapshots}"
+
+    def slots(self, n_steps: int, inplace: bool) -> int:
+        return actions.multistage_slots(n_steps, (self.snapshots, self.disk))
+
+    def disk_states(self, n_steps: int) -> int:
+        """The states it keeps on disk for a loop of ``n_steps`` steps."""
+        return actions.multistage_disk(n_steps, (self.snapshots, self.disk))
+
+    def loop_schedule(self) -> LoopSchedule:
+        return LoopSchedule(actions.multistage_actions, actions.multistage_slots,
+                            actions.multistage_peak, (self.snapshots, self.disk),
+                            disk=actions.multistage_disk, disk_store=disk.mapped)
 
 
 @dataclass(frozen=True, repr=False)
