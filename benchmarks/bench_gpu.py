@@ -318,8 +318,8 @@ def host_profile(rows: list[dict], n: int = 10**4, reps: int = 200) -> None:
     grid, tpb = drv.shape_of_launch(n)
 
     def launch():
-        drv.kernel[grid, tpb](*dev, *seeds, *blocks, drv.status, 0, n, 1e-10, 1e-10, 1e-10,
-                              1e-10)
+        drv.kernel[grid, tpb](*dev, *seeds, *blocks, drv.status, 0, n, 0, 1e-10, 1e-10,
+                              1e-10, 1e-10)
 
     def median_ms(fn, sync=True):
         times = []

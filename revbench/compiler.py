@@ -935,10 +935,10 @@ def lookup_name(dotted: str, namespace: Mapping[str, Any], closure: Mapping[str,
 
 
 def _user_impl(rule: fn_rules.FunctionRule, backend: str):
-    if backend == "cuda":  # only revbench's checked helpers (user functions are refused)
-        from revbench.backends.cuda_helpers import CHECKED
+    if backend == "cuda":  # revbench's own helpers only (user functions are refused)
+        from revbench.backends.cuda_helpers import CHECKED, SPECIAL
 
-        return CHECKED[rule.name]
+        return CHECKED[rule.name] if rule.name in CHECKED else SPECIAL[rule.name]
     if backend == "numba":
         from revbench.backends.numba_backend import user_function
     else:

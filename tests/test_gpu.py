@@ -55,6 +55,11 @@ def observe(r, cams, ci, X, feat):
         r[j] += cams[ci, j] * X[j] + cams[ci, 2] * X[2] - feat[j]
 
 
+def special(y, x, k):
+    y += np.sign(x[0]) * math.lgamma(x[1] * x[1] + 0.5) + np.sign(x[0] - x[1]) * x[2]
+    y += np.sign(k) * x[2]
+
+
 def sized(y, x, n):
     t = np.zeros(n)
     t[0] += x[0]
@@ -167,6 +172,37 @@ def test_summed_gradients_of_shared_parameters(ns):
         revbench.grad(f, "l", batch=("l", "x", "y"), reduce="mean")
 
 
+@pytest.mark.parametrize("n", [1, 2])
+def test_a_sum_over_one_item_is_that_items_gradient(ns, n):
+    """A batch of one item runs the kernel on one item, as the re-run of a failing item
+    does; its sum must still be added (it was lost, all zeros, before the re-run got a flag
+    of its own).  Both modes, and the pullback's sums."""
+    f = ns["fit"]
+    rng = np.random.default_rng(11)
+    theta, x, y = rng.normal(size=3), rng.normal(size=(n, 3)), rng.normal(size=n)
+    cpu = revbench.grad(f, "l", batch=("l", "x", "y"), reduce="sum")(np.zeros(n), theta, x, y)
+    assert np.any(cpu[1] != 0.0)
+    for deterministic in (False, True):
+        g = revbench.grad(f, "l", batch=("l", "x", "y"), reduce="sum", device="cuda",
+                          deterministic=deterministic)(np.zeros(n), theta, x, y)
+        np.testing.assert_allclose(g[1], cpu[1], rtol=1e-12)
+        _, pb = revbench.vjp(f, np.zeros(n), theta, x, y, outputs="l", wrt="theta",
+                             batch=("l", "x", "y"), reduce="sum", device="cuda",
+                             deterministic=deterministic)
+        np.testing.assert_allclose(pb(np.ones(n))[0], cpu[1], rtol=1e-12)
+
+
+def test_a_failing_item_of_a_summed_gradient_raises_the_cpus_error():
+    f = revbench.define("def scaled(y, w, a):\n    y += w * w / a\n")["scaled"]
+    for n in (1, 5):
+        a = np.linspace(1.0, 2.0, n)
+        a[n - 1] = 0.0
+        with pytest.raises(ZeroDivisionError) as gpu:
+            revbench.grad(f, "y", batch=("y", "a"), reduce="sum", device="cuda")(
+                np.zeros(n), 1.5, a)
+        assert any(f"batch item {n - 1}" in note for note in gpu.value.__notes__)
+
+
 def test_index_arrays_read_shared_tables(ns):
     """Observations share cameras through an index array, as in bundle adjustment."""
     f = ns["observe"]
@@ -188,6 +224,25 @@ def test_index_arrays_read_shared_tables(ns):
     np.add.at(expect[:, 0], ci, X[:, 0])
     np.add.at(expect[:, 2], ci, X[:, 2])
     np.testing.assert_allclose(tot[1], expect, rtol=1e-12)
+
+
+def test_functions_cudas_math_library_lacks(ns):
+    """``np.sign`` (floats and ints: CUDA's math has none) and ``lgamma``, whose derivative
+    digamma is revbench's own Python (:mod:`revbench.rules.special`), compiled for the
+    device as for the CPU."""
+    f = ns["special"]
+    x = np.array([[1.0, -2.0, 0.5], [-3.0, 0.25, 2.0], [0.0, 1.5, -1.0], [2.0, 2.0, 1.0]])
+    k = np.array([3, -1, 0, 7])
+    cpu = revbench.value_and_grad(f, "y", batch=("y", "x", "k"))(np.zeros(4), x, k)
+    gpu = revbench.value_and_grad(f, "y", batch=("y", "x", "k"), device="cuda")(
+        np.zeros(4), x, k)
+    np.testing.assert_allclose(gpu[0][0], cpu[0][0], rtol=1e-13)
+    np.testing.assert_allclose(gpu[1][1], cpu[1][1], rtol=1e-13)
+    # hand-derived: d/dx1 of sign(x0) lgamma(x1^2 + 1/2) = sign(x0) digamma(x1^2 + 1/2) 2 x1
+    from scipy.special import digamma
+    np.testing.assert_allclose(gpu[1][1][:, 1],
+                               np.sign(x[:, 0]) * digamma(x[:, 1] ** 2 + 0.5) * 2 * x[:, 1],
+                               rtol=1e-12)
 
 
 def test_a_failing_item_raises_the_cpus_error_naming_the_item():
@@ -323,7 +378,7 @@ PTX_SCRIPT = textwrap.dedent('''
         partials = [np.zeros((2, block_shapes[i][2])) for i, w in enumerate(lay.wrt)
                     if lay.summed and lay.summed[w]]
         argv = [*args.device, *seeds, *blocks, *values, *cotangents, *partials,
-                np.zeros(3, np.int64), 0, 1, 0.0, 0.0, 0.0, 0.0]
+                np.zeros(3, np.int64), 0, 1, 0, 0.0, 0.0, 0.0, 0.0]
         ptx, _ = cuda.compile_ptx(drv.kernel.py_func, tuple(typeof(a) for a in argv),
                                   cc=(9, 0))
         assert ".target sm_90" in ptx
@@ -340,6 +395,8 @@ PTX_SCRIPT = textwrap.dedent('''
                       batch=("r", "cam", "X", "w", "feat"), device="cuda")(*args)
     revbench.value_and_grad(ns["energy"], "e", batch=("e", "x", "k"), device="cuda")(
         np.zeros(n), np.ones((n, 3)), np.ones(n), 0.5)
+    revbench.grad(ns["special"], "y", batch=("y", "x", "k"), device="cuda")(
+        np.zeros(n), np.ones((n, 3)), np.ones(n, np.int64))
     for deterministic in (False, True):  # shared parameters' gradients summed
         revbench.grad(ns["fit"], "l", batch=("l", "x", "y"), reduce="sum", device="cuda",
                       deterministic=deterministic)(np.zeros(n), np.ones(3), np.ones((n, 3)),
@@ -511,3 +568,39 @@ def test_a_jax_array_is_read_through_dlpack():
             (ctypes.c_double * 12).from_address(cai["data"][0])).reshape(3, 4)
         assert np.array_equal(view, np.asarray(a))
     assert cuda_arrays.kind_of(a) == "jax-host" and not cuda_arrays.on_device(a)
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_batched_calls_refuse_what_plain_calls_refuse(device):
+    """Batched, on either device, as unbatched: an int named in wrt= is an error (never a
+    silent None); loss=(name, -1) is the last element; a 0-d array cannot carry items; a
+    float32 (or int32) array of items is refused, not converted item by item."""
+    ns = revbench.define(SRC + "\ndef res(r, x, k):\n    for i in range(len(r)):\n"
+                               "        r[i] += x[i] * x[i] * k\n")
+    res = ns["res"]
+    x = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    k = np.array([2, 3])
+    with pytest.raises(revbench.ReversibilityTypeError, match="`k` is named in wrt="):
+        revbench.grad(res, ("r", 0), ("x", "k"), batch=("r", "x", "k"), device=device)(
+            np.zeros((2, 3)), x, k)
+    last = revbench.grad(res, ("r", -1), "x", batch=("r", "x", "k"), device=device)(
+        np.zeros((2, 3)), x, k)
+    np.testing.assert_array_equal(last[1], [[0.0, 0.0, 12.0], [0.0, 0.0, 36.0]])
+    e = revbench.define(SRC)["energy"]
+    with pytest.raises(TypeError, match="batch argument `k` must be an array"):
+        revbench.grad(e, "e", batch=("e", "x", "k"), device=device)(
+            np.zeros(2), np.ones((2, 3)), np.array(1.0), 0.5)
+    for bad in ("float32", "int32"):
+        with pytest.raises(TypeError, match=f"`k` has dtype {bad}"):
+            revbench.grad(e, "e", batch=("e", "x", "k"), device=device)(
+                np.zeros(2), np.ones((2, 3)), np.ones(2, dtype=bad), 0.5)
+
+
+def test_the_simulators_math_errors_become_the_cpus_error():
+    """Python's math (the simulator's) raises on sqrt(-1) where a GPU gives nan: the item
+    the CPU fails on is found and its checked error raised, as for a failing check."""
+    f = revbench.define("def root(y, x):\n    y += math.sqrt(x)\n")["root"]
+    x = np.array([1.0, -1.0, 4.0])
+    with pytest.raises(revbench.ReversibilityError, match="infinite or nan") as err:
+        revbench.grad(f, "y", batch=("y", "x"), device="cuda")(np.zeros(3), x)
+    assert any("batch item 1" in note and "simulator" in note for note in err.value.__notes__)

@@ -39,6 +39,8 @@ from revbench.ad.sweep import (
     block_rows,
     jacobian_lanes,
     param_index,
+    refuse_array_dtype,
+    refuse_wrt_without_gradient,
     resolve_loss,
     tolerance_of,
 )
@@ -113,6 +115,7 @@ class _Batched:
             if not isinstance(a, np.ndarray) or a.ndim == 0:
                 raise TypeError(f"{self.api}: batch argument `{name}` must be an array whose first "
                                 f"axis runs over the items, got {type(a).__name__}")
+            refuse_array_dtype(self.api, name, a.dtype)
             if n is None:
                 n = a.shape[0]
             elif a.shape[0] != n:
@@ -468,6 +471,7 @@ def batched_value_and_grad(f: ReversibleFunction, loss: Any, wrt: Any, batch: An
     def run(*args):
         n, args, item, gargs = bat.take(args, device)
         sig = f.signature_of(item)
+        refuse_wrt_without_gradient(f, sig, wrt)
         seed = resolve_loss(f, loss, sig, item)
         flat = 0 if seed.index is None else int(np.ravel_multi_index(seed.index, item[seed.param].shape))
         kw = [k for k, (p, t) in enumerate(zip(f.params, sig)) if b.has_adjoint(p, t)]

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from revbench.ad.sweep import block_rows
+from revbench.ad.sweep import block_rows, refuse_array_dtype
 from revbench.backends import cuda_arrays, cuda_backend
 from revbench.backends.batch_steps import cotangent_names, each_block, seed_lanes
 from revbench.backends.runtime import MESSAGES, TABLES
@@ -72,6 +72,9 @@ class Arguments:
         self.kind, self.like = "numpy", None
         for k, a in enumerate(args):
             name = params[k]
+            if k in batch and np.ndim(a) == 0:
+                raise TypeError(f"{api}: batch argument `{name}` must be an array whose first "
+                                f"axis runs over the items, got {_described(a)}")
             kind = cuda_arrays.kind_of(a)
             if kind:
                 self.device.append(cuda_arrays.to_device(a))
@@ -99,13 +102,11 @@ class Arguments:
             raise ValueError(f"{api}: the batch is empty (0 items)")
         _refuse_shared_memory(args, params, api)
         for k, d in enumerate(self.device):
-            if hasattr(d, "dtype") and np.dtype(d.dtype) not in _DTYPES:
-                hint = (" JAX computes in float32 unless told otherwise: "
-                        "jax.config.update('jax_enable_x64', True)"
-                        if cuda_arrays.is_jax(args[k]) else "")
-                raise TypeError(f"{api}: argument `{params[k]}` has dtype {np.dtype(d.dtype)}; "
-                                "revbench computes in float64, int64 and bool (convert it "
-                                f"first: no type changes behind your back).{hint}")
+            if hasattr(d, "dtype"):
+                refuse_array_dtype(api, params[k], d.dtype, (
+                    " JAX computes in float32 unless told otherwise: "
+                    "jax.config.update('jax_enable_x64', True)" if cuda_arrays.is_jax(args[k])
+                    else ""))
 
     def item_standins(self) -> tuple:
         """Item 0's types and shapes, as NumPy values (typing needs no data)."""
@@ -140,8 +141,8 @@ class Arguments:
         return cuda_arrays.give_back(d, self.kind, self.like)
 
 
-#: what revbench computes in (complex is refused later, with the variable that holds it)
-_DTYPES = {np.dtype(t) for t in (np.float64, np.int64, np.bool_, np.complex128)}
+def _described(a: Any) -> str:
+    return f"a 0-d {type(a).__name__}" if hasattr(a, "shape") else type(a).__name__
 
 
 def _byte_bounds(a: np.ndarray) -> tuple[int, int]:
@@ -204,7 +205,7 @@ def kernel_source(lay, params: tuple[str, ...], shapes: tuple[tuple[int, ...], .
     out = SourceWriter()
     # STAT: [0] the first failing item (an atomic min), [1:3] its status (module, check)
     with out.block(f"def kernel({', '.join([*P, 'seed_param', 'seed_flat', 'block_row', *J, *V, *C, *R])}, "
-                   "STAT, lo, hi, atol, rtol, catol, crtol):"):
+                   "STAT, lo, hi, rerun, atol, rtol, catol, crtol):"):
         out.emit("m = seed_param.shape[0]", "st = _rb_cuda.local.array(2, _rb_np.int64)")
 
         def local(name: str, k: int, dt: str | None = None) -> None:
@@ -230,10 +231,10 @@ def kernel_source(lay, params: tuple[str, ...], shapes: tuple[tuple[int, ...], .
                         local(f"g{lane}_{k}", k)
         with out.block("for i in range(lo + _rb_cuda.grid(1), hi, _rb_cuda.gridsize(1)):"):
             _kernel_item(out, lay, npar, shapes, written_arrays, summed, inplace)
-            with out.block("if hi - lo == 1:  # one item, run again to learn which check failed"):
+            with out.block("if rerun == 1:  # a failing item, run again to learn its check"):
                 out.emit("STAT[1] = st[0]", "STAT[2] = st[1]")
-        if summed:
-            with out.block("if hi - lo == 1:"):
+        if summed:  # (a rerun adds nothing: the call raises; a batch of one item does)
+            with out.block("if rerun == 1:"):
                 out.emit("return")
         _kernel_sums(out, lay, shapes, summed)
     return out.text()
@@ -480,8 +481,10 @@ class Driver:
         return grid * tpb if cuda_backend.simulated() else grid
 
     def launch(self, n: int, args: list, seeds: tuple, blocks: list, values: list,
-               partials: list, lo: int = 0, hi: int | None = None) -> tuple[int, tuple[int, int]]:
-        """Run items ``lo:hi``; returns (the first failing item or n, its status)."""
+               partials: list, lo: int = 0, hi: int | None = None,
+               rerun: bool = False) -> tuple[int, tuple[int, int]]:
+        """Run items ``lo:hi``; returns (the first failing item or n, its status).
+        ``rerun``: item ``lo`` failed, run it alone again to learn which check."""
         hi = n if hi is None else hi
         atol, rtol = get_tolerance()
         catol, crtol = self.tolerance
@@ -491,7 +494,7 @@ class Driver:
             self.status_host[:] = (n, 0, 0)
             status.copy_to_device(self.status_host)
             self.kernel[grid, tpb](*args, *seeds, *blocks, *values, *partials, status, lo, hi,
-                                   atol, rtol, catol, crtol)
+                                   int(rerun), atol, rtol, catol, crtol)
             status.copy_to_host(self.status_host)  # (waits for the kernel)
             first, module, code = (int(v) for v in self.status_host)
         return first, (module, code)
@@ -525,14 +528,40 @@ def run(bat, lay, args: Arguments, item: tuple, rows: list[tuple[int, int]],
     partials = [cuda.device_array((rows_of_partials, max(1, math.prod(shapes[w]))))
                 for w in summed]
     inputs = [*values, *cotangents]
-    bad, _ = driver.launch(n, args.device, seeds, blocks, inputs, partials)
+    try:
+        bad, _ = driver.launch(n, args.device, seeds, blocks, inputs, partials)
+    except Exception as exc:
+        if not cuda_backend.simulated():
+            raise
+        raise_for_simulated(bat, args, exc)
     if bad < n:
-        _, status = driver.launch(n, args.device, seeds, blocks, inputs, partials, bad, bad + 1)
+        _, status = driver.launch(n, args.device, seeds, blocks, inputs, partials, bad, bad + 1,
+                                  rerun=True)
         raise_for_item(bat, args, bad, status, driver)
     if lay.deterministic:
         for w, part in zip(summed, partials):
             column_sums(part, blocks[lay.wrt.index(w)])
     return [args.give_back(b) for b in blocks], [args.give_back(v) for v in values]
+
+
+def raise_for_simulated(bat, args: Arguments, exc: Exception):
+    """The CUDA simulator runs a kernel in Python, whose ``math`` raises (a domain or range
+    error) where a GPU gives nan or inf: find the first item the CPU fails on and raise its
+    error, as for a failing check; if the CPU runs every item, say what happened."""
+    check = bat.unbatched()
+    for i in range(args.n):
+        try:
+            check(*args.host_item(i), *bat.item_extra(i))
+        except Exception as err:
+            if hasattr(err, "add_note"):
+                err.add_note(f"(in batch item {i} of {bat.api}, which failed in the CUDA "
+                             "simulator)")
+            raise err.with_traceback(None) from None
+    raise RuntimeError(
+        f"{bat.api}: the CUDA simulator stopped ({type(exc).__name__}: "
+        f"{str(exc).split(': ', 1)[-1]}). It runs Python's math, which raises where a GPU "
+        "gives nan or inf; the CPU ran every item without an error (with check=False it "
+        "gives nan or inf there too)") from None
 
 
 def raise_for_item(bat, args: Arguments, i: int, status: tuple[int, int], driver: Driver):

@@ -113,6 +113,7 @@ def resolve_loss(f: ReversibleFunction, loss: Loss, sig: tuple[VarType, ...], ar
         shape = args[k].shape
         if len(index) != len(shape) or not all(-n <= i < n for i, n in zip(index, shape)):
             raise IndexError(f"loss index {index} is out of bounds for `{name}` of shape {shape}")
+        index = tuple(i % n for i, n in zip(index, shape))  # (-1: the last, as NumPy counts)
     return Seed(k, index)
 
 
@@ -127,6 +128,21 @@ def loss_index(loss: tuple, index: Any) -> tuple[int, ...]:
         raise TypeError(f"loss={loss!r}: the index of an array loss must be an int (1-D) or a "
                         f"tuple of ints (`loss=(\"A\", (i, j))`), got {index!r}")
     return tuple(int(i) for i in parts)
+
+
+#: the dtypes of arrays revbench computes in (complex is refused later on the GPU, with
+#: the variable that holds it)
+ARRAY_DTYPES = frozenset(np.dtype(t) for t in (np.float64, np.int64, np.bool_, np.complex128))
+
+
+def refuse_array_dtype(api: str, name: str, dtype: Any, hint: str = "") -> None:
+    """A batched call's array of another dtype (float32, int32, ...) is refused, not
+    converted: its items would otherwise become Python numbers of another precision
+    behind the user's back (the CPU's items) or fail to compile (the GPU's)."""
+    if np.dtype(dtype) not in ARRAY_DTYPES:
+        raise TypeError(f"{api}: argument `{name}` has dtype {np.dtype(dtype)}; revbench "
+                        "computes in float64, int64 and bool (convert it first: no type "
+                        f"changes behind your back).{hint}")
 
 
 def refuse_wrt_without_gradient(f: ReversibleFunction, sig: tuple[VarType, ...], wrt: Any) -> None:

@@ -68,8 +68,8 @@ def to_device(a: Any) -> Any:
     """``a`` as an array a kernel takes: GPU memory used where it is, host memory copied."""
     cuda = cuda_backend.cuda_module()
     kind = kind_of(a)
-    if kind == "numpy":
-        return cuda.to_device(np.ascontiguousarray(a))
+    if kind == "numpy":  # (not np.ascontiguousarray: it makes a 0-d array 1-d)
+        return cuda.to_device(a if a.flags.c_contiguous else a.copy(order="C"))
     if kind == "jax-host":
         return cuda.to_device(np.array(a))  # a host copy JAX does not own
     if kind == "jax":

@@ -40,6 +40,9 @@ Shape = tuple[int, ...] | None
 #: what the device helpers (:mod:`revbench.backends.cuda_backend`) are called in the
 #: generated text: every one takes the module key, the check's number and the status
 INDEX_HELPER = "_rb_ix"
+#: revbench's own functions written in Python that the GPU runs too
+#: (:data:`revbench.backends.cuda_helpers.SPECIAL`; the CPU's rule table names them)
+SPECIAL_FUNCTIONS = ("digamma", "trigamma")
 #: (operator, the result's dtype) -> the helper that reports a zero divisor
 DIV_HELPERS = {("/", "float"): "_rb_fdiv", ("//", "int"): "_rb_ifloordiv0",
                ("%", "int"): "_rb_imod0", ("//", "float"): "_rb_ffloordiv0",
@@ -223,13 +226,17 @@ class CudaEmitter(Emitter):
     def x(self, e, ew: tuple[str, ...] = ()) -> str:
         if isinstance(e, ir.Func):
             rule = fn_rules.lookup(e.name)
-            if rule.user_function is not None:
+            if rule.user_function is not None and rule.name not in SPECIAL_FUNCTIONS:
                 self.refuse(f"`{e.name}` is a registered Python function; the GPU runs only "
                             "revbench's own functions (yet)", e.loc.line or self._loc.line)
             if rule.name in ("real", "conj"):  # of a real number (complex is refused)
                 return self.cast(self.x(e.args[0], ew), self.dtype(e.args[0]), "float")
             if rule.name == "imag":
                 return "0.0"
+            if rule.name == "sign":  # (not in CUDA's math library)
+                helper = "_rb_fsign" if self.dtype(e.args[0]) == "float" else "_rb_isign"
+                self.helpers.add(helper)
+                return f"{helper}({self.x(e.args[0], ew)})"
             if rule.impl.startswith("_rb_np."):
                 dts = [self.dtype(a) for a in e.args]
                 args = [self.cast(self.x(a, ew), t, "float") for a, t in zip(e.args, dts)]

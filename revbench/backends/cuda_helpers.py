@@ -16,6 +16,7 @@ from numba import cuda
 
 from revbench.backends import runtime
 from revbench.backends.runtime import INT64_MAX, INT64_MIN
+from revbench.rules import special
 
 
 def device(signature: str):
@@ -86,6 +87,29 @@ def _rb_imod0(a, b, module, k, st):
         _rb_fail(st, module, k)
         return 0
     return a % b
+
+
+# -- functions CUDA's math library lacks ---------------------------------------------
+@device("float64(float64)")
+def _rb_fsign(x):
+    """``np.sign`` of a float: -1, 0 (of the zero's sign) or 1; nan for nan."""
+    if x > 0:
+        return 1.0
+    if x < 0:
+        return -1.0
+    return x
+
+
+@device("int64(int64)")
+def _rb_isign(x):
+    """``np.sign`` of an int: -1, 0 or 1."""
+    return 1 if x > 0 else (-1 if x < 0 else 0)
+
+
+#: revbench's own functions written in Python (``lgamma``'s derivatives, digamma and
+#: trigamma: :mod:`revbench.rules.special`), compiled for the device from the same code
+SPECIAL = {name: device("float64(float64)")(getattr(special, name))
+           for name in ("digamma", "trigamma")}
 
 
 # -- checked int64 arithmetic and float shifts (runtime.py's, reporting) -------------
