@@ -215,7 +215,7 @@ class Program:
 
     def callee(self, call: ir.Call) -> tuple[Program, str]:
         obj = self.lookup(call.func)
-        where = (f"\n  in reversible function {self.ir.name}, {self.ir.filename}, line "
+        where = (f"\n  in reversible function {ir.shown_name(self.ir.name)}, {self.ir.filename}, line "
                  f"{call.loc.line}: {self.ir.line_text(call.loc.line).strip()}")
         if obj is _MISSING and call.func == self.ir.name:
             # a function defined inside another sees no binding of its own name yet
@@ -299,8 +299,8 @@ class Program:
         where = f"{self.ir.filename}, line {call.loc.line}: {text}"
         if where in str(exc):
             return exc
-        error = ReversibilityTypeError(
-            f"{exc}\n  called from reversible function {self.ir.name}, {where}",
+        error = type(exc)(  # (its kind kept: callers catch some, OneSeedAtATime)
+            f"{exc}\n  called from reversible function {ir.shown_name(self.ir.name)}, {where}",
             variable=exc.variable, function=exc.function, filename=exc.filename,
             lineno=exc.lineno, stage=exc.stage)
         error.call_sites = [*getattr(exc, "call_sites", []),
@@ -600,6 +600,12 @@ class InnerView(ProgramView):
         self._direction = FORWARD
 
 
+class OneSeedAtATime(ReversibilityTypeError):
+    """A reverse sweep of several seeds at once (lanes) through a checkpointed loop, which
+    carries one: callers that can take their rows one by one catch this (the export's
+    Jacobian, :mod:`revbench.interop`)."""
+
+
 @dataclass
 class LoopProgram(Program):
     """A checkpointed loop (:class:`ir.LoopDef`): kernels generated around its step's
@@ -646,9 +652,10 @@ class LoopProgram(Program):
         return what + (", with the adjoints carried back through every step"
                        if direction.sweep else "")
 
-    def _error(self, message: str, variable: str | None = None) -> ReversibilityTypeError:
+    def _error(self, message: str, variable: str | None = None,
+               cls: type[ReversibilityTypeError] = ReversibilityTypeError) -> ReversibilityTypeError:
         line = self.loop.loc.line
-        return ReversibilityTypeError(
+        return cls(
             f"{message}\n  in the checkpointed loop at {self.ir.filename}, line {line}: "
             f"{self.ir.line_text(line).strip()}", variable=variable, function=self.ir.name,
             filename=self.ir.filename, lineno=line, stage="types")
@@ -670,7 +677,9 @@ class LoopProgram(Program):
                                   "checkpointed loop must have the same type", params[k])
         for t in signature[2 * S:2 * S + 3]:
             if t != VarType("int"):
-                raise self._error(f"the range of a checkpointed loop takes ints, got {t}")
+                raise self._error(f"the max_steps of a checkpointed while loop takes an int, "
+                                  f"got {t}" if self.cond is not None else
+                                  f"the range of a checkpointed loop takes ints, got {t}")
         return (*signature[:2 * S], VarType("int"), *signature[2 * S + 3:])
 
     def _cond_signature(self, signature: tuple[VarType, ...]) -> tuple[VarType, ...]:
@@ -702,12 +711,13 @@ class LoopProgram(Program):
             raise self._error("checkpointed loops do not run on the GPU yet (device='cuda'); "
                               "use the CPU for this function")
         if not direction.is_run and direction not in (BACKWARD, pipeline.BACKWARD_INVERSE):
-            raise self._error("second derivatives (hvp, hessian, jvp) through a checkpointed "
-                              "loop are not supported yet: differentiate the function once "
-                              "(grad, vjp)")
+            raise self._error("forward mode (jvp) and second derivatives (hvp, hessian) "
+                              "through a checkpointed loop are not supported yet: "
+                              "differentiate the function in reverse mode (grad, vjp)")
         if lanes != 1:
             raise self._error("a checkpointed loop carries one adjoint seed at a time: take a "
-                              "Jacobian row by row (revbench.vjp) rather than all at once")
+                              "Jacobian row by row (revbench.vjp) rather than all at once",
+                              cls=OneSeedAtATime)
         step_sig = self._step_signature(signature)
         self._refuse_writes()
         S = self.loop.n_state
@@ -837,7 +847,7 @@ class DerivativeProgram(Program):
 
     def _error(self, message: str) -> ReversibilityTypeError:
         p, line = self.parent.ir, self.site.line
-        return ReversibilityTypeError(f"{message}\n  in reversible function {p.name}, "
+        return ReversibilityTypeError(f"{message}\n  in reversible function {ir.shown_name(p.name)}, "
                                       f"{p.filename}, line {line}: {p.line_text(line).strip()}",
                                       function=p.name, filename=p.filename, lineno=line or None,
                                       stage="types")

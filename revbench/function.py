@@ -30,6 +30,7 @@ from revbench.backends.runtime import TABLES, CheckFailed, to_user_error
 from revbench.compiler import BACKENDS, Program, ProgramView, lookup_name
 from revbench.config import get_tolerance
 from revbench.debugging.explain import Explanation, explain_program
+from revbench.lang import ir
 from revbench.lang.check import check_calls, check_function
 from revbench.lang.errors import ReversibilityError, ReversibilitySyntaxError, ReversibilityTypeError
 from revbench.lang.ir import Print, walk_stmts
@@ -513,8 +514,8 @@ def _add_user_line_note(exc: BaseException) -> bool:
         tb = tb.tb_next
     if hit and hasattr(exc, "add_note"):
         table, line = hit
-        exc.add_note(f"in reversible function {table.function}, {table.filename}, line {line}: "
-                     f"{table.source_lines.get(line, '').strip()}")
+        exc.add_note(f"in reversible function {ir.shown_name(table.function)}, "
+                     f"{table.filename}, line {line}: {table.source_lines.get(line, '').strip()}")
         return True
     return False
 

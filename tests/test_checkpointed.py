@@ -477,3 +477,65 @@ def test_a_dirty_ancilla_in_a_lean_loop_step_still_fails_the_gradient(make):
     assert err.value.variable in ("ly", "ly[0]")
     np.testing.assert_array_equal(y0, Y0)
     np.testing.assert_array_equal(yT, 0.0)
+
+
+BOUND_IN_BODY = """
+def shift(y_new, y, t, h, n):
+    for i in range(len(y)):
+        y_new[i] += y[i] + h * np.sin(y[i] + t / n)
+
+def solve(out, yT, y0, h, a, n):
+    for t in checkpointed(range(a, n), {strategy}, new=yT, old=y0):
+        for i in range(len(y0)):
+            yT[i] += y0[i] + h * np.sin(y0[i] + t / n) + 0.0 * a
+    for i in range(len(yT)):
+        out += yT[i] * yT[i]
+
+def called(out, yT, y0, h, n):
+    for t in checkpointed(range(n, n + n), {strategy}, new=yT, old=y0):
+        shift(yT, y0, t, h, n)
+    for i in range(len(yT)):
+        out += yT[i] * yT[i]
+"""
+
+
+@pytest.mark.parametrize("strategy", ["Revolve(snapshots=2)", "StoreAll()"])
+def test_the_body_reads_the_loops_bounds(make, strategy):
+    """The body reads the range's start and stop (and passes the stop to a call): the
+    bounds go to the loop as copies, never the same variable twice to one call."""
+    fns = make(BOUND_IN_BODY.format(strategy=strategy), all=True, namespace=NS)
+    h, n = 0.1, 6
+    y = Y0.copy()
+    for t in range(2, n):  # the same loop, stepped in NumPy
+        y = y + h * np.sin(y + t / n)
+    value, grads = revbench.value_and_grad(fns["solve"], loss="out", wrt="h")(
+        0.0, np.zeros(4), Y0.copy(), h, 2, n)
+    assert value[0] == pytest.approx(float(y @ y), rel=1e-13)
+    eps = 1e-6
+    fd = (fns["solve"](0.0, np.zeros(4), Y0.copy(), h + eps, 2, n)[0]
+          - fns["solve"](0.0, np.zeros(4), Y0.copy(), h - eps, 2, n)[0]) / (2 * eps)
+    assert grads[3] == pytest.approx(fd, rel=1e-6)
+    y = Y0.copy()
+    for t in range(n, 2 * n):
+        y = y + h * np.sin(y + t / n)
+    assert fns["called"](0.0, np.zeros(4), Y0.copy(), h, n)[0] == pytest.approx(float(y @ y))
+
+
+def test_messages_name_the_users_function_not_the_outlined_step(make):
+    """An error inside a loop's body names the function the user wrote and the loop's line,
+    never the internal step function (``solve_loop5_step``)."""
+    src = """
+def solve(out, yT, y0, n):
+    for t in checkpointed(range(n), Revolve(snapshots=2), new=yT, old=y0):
+        s = y0[0] * 0.5
+        for i in range(len(y0)):
+            yT[i] += y0[i] + s
+        s -= y0[0]
+        del s
+"""
+    f = make(src, namespace=NS)
+    with pytest.raises(ReversibilityError) as err:
+        f(0.0, np.zeros(4), Y0.copy(), 3)
+    text = str(err.value)
+    assert "in reversible function solve (its checkpointed loop at line 3)" in text, text
+    assert "_loop" not in text

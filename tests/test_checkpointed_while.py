@@ -183,6 +183,28 @@ def test_a_loop_that_never_ends_stops_at_max_steps_and_changes_nothing(make):
         np.testing.assert_array_equal(s0, S0)
 
 
+def test_a_max_steps_given_at_run_time_is_checked_there(make):
+    """``max_steps=m`` with ``m`` an argument: a negative one is refused when the loop runs
+    (not taken as 0 steps), a float one when it is typed, each naming max_steps; nothing
+    is changed."""
+    src = STEP + """
+def drop(out, s, s0, h, m):
+    while checkpointed(s0[0] > floor, Online(snapshots=4), new=s, old=s0, max_steps=m):
+        fall(s, s0, h)
+    out += s[1] * s[1]
+"""
+    f = make(src, namespace={**NS, "floor": 0.0})
+    s, s0 = np.zeros(2), S0.copy()
+    for run in (f, revbench.grad(f, loss="out", wrt="s0")):
+        with pytest.raises(ReversibilityError, match=r"max_steps .* must be an int >= 0") as err:
+            run(0.0, s, s0, 0.01, -1)
+        assert "got -1" in str(err.value) and "_loop" not in str(err.value)
+        np.testing.assert_array_equal(s, 0.0)
+        np.testing.assert_array_equal(s0, S0)
+    with pytest.raises(revbench.ReversibilityTypeError, match=r"max_steps .* takes an int"):
+        f(0.0, s, s0, 0.01, 5.0)
+
+
 def test_the_default_step_limit_is_documented():
     text = open("docs/checkpointing.md").read()
     assert f"{DEFAULT_MAX_STEPS:_}" in text

@@ -49,6 +49,7 @@ from revbench.backends.batch_steps import cotangent_names, each_block, seed_lane
 from revbench.backends.loader import load_module
 from revbench.backends.runtime import Interrupted, interrupted
 from revbench.backends.source import SourceWriter, emit_given_back
+from revbench.compiler import OneSeedAtATime
 from revbench.config import get_tolerance
 from revbench.function import ReversibleFunction
 from revbench.lang.errors import ReversibilityError, ReversibilityTypeError
@@ -440,7 +441,12 @@ def batched_jacobian(f: ReversibleFunction, out_names: tuple, wrt_names: tuple, 
             blocks, _ = gpu.run(bat, lay, gargs, item, rows, shapes, [], tolerance_of(f))
         else:
             blocks = [np.zeros(s) for s in shapes]
-            bat.run(lay, n, args, item, rows, blocks, [], workers)
+            try:
+                bat.run(lay, n, args, item, rows, blocks, [], workers)
+            except OneSeedAtATime:  # a checkpointed loop inside: one row per sweep
+                lanes_for[len(rows)] = 1
+                lay = bat.layout(sig, ko, kw, 1, len(rows), keep_values=False)
+                bat.run(lay, n, args, item, rows, blocks, [], workers)
         nw = len(kw)
         return shape_result(tuple(tuple(blocks[a * nw + c] for c in range(nw))
                                   for a in range(len(ko))))

@@ -37,6 +37,7 @@ from revbench.ad.sweep import (
     require_reversible,
     resolve_loss,
 )
+from revbench.compiler import OneSeedAtATime
 from revbench.function import ReversibleFunction, copy_arg, positional_only
 from revbench.lang.errors import ReversibilityTypeError
 from revbench.lang.types import VarType, python_scalar
@@ -192,7 +193,11 @@ def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any, batch: Any = None,
         m = sum(sizes_out)
         rows = [(k, r) for k, size in zip(ko, sizes_out) for r in range(size)]  # seed per row
         lanes = jacobian_lanes(f, m, JACOBIAN_LANES)
-        _, backward = b.prepare(args, lanes)
+        try:
+            _, backward = b.prepare(args, lanes)
+        except OneSeedAtATime:  # a checkpointed loop inside: one row per sweep
+            lanes = 1
+            _, backward = b.prepare(args, lanes)
         per_lane = len(b.zero_adjoints(sig, saved))
         slots_out = {k: b.adjoint_slot(sig, k) for k in ko}
         slots_wrt = [b.adjoint_slot(sig, k) for k in kw]

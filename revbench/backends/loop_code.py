@@ -80,6 +80,10 @@ def generate(name: str, params: tuple[str, ...], types: tuple[VarType, ...], n_s
         emit(f"_rb_gatol = {float(atol)!r}")
     if rtol is not None:
         emit(f"_rb_grtol = {float(rtol)!r}")
+    if condition is not None:  # (its range is range(0, max_steps, 1))
+        c = numbered(CheckInfo("loop-max-steps", label, line, condition))
+        with w.block(f"if {hi} < 0:"):
+            emit(f"raise _RbCheckFailed(_RB_MODULE, {c}, 0, {hi})")
     emit(f"_rb_n = len(range({lo}, {hi}, {st}))")
     if condition is not None:
         emit("_rb_limit = _rb_n")

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from revbench.lang.errors import ReversibilityError
+from revbench.lang.ir import shown_name
 from revbench.rules import checks
 from revbench.rules.checks import CHECKS
 
@@ -130,7 +131,7 @@ def to_user_error(exc: CheckFailed, tables: Mapping[int, CheckTable] | None = No
     if op and text and op not in text:  # an update run backwards (or inside `with inverted:`)
         what = f"{what} (undoing `{text}`)"
     direction = "" if table.direction == "forward" else f" (running its {table.direction})"
-    msg = (f"{what}: {values}\n  in reversible function {table.function}{direction}, "
+    msg = (f"{what}: {values}\n  in reversible function {shown_name(table.function)}{direction}, "
            f"{table.filename}, line {info.line}: {text}")
     cause = table.hint(info.kind, info.variable, info.line) if table.hint is not None else ""
     if cause:

@@ -33,7 +33,6 @@ from __future__ import annotations
 import types
 
 import numpy as np
-from checkpoint_schedules.multistage import n_advance as _library_advance
 
 FWD, INV, REV, SEED, ASK, STORE, LOAD = 0, 1, 2, 4, 5, 6, 7
 
@@ -454,9 +453,22 @@ def _positional(fn, default):
     return copy
 
 
-#: checkpoint_schedules' binomial step (Griewank & Walther's Algorithm 799, its "maximum"
-#: trajectory): how far to advance before the next snapshot, ``_advance(steps, snapshots)``
-_advance = _positional(_library_advance, "maximum")
+def _advance(steps, snapshots):
+    """How far the binomial schedule advances before its next snapshot: checkpoint_schedules'
+    ``n_advance`` (Griewank & Walther's Algorithm 799, "maximum" trajectory).  This stand-in
+    loads it on first use and replaces itself: the library imports Numba, which importing
+    revbench does not (``Multistage.loop_schedule`` loads it before anything compiles)."""
+    load_advance()
+    return _advance(steps, snapshots)
+
+
+def load_advance() -> None:
+    """Put checkpoint_schedules' ``n_advance`` in the place of :func:`_advance`."""
+    global _advance
+    if _advance.__module__ == __name__:
+        from checkpoint_schedules.multistage import n_advance
+
+        _advance = _positional(n_advance, "maximum")
 
 
 def multistage_weights(n, s):

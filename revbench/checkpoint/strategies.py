@@ -419,6 +419,7 @@ class Multistage(Strategy):
         return actions.multistage_disk(n_steps, (self.snapshots, self.disk))
 
     def loop_schedule(self) -> LoopSchedule:
+        actions.load_advance()  # (the library's step, before the schedule compiles)
         return LoopSchedule(actions.multistage_actions, actions.multistage_slots,
                             actions.multistage_peak, (self.snapshots, self.disk),
                             disk=actions.multistage_disk, disk_store=disk.mapped)

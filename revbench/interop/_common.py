@@ -120,25 +120,28 @@ class Export:
         outs = tuple(np.array(final[k], dtype=np.asarray(arrays[k]).dtype, copy=True)
                      for k in self.outputs)
         J = np.zeros((plan.rows, plan.cols))
-        if plan.rows:
+        n = len(args)
+        for first in range(0, plan.rows, plan.lanes):  # (one sweep, or one per row)
+            rows = range(first, min(first + plan.lanes, plan.rows))
             adjs = []
-            for lane in range(plan.rows):
+            for row in rows:
                 lane_adjs = plan.zero_adjoints()
-                k, r = plan.seeds[lane]
+                k, r = plan.seeds[row]
                 if sig[k].is_array:
                     lane_adjs[plan.slots[k]].reshape(-1)[r] = 1.0
                 else:
                     lane_adjs[plan.slots[k]] = 1.0
                 adjs += lane_adjs
-            out = f._execute(plan.backward, (*final, *adjs))
-            n = len(args)
+            start = final if len(rows) == plan.rows else \
+                tuple(a.copy() if isinstance(a, np.ndarray) else a for a in final)
+            out = f._execute(plan.backward, (*start, *adjs))
             error = check_recovered(f, plan.entry(arrays), out[:n], f"{self.api} (its gradient)")
             if error is not None:
                 raise error
             adj_out, per_lane = out[n:], plan.per_lane
-            for lane in range(plan.rows):
-                J[lane] = np.concatenate([np.ravel(adj_out[lane * per_lane + plan.slots[k]])
-                                          for k in plan.wrt])
+            for lane, row in enumerate(rows):
+                J[row] = np.concatenate([np.ravel(adj_out[lane * per_lane + plan.slots[k]])
+                                         for k in plan.wrt])
         return outs, J
 
 
@@ -156,8 +159,14 @@ class _JacobianPlan:
         self.seeds = [(k, r) for k in fouts for r in range(sizes[k])]
         self.rows = len(self.seeds)
         self.cols = sum(sizes[k] for k in self.wrt)
+        #: rows per reverse sweep: all at once, or one by one through a checkpointed loop
+        self.lanes = self.rows
         if self.rows:
-            _, self.backward = b.prepare(args, self.rows)
+            try:
+                _, self.backward = b.prepare(args, self.rows)
+            except compiler.OneSeedAtATime:
+                self.lanes = 1
+                _, self.backward = b.prepare(args, 1)
         self.slots = {k: b.adjoint_slot(sig, k) for k in range(len(sig))
                       if b.has_adjoint(f.params[k], sig[k])}
         self.per_lane = len(self.slots)

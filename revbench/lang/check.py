@@ -63,7 +63,7 @@ class Checker:
 
     def error(self, loc: ir.Loc, message: str) -> ReversibilitySyntaxError:
         return ReversibilitySyntaxError(
-            f"{message} (in reversible function {self.func.name})", self.func.filename,
+            f"{message} (in reversible function {ir.shown_name(self.func.name)})", self.func.filename,
             loc.line, loc.col, self.func.line_text(loc.line), loc.end_line, loc.end_col,
             stage="check")
 

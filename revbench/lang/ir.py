@@ -17,6 +17,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Union
 
+#: the functions outlined from a checkpointed loop (its step, its condition, the loop
+#: itself) -> (the function it is written in, the loop's line): what messages name
+OUTLINED: dict[str, tuple[str, int]] = {}
+
+
+def shown_name(name: str) -> str:
+    """How messages name a function: a checkpointed loop's outlined parts as the function
+    the user wrote and the loop's line, never an internal name (``f_loop8_step``)."""
+    hit = OUTLINED.get(name)
+    if hit is None:
+        return name
+    parent, line = hit
+    return f"{shown_name(parent)} (its checkpointed loop at line {line})"
+
 
 @dataclass(frozen=True)
 class Loc:

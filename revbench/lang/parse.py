@@ -669,6 +669,8 @@ class Parser:
             test = (ir.Update(ir.Var(GO, loc), "^=", cond, loc),)
         free = self._free_names(body + test, {var, *new, *old})
         name = f"{self.function_name}_loop{loc.line}"
+        for part in (name, f"{name}_step", f"{name}_cond"):
+            ir.OUTLINED[part] = (self.function_name, loc.line)
         lines = (self.src.filename, self.src.line_offset + 1, tuple(self.src.lines))
         step_fn = ir.Function(f"{name}_step", (*new, *old, var, *free), body, *lines,
                               loops=inner)
@@ -678,7 +680,9 @@ class Parser:
         post: list[ir.Stmt] = []
         bounds: list[ir.Target] = []
         for what, e in zip(("start", "stop", "step"), bounds_exprs):
-            if isinstance(e, ir.Var):
+            # a bound read in the body too (or used twice) goes as a copy: one variable
+            # passed twice to a call would alias
+            if isinstance(e, ir.Var) and e.name not in free and e not in bounds:
                 bounds.append(e)
                 continue
             anc = f"_rb_{what}{loc.line}_{len(self._loop_defs[-1])}"

@@ -80,7 +80,7 @@ class _Lowering(Lowering):
     def error(self, loc: ir.Loc, message: str) -> ReversibilityTypeError:
         f, text = self.func, self.line(loc)
         return ReversibilityTypeError(
-            f"{message} (in reversible function {f.name}, {f.filename}, line {loc.line}: "
+            f"{message} (in reversible function {ir.shown_name(f.name)}, {f.filename}, line {loc.line}: "
             f"`{text}`)", function=f.name, filename=f.filename, lineno=loc.line, stage="types")
 
     # -- statements ---------------------------------------------------------------------

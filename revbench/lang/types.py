@@ -106,7 +106,7 @@ class TypeInference:
         text = self.func.line_text(loc.line).strip()
         where = f"{self.func.filename}, line {loc.line}"
         return ReversibilityTypeError(
-            f"{message} (in reversible function {self.func.name}, {where}: `{text}`)",
+            f"{message} (in reversible function {ir.shown_name(self.func.name)}, {where}: `{text}`)",
             function=self.func.name, filename=self.func.filename, lineno=loc.line, stage="types")
 
     def run(self) -> TypedFunction:

@@ -215,6 +215,11 @@ CHECKS: dict[str, CheckKind] = {
                           "if the loop is meant to run longer, raise the limit with "
                           "`max_steps=` in checkpointed(...), else check that the condition "
                           "becomes false")),
+    "loop-max-steps": CheckKind(
+        "a checkpointed while loop's max_steps is an int >= 0",
+        "the max_steps of the checkpointed while loop under {var} must be an int >= 0 "
+        "(`{detail}`)",
+        values=lambda f: f"got {fmt(f.actual)}"),
     # (checks only the GPU makes: Python and Numba raise their own errors there)
     "index": CheckKind("an index is within its axis", "an index of `{detail}` is out of bounds "
                        "for `{var}`"),
