@@ -278,10 +278,11 @@ class ReversibleFunction(ProgramView):
         raise error
 
     def _replay_on_python(self, args: tuple, kind: type) -> BaseException | None:
-        """Compiled code raises an ``IndexError`` without a line (Numba's says only "index
-        is out of bounds"): run the same call again on the Python backend, on copies of
-        ``args`` (restored already), and return its error of the same kind -- NumPy's full
-        message, noted with the user's line.  None if it does not fail the same way within
+        """Compiled code raises an ``IndexError`` or a ``ZeroDivisionError`` without a line
+        (Numba's says only "index is out of bounds"): run the same call again on the Python
+        backend, on copies of ``args`` (restored already), and return its error of the same
+        kind -- NumPy's full message, noted with the user's line -- or, for a float divided
+        by zero, the checked error at the update that took the infinite result.  None if it does not fail the same way within
         ``REPLAY_SECONDS`` (then the compiled error is raised as it is)."""
         p = self._program
         twin = self.__dict__.get("_python_twin")
@@ -302,6 +303,10 @@ class ReversibleFunction(ProgramView):
         except Exception as exc:
             if type(exc) is kind and _add_user_line_note(exc):
                 return exc
+            if kind is ZeroDivisionError and isinstance(exc, CheckFailed):
+                # NumPy's float division gives inf there, which the checks catch at the
+                # line of the update that takes it: the error both backends then raise
+                return to_user_error(exc, _tables_of(compiled))
         return None
 
     def kernel(self, kind: str = "forward", *example_args: Any, lanes: int = 1,

@@ -70,3 +70,18 @@ def test_a_division_by_zero_is_located_too():
     with pytest.raises(ZeroDivisionError) as info:
         f(0, 3, 0)
     assert "line 2: s += k // m" in "".join(info.value.__notes__)
+
+
+@pytest.mark.parametrize("backend", ["python", "numba"])
+def test_a_float_divided_by_zero_is_the_same_error_with_its_line_on_both_backends(backend):
+    """NumPy's float division (the Python backend's) gives inf, which the checks stop at
+    the update that takes it; compiled code raises ZeroDivisionError there, and is replayed
+    on the Python backend to raise that same checked error, with the line.  The caller's
+    arrays are unchanged."""
+    f = revbench.define("def g(s, y, x):\n    y[0] += x[0] * 2.0\n    s += x[0] / x[1]\n",
+                        {}, backend=backend)["g"]
+    y, x = np.array([1.0]), np.array([1.0, 0.0])
+    with pytest.raises(revbench.ReversibilityError, match="infinite or nan") as info:
+        f(0.0, y, x)
+    assert "line 3: s += x[0] / x[1]" in str(info.value)
+    np.testing.assert_array_equal(y, [1.0])

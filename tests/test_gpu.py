@@ -197,7 +197,7 @@ def test_a_failing_item_of_a_summed_gradient_raises_the_cpus_error():
     for n in (1, 5):
         a = np.linspace(1.0, 2.0, n)
         a[n - 1] = 0.0
-        with pytest.raises(ZeroDivisionError) as gpu:
+        with pytest.raises((ZeroDivisionError, revbench.ReversibilityError)) as gpu:
             revbench.grad(f, "y", batch=("y", "a"), reduce="sum", device="cuda")(
                 np.zeros(n), 1.5, a)
         assert any(f"batch item {n - 1}" in note for note in gpu.value.__notes__)
