@@ -282,8 +282,9 @@ class ReversibleFunction(ProgramView):
         (Numba's says only "index is out of bounds"): run the same call again on the Python
         backend, on copies of ``args`` (restored already), and return its error of the same
         kind -- NumPy's full message, noted with the user's line -- or, for a float divided
-        by zero, the checked error at the update that took the infinite result.  None if it does not fail the same way within
-        ``REPLAY_SECONDS`` (then the compiled error is raised as it is)."""
+        by zero, the checked error at the update that took the infinite result.  None if it
+        does not fail the same way within ``REPLAY_SECONDS`` (then the compiled error is
+        raised as it is)."""
         p = self._program
         twin = self.__dict__.get("_python_twin")
         if twin is None:

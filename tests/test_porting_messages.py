@@ -354,3 +354,21 @@ def test_a_value_inside_an_expression_call_is_named(make):
         y += 2.0 * total(x, 3.0)
     """)
     assert "argument `3.0` of a reversible call inside an expression must be a variable" in str(err)
+
+
+def test_a_reversible_function_called_in_an_expression_before_its_definition(make):
+    """A call inside an expression is resolved when the caller is defined (a call as a
+    statement, at its first call): the message says so, at the calling line."""
+    err = refused(make, """
+        def outer(l, x):
+            l += 2.0 * later(x)
+    """)
+    assert "defined before the function that calls it" in str(err) and err.lineno == 3
+    fns = make("""
+        def later(out, x):
+            out += x[0] * x[0]
+
+        def outer(l, x):
+            l += 2.0 * later(x)
+    """, all=True)
+    assert fns["outer"](0.0, np.array([3.0]))[0] == 18.0

@@ -1161,8 +1161,11 @@ class Parser:
                                     f"(`y += 2.0 * {what}(x)`, computed into an ancilla and "
                                     f"uncomputed) or to allocate an ancilla (`t = {what}(x)`), "
                                     "not in a condition, an index or a bound")
+            later = (" If it is a reversible function defined further down: one called "
+                     "inside an expression must be defined before the function that calls it "
+                     "(a call as a statement may come later)." if name and obj is None else "")
             raise self.error(e, f"`{what}` is not a revbench function."
-                                f"{self._function_hint(what, len(e.args))} The built-ins are "
+                                f"{self._function_hint(what, len(e.args))}{later} The built-ins are "
                                 f"{', '.join(sorted(fn_rules.BUILTIN_FUNCTIONS))}, and "
                                 "revbench.register(fn, partials=...) adds your own")
         rule = fn_rules.lookup(canon)
