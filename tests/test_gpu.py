@@ -346,6 +346,8 @@ def test_what_the_gpu_cannot_run_is_refused_before_running(what):
             revbench.remove_adjoint(f)
     assert {"print": "print", "complex": "complex", "custom-adjoint": "custom adjoint"}[what] \
         in str(exc.value)
+    if what == "complex":  # the line that sets it (not the decorator's)
+        assert "line 2: z += x * 1j" in str(exc.value)
 
 
 PTX_SCRIPT = textwrap.dedent('''

@@ -81,7 +81,19 @@ class CudaEmitter(Emitter):
         for name, t in typed.env.items():
             if t.dtype == "complex":
                 self.refuse(f"`{name}` is complex: complex numbers are not supported on the "
-                            "GPU (yet); run it on the CPU", typed.func.firstlineno, name)
+                            "GPU (yet); run it on the CPU", self._line_of(name), name)
+
+    def _line_of(self, name: str) -> int:
+        """Where ``name`` gets its value: the first statement that sets it, or (an argument)
+        the ``def`` line."""
+        f = self.f
+        for st in ir.walk_stmts(f.body):
+            if name in ir.names_written((st,)) and st.loc.line:
+                return st.loc.line
+        line = f.firstlineno
+        while line < f.firstlineno + 50 and not f.line_text(line).lstrip().startswith("def "):
+            line += 1  # (past the decorators)
+        return line if f.line_text(line).lstrip().startswith("def ") else f.firstlineno
 
     # -- refusals and sizes ---------------------------------------------------
     def refuse(self, why: str, line: int, variable: str = "") -> None:
