@@ -329,3 +329,12 @@ def test_complex_program_is_refused_at_its_line():
     with pytest.raises(revbench.ReversibilityTypeError,
                        match=r"(?s)`z` is complex.*line 3: z = 0j"):
         hvp(f, "y", "x")(0.0, 2.0, 1.0)
+    # a complex argument nothing writes: the line that reads it; jvp is forward mode
+    g, _ = define("""
+        def q(l, x, z):
+            l += x * x
+            l += (z * z).real
+    """)
+    with pytest.raises(revbench.ReversibilityTypeError,
+                       match=r"(?s)^forward mode .*`z` is complex.*line 4: l \+= \(z \* z\)\.real"):
+        revbench.jvp(g, 0.0, 1.0, 1 + 1j, tangents={"x": 1.0}, outputs="l")

@@ -389,7 +389,9 @@ class Emitter:
                 # complex number, Numba nan; NumPy's float64 gives nan (and libm's pow
                 # elsewhere, as Numba: np.power itself may differ in the last digit)
                 return f"(_rb_np.float64({left}) ** {right})"
-            return f"({self.cast(left, lt, 'float')} ** {self.cast(right, rt, 'int')})"
+            # (an int exponent too: Python's float power raises OverflowError where Numba's
+            # and NumPy's give inf, which the checks then stop at the update)
+            return f"(_rb_np.float64({left}) ** {self.cast(right, rt, 'int')})"
         left, right = self.cast(left, lt, "int"), self.cast(right, rt, "int")
         if d == "int" and self.opt.check and e.op in INT_HELPERS \
                 and not ranges.cannot_overflow(e, self._ranges):

@@ -73,8 +73,8 @@ class Tangent:
         for name, t in list(self.env.items()):
             if t.dtype == "complex":
                 raise SecondOrderUnsupported(
-                    f"`{name}` is complex; second derivatives are implemented for real "
-                    "(float) programs only", name)
+                    f"`{name}` is complex; they are implemented for real (float) programs "
+                    "only", name)
 
     # -- variables -------------------------------------------------------------
     def has_tangent(self, name: str) -> bool:
@@ -203,8 +203,8 @@ class Tangent:
             where = f"\n  in reversible function {ir.shown_name(f.name)}, {f.filename}, line {line}: {text}" \
                 if line else f"\n  in reversible function {ir.shown_name(f.name)}"
             raise ReversibilityTypeError(
-                f"second derivatives: {exc}{where}", function=f.name, filename=f.filename,
-                lineno=line or None, stage="ad") from None
+                f"forward mode and second derivatives (jvp, hvp, hessian): {exc}{where}",
+                function=f.name, filename=f.filename, lineno=line or None, stage="ad") from None
 
     def _stmt(self, s: ir.Stmt) -> list[ir.Stmt]:
         """The tangent program of one statement: its kind's ``s_<Kind>`` rule."""
@@ -326,11 +326,15 @@ def _no_partial_message(name: str, k: int) -> str:
 
 
 def _first_line_of(f: ir.Function, name: str) -> int:
-    """The line of the first statement that writes ``name`` (its definition's for a
-    parameter no statement writes)."""
-    for st in ir.walk_stmts(f.body):
-        if not ir.child_blocks(st) and name in ir.names_written((st,)) and st.loc.line:
-            return st.loc.line
+    """The line of the first statement that writes ``name``, else of the first that reads
+    it (a parameter no statement writes), else the function's first line."""
+    def reads(st: ir.Stmt) -> bool:
+        return any(name in ir.names_used(e) for e in ir.statement_expressions(st))
+
+    for uses in (lambda st: name in ir.names_written((st,)), reads):
+        for st in ir.walk_stmts(f.body):
+            if not ir.child_blocks(st) and uses(st) and st.loc.line:
+                return st.loc.line
     return f.firstlineno
 
 
@@ -344,8 +348,9 @@ def tangent(typed: TypedFunction) -> tuple[ir.Function, tuple[VarType, ...]]:
         f = typed.func
         line = _first_line_of(f, exc.args[1]) if len(exc.args) > 1 else 0
         where = f", line {line}: {f.line_text(line).strip()}" if line else ""
-        raise ReversibilityTypeError(f"second derivatives: {exc.args[0]}\n  in reversible "
-                                     f"function {f.name}, {f.filename}{where}",
+        raise ReversibilityTypeError(f"forward mode and second derivatives (jvp, hvp, "
+                                     f"hessian): {exc.args[0]}\n  in reversible function "
+                                     f"{ir.shown_name(f.name)}, {f.filename}{where}",
                                      variable=exc.args[1] if len(exc.args) > 1 else None,
                                      function=f.name, filename=f.filename, lineno=line or None,
                                      stage="ad") from None
