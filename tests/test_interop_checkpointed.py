@@ -118,6 +118,7 @@ def _final_state_jacobian(y0: np.ndarray) -> np.ndarray:
     return np.diag(d)
 
 
+@pytest.mark.slow  # (JAX and PyTorch, both loops: 12 s)
 @pytest.mark.parametrize("name", ["revolve", "two_level"])
 def test_vector_outputs_through_a_checkpointed_loop(loops, name):
     """The loop carries one adjoint seed at a time, so a Jacobian through it is taken one
