@@ -57,15 +57,6 @@ def _positive_int(value: object, name: str, minimum: int) -> int:
     return value
 
 
-def _check_directory(strategy: object) -> None:
-    """A strategy with a disk level: its ``directory`` is None (the system's temporary
-    directory) or a path."""
-    d = strategy.directory
-    if d is not None and not isinstance(d, str):
-        raise ValueError(f"{type(strategy).__name__}(directory=...) must be a path (str), "
-                         f"got {d!r}")
-
-
 def _root(n_steps: int) -> int:
     """About the square root of the loop's length: a knob setting in the middle of the range."""
     return max(2, round(math.sqrt(n_steps)))
@@ -341,8 +332,42 @@ class Online(Strategy):
                             self.snapshots, online=actions.online_actions)
 
 
+class _OnDisk(Strategy):
+    """A strategy with a second storage level (memory-mapped files in ``directory``): its
+    knob, then ``snapshots`` in RAM.  What it needs -- slots, disk states -- comes from its
+    compiled schedule (:meth:`loop_schedule`), so a subclass says only that.  (No
+    ``cli_name`` here: the base is not registered.)"""
+
+    #: the least number of RAM snapshots
+    snapshots_min: ClassVar[int] = 1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _positive_int(self.snapshots, f"{self.name}(snapshots=...)", self.snapshots_min)
+        if self.directory is not None and not isinstance(self.directory, str):
+            raise ValueError(f"{self.name}(directory=...) must be a path (str), got "
+                             f"{self.directory!r}")
+
+    @classmethod
+    def defaults(cls, n_steps: int) -> list[Strategy]:
+        return [cls(**{cls.knob_name: _root(n_steps)})] if n_steps > 3 else []
+
+    @property
+    def knob(self) -> str:
+        return f"{self.knob_name}={getattr(self, self.knob_name)}, snapshots={self.snapshots}"
+
+    def slots(self, n_steps: int, inplace: bool) -> int:
+        sched = self.loop_schedule()
+        return sched.slots(n_steps, sched.knob)
+
+    def disk_states(self, n_steps: int) -> int:
+        """The states it keeps on disk for a loop of ``n_steps`` steps."""
+        sched = self.loop_schedule()
+        return sched.disk(n_steps, sched.knob)
+
+
 @dataclass(frozen=True, repr=False)
-class TwoLevel(Strategy):
+class TwoLevel(_OnDisk):
     """Every ``period``-th state on disk (memory-mapped files), each segment between them
     reversed by Revolve with ``snapshots`` states in RAM: memory beyond RAM, for loops
     whose states do not fit it (``directory``: where the files go, default the system's
@@ -356,26 +381,6 @@ class TwoLevel(Strategy):
     knob_letter = "K"
     marker = "X"
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _positive_int(self.snapshots, "TwoLevel(snapshots=...)", 1)
-        _check_directory(self)
-
-    @classmethod
-    def defaults(cls, n_steps: int) -> list[Strategy]:
-        return [cls(period=_root(n_steps))] if n_steps > 3 else []
-
-    def slots(self, n_steps: int, inplace: bool) -> int:
-        return actions.two_level_slots(n_steps, (self.period, self.snapshots))
-
-    @property
-    def knob(self) -> str:
-        return f"period={self.period}, snapshots={self.snapshots}"
-
-    def disk_states(self, n_steps: int) -> int:
-        """The states it keeps on disk for a loop of ``n_steps`` steps."""
-        return actions.two_level_disk(n_steps, (self.period, self.snapshots))
-
     def loop_schedule(self) -> LoopSchedule:
         return LoopSchedule(actions.two_level_actions, actions.two_level_slots,
                             actions.two_level_peak, (self.period, self.snapshots),
@@ -383,7 +388,7 @@ class TwoLevel(Strategy):
 
 
 @dataclass(frozen=True, repr=False)
-class Multistage(Strategy):
+class Multistage(_OnDisk):
     """Griewank's binomial schedule with ``disk`` snapshots on disk (memory-mapped files)
     and ``snapshots`` more in RAM: checkpoint_schedules' ``MultistageCheckpointSchedule``
     (Stumm & Walther, 2009), which puts the snapshots read and written most in RAM.  As
@@ -397,26 +402,7 @@ class Multistage(Strategy):
     knob_name = "disk"
     knob_letter = "D"
     marker = "h"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _positive_int(self.snapshots, "Multistage(snapshots=...)", 0)
-        _check_directory(self)
-
-    @classmethod
-    def defaults(cls, n_steps: int) -> list[Strategy]:
-        return [cls(disk=_root(n_steps))] if n_steps > 3 else []
-
-    @property
-    def knob(self) -> str:
-        return f"disk={self.disk}, snapshots={self.snapshots}"
-
-    def slots(self, n_steps: int, inplace: bool) -> int:
-        return actions.multistage_slots(n_steps, (self.snapshots, self.disk))
-
-    def disk_states(self, n_steps: int) -> int:
-        """The states it keeps on disk for a loop of ``n_steps`` steps."""
-        return actions.multistage_disk(n_steps, (self.snapshots, self.disk))
+    snapshots_min = 0
 
     def loop_schedule(self) -> LoopSchedule:
         actions.load_advance()  # (the library's step, before the schedule compiles)
