@@ -910,3 +910,32 @@ def test_log_of_negative_gives_nan_or_error(make):
     except (ValueError, ReversibilityError, ArithmeticError):
         return
     assert math.isnan(out[0])
+
+
+LOOP_VAR_REUSED = """  # the inverse meets the loop (marked) first
+def f(n, k):
+    for q in range(n):                # <-
+        n += q
+    q = np.zeros(k)
+    del q
+    n *= k
+"""
+
+
+def test_name_reused_with_another_type_is_refused_in_both_directions(make):
+    """A name bound as a loop variable (int) and as an array ancilla is refused by the
+    program and by its inverse, which meets the two bindings in the opposite order: a
+    type error naming the variable, never an internal error from the code generator
+    (found by the mutation fuzzer)."""
+    f = make(LOOP_VAR_REUSED)
+    for g, words in ((f, ("ancilla", "float64[:]", "int64")), (~f, ("loop variable", "int64"))):
+        with pytest.raises(ReversibilityTypeError) as info:
+            g(6, 4)
+        msg = str(info.value)
+        assert "`q`" in msg and "use another name" in msg, msg
+        for w in words:
+            assert w in msg, msg
+    line, text = marked_line(LOOP_VAR_REUSED)
+    with pytest.raises(ReversibilityTypeError) as info:
+        (~f)(6, 4)
+    assert info.value.lineno == line and text in str(info.value)

@@ -136,17 +136,22 @@ class TypeInference:
             raise self.error(s.loc, f"a swap needs two targets of one type, got "
                                     f"{_name(s.a)}: {ta} and {_name(s.b)}: {tb}")
 
-    def s_Alloc(self, s: ir.Alloc) -> None:
-        t = self.alloc_type(s)
-        old = self.env.get(s.name)
+    def bind(self, name: str, t: VarType, loc: ir.Loc, what: str) -> None:
+        """Give ``name`` its one type for the whole function.  Every binding (an ancilla's
+        allocation, a loop variable) goes through here, so a program and its inverse, which
+        meet the bindings in opposite orders, both refuse a clash."""
+        old = self.env.get(name)
         if old is not None and old != t:
-            raise self.error(s.loc, f"ancilla `{s.name}` is allocated as {t} here but as {old} "
-                                    "elsewhere; use another name")
-        self.env[s.name] = t
+            raise self.error(loc, f"{what} `{name}` is {t} here but {old} elsewhere; "
+                                  "use another name")
+        self.env[name] = t
+
+    def s_Alloc(self, s: ir.Alloc) -> None:
+        self.bind(s.name, self.alloc_type(s), s.loc, "ancilla")
 
     def s_Dealloc(self, s: ir.Dealloc) -> None:
         if s.name not in self.env:  # inverse programs deallocate before they allocate
-            self.env[s.name] = self.alloc_type(ir.Alloc(s.name, s.init, s.loc))
+            self.bind(s.name, self.alloc_type(ir.Alloc(s.name, s.init, s.loc)), s.loc, "ancilla")
 
     def s_Call(self, s: ir.Call) -> None:
         for a in s.args:
@@ -174,7 +179,7 @@ class TypeInference:
             t = self.expr(e)
             if t.is_array or t.dtype not in ("int", "bool"):
                 raise self.error(e.loc, f"range() {what} must be an integer, got {t}")
-        self.env[s.var] = VarType("int")
+        self.bind(s.var, VarType("int"), s.loc, "loop variable")
         self.block(s.body)
 
     def s_Print(self, s: ir.Print) -> None:
