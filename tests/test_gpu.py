@@ -58,6 +58,7 @@ def observe(r, cams, ci, X, feat):
 def special(y, x, k):
     y += np.sign(x[0]) * math.lgamma(x[1] * x[1] + 0.5) + np.sign(x[0] - x[1]) * x[2]
     y += np.sign(k) * x[2]
+    y += np.fmax(x[2], 0.0) + np.minimum(k, 2) * x[2] + np.maximum(x[0], x[2])
 
 
 def sized(y, x, n):
@@ -227,9 +228,9 @@ def test_index_arrays_read_shared_tables(ns):
 
 
 def test_functions_cudas_math_library_lacks(ns):
-    """``np.sign`` (floats and ints: CUDA's math has none) and ``lgamma``, whose derivative
-    digamma is revbench's own Python (:mod:`revbench.rules.special`), compiled for the
-    device as for the CPU."""
+    """``np.sign`` (floats and ints: CUDA's math has none), ``lgamma``, whose derivative
+    digamma is revbench's own Python (:mod:`revbench.rules.special`), and NumPy's extremes
+    (the same module's, for ints and floats), compiled for the device as for the CPU."""
     f = ns["special"]
     x = np.array([[1.0, -2.0, 0.5], [-3.0, 0.25, 2.0], [0.0, 1.5, -1.0], [2.0, 2.0, 1.0]])
     k = np.array([3, -1, 0, 7])
@@ -329,10 +330,13 @@ def test_bad_input_gets_a_clear_error(case):
             api(f, "e", batch=("e", "x", "k"), device="cuda")(e, x.tolist(), k, 1.0)
 
 
-@pytest.mark.parametrize("what", ["print", "complex", "custom-adjoint"])
+@pytest.mark.parametrize("what", ["print", "complex", "complex-constant", "custom-adjoint"])
 def test_what_the_gpu_cannot_run_is_refused_before_running(what):
+    """(``complex-constant``: no variable is complex, an intermediate value is: it was run,
+    with the imaginary part dropped -- a wrong gradient.)"""
     body = {"print": "    y += x\n    print(y)\n",
             "complex": "    z += x * 1j\n    y += x\n",
+            "complex-constant": "    z += x\n    y += abs(x * (1.0 + 2j))\n",
             "custom-adjoint": "    y += x * x\n"}[what]
     f = revbench.define(f"def g(y, x, z):\n{body}")["g"]
     if what == "custom-adjoint":
@@ -344,10 +348,13 @@ def test_what_the_gpu_cannot_run_is_refused_before_running(what):
     finally:  # adjoints are registered by (module, name): leave none for later tests
         if what == "custom-adjoint":
             revbench.remove_adjoint(f)
-    assert {"print": "print", "complex": "complex", "custom-adjoint": "custom adjoint"}[what] \
-        in str(exc.value)
+    assert {"print": "print", "complex": "complex", "complex-constant": "complex",
+            "custom-adjoint": "custom adjoint"}[what] in str(exc.value)
     if what == "complex":  # the line that sets it (not the decorator's)
         assert "line 2: z += x * 1j" in str(exc.value)
+    if what == "complex-constant":
+        assert "`x * (1.0 + 2j)` is complex" in str(exc.value)
+        assert "line 3: y += abs(x * (1.0 + 2j))" in str(exc.value)
 
 
 PTX_SCRIPT = textwrap.dedent('''

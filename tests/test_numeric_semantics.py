@@ -881,3 +881,40 @@ def test_a_float_power_with_an_int_exponent_overflows_alike_on_both_backends(che
                 assert check and "infinite or nan" in str(err)
                 got.append("refused")
         assert repr(got[0]) == repr(got[1]), (args, got)
+
+
+EXTREMES = """
+def extremes(out, a, b):
+    out[0] += max(a, b)
+    out[1] += min(a, b)
+    out[2] += np.maximum(a, b)
+    out[3] += np.minimum(a, b)
+    out[4] += np.fmax(a, b)
+    out[5] += np.fmin(a, b)
+"""
+
+
+@pytest.mark.parametrize("a, b", [(0.0, math.nan), (math.nan, 0.0), (math.nan, math.nan),
+                                  (1.0, 2.0), (-0.5, -3.0), (2.0, 2.0)])
+def test_extremes_treat_nan_as_their_spelling_says(make, a, b):
+    """``max``/``min`` are Python's (the first argument unless the second is larger), NumPy's
+    spellings are NumPy's: ``np.maximum`` gives nan if either number is nan (a nan must not
+    vanish because of the order of the arguments), ``np.fmax`` ignores a nan.  (Unchecked:
+    with checks on, an update by nan is refused.)"""
+    f = make(EXTREMES, check=False)
+    want = [max(a, b), min(a, b), np.maximum(a, b), np.minimum(a, b), np.fmax(a, b),
+            np.fmin(a, b)]
+    got = f(np.zeros(6), a, b)[0]
+    np.testing.assert_array_equal(got, want)
+
+
+def test_extremes_of_ints_stay_ints_and_their_gradients_split_ties(make):
+    f = make(EXTREMES)
+    out = f(np.zeros(6, dtype=np.int64), 7, -3)[0]
+    assert out.dtype == np.int64 and out.tolist() == [7, -3, 7, -3, 7, -3]
+    g = make("""
+def ext(y, a, b):
+    y += np.maximum(a, b) + 2.0 * np.fmin(a, b) + 4.0 * np.minimum(a, b) + 8.0 * np.fmax(a, b)
+""")
+    assert revbench.grad(g, "y")(0.0, 1.0, 3.0)[1:] == (6.0, 9.0)
+    assert revbench.grad(g, "y")(0.0, 3.0, 3.0)[1:] == (7.5, 7.5)

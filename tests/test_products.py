@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from revbench import ReversibilityTypeError, define, hessian, vjp
+from revbench import ReversibilityError, ReversibilityTypeError, define, hessian, vjp
 from revbench.lang.errors import ReversibilitySyntaxError
 
 SOURCE = '''
@@ -196,6 +196,45 @@ def test_size_mismatches_name_the_line_and_the_sizes_that_differ(backend, check)
         assert words in str(info.value) and where in str(info.value)
         for a, was in zip(args, before):
             np.testing.assert_array_equal(a, was)  # nothing half-updated
+
+
+OVERLAPS = """
+def row_times_own_row(A, i):
+    A[i] += A[1:3, :] @ A[0]
+def row_times_block(A, x, i):
+    A[i] += A[1:3, :] @ x
+def row_plus_column_sums(A, i):
+    A[i] += np.sum(A[1:3, :], axis=0)
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_product_or_axis_sum_overlapping_its_target_is_refused(backend):
+    """A product reads its operands whole for every element of its target: a target that
+    overlaps an operand would read values it already changed (a wrong result, and an
+    inverse that does not restore).  With checks on that is refused at run time, naming
+    the statement's target as written, with the caller's array unchanged; targets that
+    miss the operands run, in both directions."""
+    g = define(OVERLAPS, {"np": np}, backend=backend)
+    cases = [(g["row_times_own_row"], (0,), "A[0]"),
+             (g["row_times_block"], (np.ones(2), 1), "A[1:3, :]"),
+             (~g["row_times_block"], (np.ones(2), 2), "A[1:3, :]"),
+             (g["row_plus_column_sums"], (1,), "A[1:3, :]"),
+             (~g["row_plus_column_sums"], (2,), "A[1:3, :]")]
+    for fn, args, operand in cases:
+        A = np.arange(6.0).reshape(3, 2)
+        with pytest.raises(ReversibilityError) as info:
+            fn(A, *args)
+        msg = str(info.value)
+        assert f"`A[i]` and `{operand}` overlap" in msg and "_rb_" not in msg, msg
+        np.testing.assert_array_equal(A, np.arange(6.0).reshape(3, 2))
+    A = np.arange(6.0).reshape(3, 2)
+    want = A.copy()
+    want[0] += A[1:3] @ np.ones(2)
+    g["row_times_block"](A, np.ones(2), 0)
+    np.testing.assert_array_equal(A, want)
+    (~g["row_times_block"])(A, np.ones(2), 0)
+    np.testing.assert_array_equal(A, np.arange(6.0).reshape(3, 2))
 
 
 @pytest.mark.parametrize("source, error, words", [

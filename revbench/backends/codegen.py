@@ -560,7 +560,7 @@ class Emitter:
         target = self.x(s.target)
         if self.opt.check and isinstance(s.target, ir.Elem):
             for other in s.alias_checks:
-                self.alias_check(s.target, other, "alias", s.loc)
+                self.alias_check(s.target, other, "alias", s.loc, s.shown)
         self.scalar_update(s, target, tt.dtype, ())
 
     def scalar_update(self, s: ir.Update, target: str, dtype: str, ew: tuple[str, ...]) -> None:
@@ -797,12 +797,15 @@ class Emitter:
         w = f"({i} if {i} >= 0 else {i} + {n})"
         return w, f"{w} + 1"
 
-    def alias_check(self, a: ir.Elem, b: ir.Elem, kind: str, loc: ir.Loc) -> None:
+    def alias_check(self, a: ir.Elem, b: ir.Elem, kind: str, loc: ir.Loc,
+                    shown: ir.Target | None = None) -> None:
+        """Fail if ``a`` (written) and ``b`` (read) meet at run time; ``shown``: how the
+        message names ``a`` (a lowered statement's whole target, for one of its elements)."""
         if self.is_view(a) or self.is_view(b):
             # sub-arrays: they overlap unless, along some axis both index, their index
             # ranges are disjoint
             k = self.check({"alias": "overlap", "call-alias": "call-overlap"}[kind],
-                           expr_text(a), loc, expr_text(b))
+                           expr_text(shown or a), loc, expr_text(b))
             conds, first = [], ("0", "0")
             for ax in range(min(len(a.indices), len(b.indices))):
                 (la, ha), (lb, hb) = self.axis_range(a, ax), self.axis_range(b, ax)
@@ -818,7 +821,7 @@ class Emitter:
             self.emit(f"if {' and '.join(conds) or 'True'}:", loc)
             self.emit("    " + self.fail(k, *first), loc)
             return
-        k = self.check(kind, expr_text(a), loc, expr_text(b))
+        k = self.check(kind, expr_text(shown or a), loc, expr_text(b))
         conds, ia = [], []
         for ax, (i, j) in enumerate(zip(a.indices, b.indices)):
             # compare indices after wrapping negatives (x[-1] is x[n-1]); cheaper than %

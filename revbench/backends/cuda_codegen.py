@@ -42,7 +42,7 @@ Shape = tuple[int, ...] | None
 INDEX_HELPER = "_rb_ix"
 #: revbench's own functions written in Python that the GPU runs too
 #: (:data:`revbench.backends.cuda_helpers.SPECIAL`; the CPU's rule table names them)
-SPECIAL_FUNCTIONS = ("digamma", "trigamma")
+SPECIAL_FUNCTIONS = ("digamma", "trigamma", "minimum", "maximum", "fmin", "fmax")
 #: (operator, the result's dtype) -> the helper that reports a zero divisor
 DIV_HELPERS = {("/", "float"): "_rb_fdiv", ("//", "int"): "_rb_ifloordiv0",
                ("%", "int"): "_rb_imod0", ("//", "float"): "_rb_ffloordiv0",
@@ -237,6 +237,12 @@ class CudaEmitter(Emitter):
 
     # -- expressions ------------------------------------------------------------
     def x(self, e, ew: tuple[str, ...] = ()) -> str:
+        complex_part = next((a for a in (e, *getattr(e, "args", ()))
+                             if not isinstance(a, str) and self.dtype(a) == "complex"), None)
+        if complex_part is not None:  # (a complex constant, `x * 1j`: no variable is complex)
+            self.refuse(f"`{expr_text(complex_part)}` is complex: complex numbers are not "
+                        "supported on the GPU (yet); run it on the CPU",
+                        e.loc.line or self._loc.line)
         if isinstance(e, ir.Func):
             rule = fn_rules.lookup(e.name)
             if rule.user_function is not None and rule.name not in SPECIAL_FUNCTIONS:

@@ -106,10 +106,13 @@ def _rb_isign(x):
     return 1 if x > 0 else (-1 if x < 0 else 0)
 
 
-#: revbench's own functions written in Python (``lgamma``'s derivatives, digamma and
-#: trigamma: :mod:`revbench.rules.special`), compiled for the device from the same code
-SPECIAL = {name: device("float64(float64)")(getattr(special, name))
-           for name in ("digamma", "trigamma")}
+#: revbench's own functions written in Python (:mod:`revbench.rules.special`: ``lgamma``'s
+#: derivatives, digamma and trigamma; NumPy's extremes of two numbers, for ints and floats
+#: alike, so compiled for the types they meet), compiled for the device from the same code
+SPECIAL = {**{name: device("float64(float64)")(getattr(special, name))
+              for name in ("digamma", "trigamma")},
+           **{name: cuda.jit(device=True)(getattr(special, name))
+              for name in ("minimum", "maximum", "fmin", "fmax")}}
 
 
 # -- checked int64 arithmetic and float shifts (runtime.py's, reporting) -------------

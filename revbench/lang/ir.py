@@ -262,7 +262,9 @@ class Update:
 
     ``alias_checks`` lists elements of the target's array read by ``value``
     with a different index expression: they must differ from the target's
-    index at run time (the static checker fills it in).
+    index at run time (the static checker fills it in).  ``shown``: where the update is
+    one element of a lowered whole-array statement (``y += A @ x``,
+    :mod:`revbench.lang.products`), that statement's target, as messages name it.
     """
 
     target: Target
@@ -270,6 +272,7 @@ class Update:
     value: Expr
     loc: Loc = field(default=NO_LOC, compare=False)
     alias_checks: tuple[Elem, ...] = ()
+    shown: Target | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -157,7 +157,7 @@ class _Lowering(Lowering):
         k = next(self._names)
         idx = tuple(f"{_INDEX}{k}_{ax}" for ax in range(len(ext)))
         at = tuple(ir.Var(i, s.loc) for i in idx)
-        body: ir.Stmt = ir.Update(s.target, s.op, self.at(arg, at, s.loc), s.loc)
+        body: ir.Stmt = ir.Update(s.target, s.op, self.at(arg, at, s.loc), s.loc, s.alias_checks)
         for ax in reversed(range(len(ext))):
             body = ir.For(idx[ax], ir.Const(0, s.loc), ext[ax], ir.Const(1, s.loc), (body,),
                           loc=s.loc)
@@ -278,8 +278,10 @@ class _Lowering(Lowering):
         idx = tuple(f"{_INDEX}{k}_{ax}" if nd > 1 else f"{_INDEX}{k}" for ax in range(nd))
         at = tuple(ir.Var(i, s.loc) for i in idx)
         checks = self.shape_checks(s, target)
+        # (each element's update checks the statement's possible overlaps: a product reads
+        # its operands whole, so its target must meet none of them)
         body: ir.Stmt = ir.Update(element_at(target, at, self.env), s.op,
-                                  self.at(s.value, at, s.loc), s.loc)
+                                  self.at(s.value, at, s.loc), s.loc, s.alias_checks, target)
         for ax in reversed(range(nd)):
             body = ir.For(idx[ax], ir.Const(0, s.loc), extent(target, ax, self.env),
                           ir.Const(1, s.loc), (body,), loc=s.loc)

@@ -161,11 +161,17 @@ _BUILTIN: list[FunctionRule] = [
                  partials=(lambda x: _c(1.0),), complex_vjp=(lambda seed, z: seed,)),
     FunctionRule("imag", "_rb_np.imag", 1, ("imag",), result="real",
                  partials=(lambda x: _c(0.0),), complex_vjp=(lambda seed, z: _mul(seed, _c(1j)),)),
-    # at a tie the gradient is split evenly (central differences agree; so does JAX)
-    FunctionRule("min", "min", 2, ("min", "minimum", "fmin"), result="promote", complex_ok=False,
-                 partials=(lambda a, b: _pick(a, b, "<"), lambda a, b: _pick(b, a, "<"))),
-    FunctionRule("max", "max", 2, ("max", "maximum", "fmax"), result="promote", complex_ok=False,
-                 partials=(lambda a, b: _pick(a, b, ">"), lambda a, b: _pick(b, a, ">"))),
+    # the extremes of two numbers: Python's min/max, and NumPy's, which treat nan as NumPy
+    # does (revbench.rules.special); at a tie the gradient is split evenly (central
+    # differences agree; so does JAX)
+    *(FunctionRule(name, impl, 2, (name,), result="promote", complex_ok=False,
+                   partials=(lambda a, b, op=op: _pick(a, b, op), lambda a, b, op=op: _pick(b, a, op)),
+                   user_function=fn, fingerprint=fingerprint(fn) if fn is not None else "")
+      for name, impl, op, fn in (
+          ("min", "min", "<", None), ("max", "max", ">", None),
+          ("minimum", "_rb_minimum", "<", special.minimum),
+          ("maximum", "_rb_maximum", ">", special.maximum),
+          ("fmin", "_rb_fmin", "<", special.fmin), ("fmax", "_rb_fmax", ">", special.fmax))),
 ]
 
 BUILTIN_FUNCTIONS: dict[str, FunctionRule] = {r.name: r for r in _BUILTIN}
@@ -178,7 +184,7 @@ for _r in _BUILTIN:
         SPELLINGS["np." + _s] = _r.name
         SPELLINGS["numpy." + _s] = _r.name
         SPELLINGS["math." + _s] = _r.name
-for _builtin_only in ("min", "max", "abs"):  # min/max/abs are not in math
+for _builtin_only in ("min", "max", "abs", "minimum", "maximum", "fmin", "fmax"):  # not in math
     SPELLINGS.pop("math." + _builtin_only, None)
 #: SciPy's spellings of the special functions
 SPECIAL_SPELLINGS = {"gammaln": "lgamma", "digamma": "digamma", "psi": "digamma"}

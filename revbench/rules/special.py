@@ -1,4 +1,6 @@
-"""The derivatives of ``lgamma``: the digamma and trigamma functions, as plain Python.
+"""revbench's own functions written as plain Python, which both backends compile from this
+one source: the derivatives of ``lgamma`` (digamma, trigamma), and NumPy's extremes of two
+numbers as NumPy treats nan (below).
 
 ``math.lgamma`` (SciPy's ``gammaln``) is built into Numba and CPython alike, but its
 derivative ``digamma`` and second derivative ``trigamma`` are not: SciPy's
@@ -66,3 +68,47 @@ def trigamma(x: float) -> float:
     series = (1.0 / x) * (1.0 + f * (1.0 / 6 + f * (-1.0 / 30 + f * (1.0 / 42 + f * (
         -1.0 / 30 + f * (5.0 / 66 + f * (-691.0 / 2730 + f * (7.0 / 6))))))))
     return result + sign * (tail + series + 0.5 * f)
+
+
+# -- NumPy's extremes of two numbers ----------------------------------------------------
+# Python's ``max(a, b)`` returns ``a`` unless ``b > a``, so ``max(0.0, nan)`` is 0.0 and
+# ``max(nan, 0.0)`` nan; revbench's ``max``/``min`` keep that.  NumPy's spellings differ,
+# and a program written with them must get NumPy's answer: ``np.maximum`` / ``np.minimum``
+# give nan when either number is nan, ``np.fmax`` / ``np.fmin`` the other number.  Written
+# for ints too (``a != a`` is never true), so one function serves every type.
+
+
+def maximum(a, b):
+    """``np.maximum(a, b)``: the larger; nan if either is nan."""
+    if a != a:
+        return a
+    if b != b:
+        return b
+    return a if a >= b else b
+
+
+def minimum(a, b):
+    """``np.minimum(a, b)``: the smaller; nan if either is nan."""
+    if a != a:
+        return a
+    if b != b:
+        return b
+    return a if a <= b else b
+
+
+def fmax(a, b):
+    """``np.fmax(a, b)``: the larger; a nan is ignored (nan only if both are)."""
+    if a != a:
+        return b
+    if b != b:
+        return a
+    return a if a >= b else b
+
+
+def fmin(a, b):
+    """``np.fmin(a, b)``: the smaller; a nan is ignored (nan only if both are)."""
+    if a != a:
+        return b
+    if b != b:
+        return a
+    return a if a <= b else b
