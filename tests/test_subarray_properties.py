@@ -9,6 +9,8 @@ give the inputs back, and the gradient must agree with central differences.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -167,4 +169,35 @@ def test_two_pieces_of_one_array_in_a_call_must_not_overlap(a, b, c, d):
     assert valid and not overlap
     want = x0.copy()
     want[a:b] += 2.0 * x0[c:d]
+    np.testing.assert_array_equal(x, want)
+
+
+STRIDED = revbench.define('''
+def strided(x, a, b, c, d):
+    x[a:b:2] += x[c:d:3]
+''')
+
+
+@settings(max_examples=120, deadline=None)
+@given(a=st.integers(0, 9), b=st.integers(0, 9), c=st.integers(0, 9), d=st.integers(0, 9))
+def test_strided_views_are_refused_exactly_when_they_share_an_element(a, b, c, d):
+    """Strided views overlap where their *elements* meet: ``x[1:2]`` and ``x[0:2:2]`` ({1}
+    and {0}) are disjoint though their slices' bounds interleave.  Sharing an element is
+    refused (with the caller's array unchanged); disjoint views run as NumPy."""
+    x0 = np.arange(1.0, 10.0)
+    x = x0.copy()
+    target, read = range(9)[a:b:2], range(9)[c:d:3]
+    shared = set(target) & set(read)
+    try:
+        STRIDED["strided"](x, a, b, c, d)
+    except revbench.ReversibilityError as err:
+        np.testing.assert_array_equal(x, x0)
+        assert a > b or c > d or len(target) != len(read) or shared, str(err)
+        if shared and len(target) == len(read) and "overlap" in str(err):
+            lo, hi = (int(v) for v in re.search(r"index (-?\d+) to (-?\d+)", str(err)).groups())
+            assert lo <= min(shared) and max(shared) <= hi, str(err)
+        return
+    assert a <= b and c <= d and len(target) == len(read) and not shared
+    want = x0.copy()
+    want[a:b:2] += x0[c:d:3]
     np.testing.assert_array_equal(x, want)

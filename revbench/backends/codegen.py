@@ -125,6 +125,13 @@ def _axis_step(e: ir.Elem, ax: int) -> int | None:
     return ir.slice_step(part) if part is None or isinstance(part, ir.Slice) else None
 
 
+def _last_plus_one(lo: str, hi: str, step: int | None) -> tuple[str, str]:
+    """The index range ``[lo, last + 1)`` a slice ``lo:hi:step`` (or an index) covers."""
+    if not step or step == 1:
+        return lo, hi
+    return lo, f"({lo} + (({hi} - {lo} - 1) // {step}) * {step} + 1)"
+
+
 def _finite(v) -> bool:
     return abs(v) < float("inf")
 
@@ -806,18 +813,22 @@ class Emitter:
             # ranges are disjoint
             k = self.check({"alias": "overlap", "call-alias": "call-overlap"}[kind],
                            expr_text(shown or a), loc, expr_text(b))
-            conds, first = [], ("0", "0")
+            conds, first, spanned = [], ("0", "0"), False
             for ax in range(min(len(a.indices), len(b.indices))):
-                (la, ha), (lb, hb) = self.axis_range(a, ax), self.axis_range(b, ax)
+                sa, sb = (_axis_step(e, ax) for e in (a, b))
+                # (a strided view ends at its last element, not at the slice's stop)
+                (la, ha), (lb, hb) = (_last_plus_one(*self.axis_range(e, ax), s)
+                                      for e, s in ((a, sa), (b, sb)))
                 conds.append(f"{la} < {hb} and {lb} < {ha}")
                 # strided views (x[::2], x[1::2]) meet only where their starts agree modulo
                 # the steps' common divisor (an element: modulo the view's step)
-                sa, sb = (_axis_step(e, ax) for e in (a, b))
                 g = math.gcd(sa or 0, sb or 0) if sa or sb else 1
                 if g > 1:
                     conds.append(f"({la} - {lb}) % {g} == 0")
-                if ax == 0:
+                # the message names the shared indices along the first axis a slice spans
+                if not spanned and (ax == 0 or sa is not None or sb is not None):
                     first = (f"max({la}, {lb})", f"min({ha}, {hb}) - 1")
+                    spanned = sa is not None or sb is not None
             self.emit(f"if {' and '.join(conds) or 'True'}:", loc)
             self.emit("    " + self.fail(k, *first), loc)
             return
