@@ -108,7 +108,10 @@ class ReversibleFunction(ProgramView):
         return f"<reversible function {self.__name__}({', '.join(p.ir.params)}) [{p.backend}{extra}]>"
 
     # -- running -------------------------------------------------------------------
-    def signature_of(self, args: tuple) -> tuple[VarType, ...]:
+    def signature_of(self, args: tuple, on_copies: bool = False) -> tuple[VarType, ...]:
+        """The types of a call with ``args``, refusing what the call cannot take: a
+        read-only array the function updates (unless ``on_copies``: the caller -- the
+        derivatives' API -- runs on copies of the arrays it changes), arrays sharing memory."""
         p = self._program
         params = p.ir.params
         if len(args) != len(params):
@@ -124,7 +127,7 @@ class ReversibleFunction(ProgramView):
             _FAST_SIGNATURES[key] = sig
         arrays = [(n, a) for n, a in zip(params, args) if isinstance(a, np.ndarray)]
         for n, a in arrays:  # (per function: the signature cache above is shared)
-            if not a.flags.writeable and n in p.written_params():
+            if not on_copies and not a.flags.writeable and n in p.written_params():
                 raise ReversibilityTypeError(
                     f"argument `{n}` of {self.__name__} is a read-only array, and "
                     f"{self.__name__} updates `{n}` in place (pass a copy)",

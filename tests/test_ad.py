@@ -357,3 +357,27 @@ def test_kinks_get_the_central_difference_subgradient(make):
     assert g == pytest.approx((1.0, 1.0, 0.0, 1.0))  # abs: 0; min/max ties: 1/2 + 1/2
     check_grad(f, 0.0, 0.0, 0.0, 0.0, loss="y")
     check_grad(f, 0.0, -0.3, 0.7, 0.2, loss="y")
+
+
+def test_infinite_slopes_give_zero_not_a_division_by_zero(make):
+    """docs/ad.md, section 5: where the one-sided limit of the derivative is infinite (asin,
+    acos at +-1, acosh at 1, atanh's pole) or at a kink with no derivative (atan2 and the
+    modulus of a complex number at 0), the gradient is 0, as for sqrt at 0 -- in reverse
+    and forward mode alike.  (These used to stop with a bare ZeroDivisionError.)"""
+    f = make("""
+        def f(y, a, b, c, d):
+            y += np.arcsin(a) + np.arccos(b) + np.arccosh(c) + np.arctan2(d, d)
+    """)
+    assert grad(f, loss="y")(0.0, 1.0, -1.0, 1.0, 0.0)[1:] == (0.0, 0.0, 0.0, 0.0)
+    ys = revbench.jvp(f, 0.0, 1.0, -1.0, 1.0, 0.0, tangents={"a": 1.0, "b": 1.0, "c": 1.0,
+                                                               "d": 1.0}, outputs="y")
+    assert ys[1] == (0.0,)  # (the tangents of the outputs named)
+    h = make("""
+        def h(y, z, x):
+            y += abs(z) + abs(x + 1j * x)
+    """)
+    g = grad(h, loss="y")(0.0, 0j, 0.0)
+    assert g[1] == 0j and g[2] == 0.0
+    # away from the points, the derivatives are the usual ones
+    g = grad(f, loss="y")(0.0, 0.5, 0.5, 2.0, 1.0)
+    assert g[1:] == pytest.approx((1 / np.sqrt(0.75), -1 / np.sqrt(0.75), 1 / np.sqrt(3.0), 0.0))

@@ -125,3 +125,38 @@ def test_numba_functions_can_be_registered_and_wrapped(backend):
         fn_rules.USER_FUNCTIONS.update(saved)
     h = revbench.external(rb_test_square, backend=backend)
     assert h(1.0, 3.0)[0] == 10.0
+
+
+@pytest.mark.parametrize("wrt", [1.0, True, {"x": 1}, None.__class__])
+def test_wrt_that_is_not_a_name_or_position_is_refused_by_name(f, wrt):
+    """(A float used to fail inside the sweep with "'float' object is not iterable", and a
+    dict was taken for its keys.)"""
+    args = (np.zeros(2), np.ones(2))
+    for api in (lambda: revbench.grad(f, ("y", 0), wrt=wrt)(*args),
+                lambda: revbench.jacobian(f, outputs="y", wrt=wrt)(*args),
+                lambda: revbench.vjp(f, *args, outputs="y", wrt=wrt)):
+        with pytest.raises(TypeError, match="wrt must be an argument name or position, got"):
+            api()
+
+
+def test_derivatives_run_on_copies_so_read_only_arrays_are_fine(f):
+    """docs/ad.md: the derivatives work on copies, so a read-only array (``np.broadcast_to``,
+    ``np.asarray`` of a JAX array) the function updates is accepted there -- as
+    ``check_inverse`` and ``device="cuda"`` accept it -- while a plain call still refuses it."""
+    y = np.broadcast_to(0.0, (3,))
+    x = np.array([1.0, 2.0, 3.0])
+    x.flags.writeable = False
+    J = revbench.jacobian(f, outputs="y", wrt="x")(y, x)
+    np.testing.assert_array_equal(J, np.diag(2 * x))
+    assert revbench.grad(f, ("y", 1))(y, x)[1].tolist() == [0.0, 4.0, 0.0]
+    outs, pullback = revbench.vjp(f, y, x, outputs="y", wrt="x")
+    assert outs[0].tolist() == [1.0, 4.0, 9.0]
+    assert pullback(np.ones(3))[0].tolist() == [2.0, 4.0, 6.0]
+    ys = revbench.jvp(f, y, x, tangents={"x": np.ones(3)}, outputs="y")
+    assert ys[1][0].tolist() == [2.0, 4.0, 6.0]
+    Y = np.broadcast_to(0.0, (2, 3))
+    G = revbench.grad(f, ("y", 0), batch=("y", "x"))(Y, np.ones((2, 3)))
+    assert G[1].tolist() == [[2.0, 0.0, 0.0]] * 2
+    assert not y.flags.writeable and (y == 0).all()
+    with pytest.raises(ReversibilityTypeError, match="read-only array, and f updates `y` in place"):
+        f(y, x)

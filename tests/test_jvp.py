@@ -200,3 +200,23 @@ def test_generated_programs_jvp_is_dual_to_grad_python(p):
 @given(program_gen.programs(mode="float"))
 def test_generated_programs_jvp_is_dual_to_grad_numba(p):
     check_duality(p, "numba")
+
+
+def test_registered_functions_have_tangents_from_their_first_partials():
+    """docs/ad.md, section 3: a tangent needs only the first partials ``register`` takes."""
+    import math
+
+    def softplus_t(x):
+        return math.log1p(math.exp(x))
+
+    def softplus_t_dx(x):
+        return 1.0 / (1.0 + math.exp(-x))
+
+    revbench.register(softplus_t, partials=(softplus_t_dx,))
+    for backend in ("python", "numba"):
+        f = define("def f(y, x):\n    y += softplus_t(x) * x\n", {"softplus_t": softplus_t},
+                   backend=backend)["f"]
+        ys, ts = jvp(f, 0.0, 0.3, tangents={"x": 2.0}, outputs="y")
+        want = 2.0 * (softplus_t_dx(0.3) * 0.3 + softplus_t(0.3))
+        assert ys[0] == pytest.approx(softplus_t(0.3) * 0.3) and ts[0] == pytest.approx(want)
+        assert ts[0] == pytest.approx(2.0 * grad(f, "y")(0.0, 0.3)[1], rel=1e-14)

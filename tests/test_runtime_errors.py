@@ -939,3 +939,22 @@ def test_name_reused_with_another_type_is_refused_in_both_directions(make):
     with pytest.raises(ReversibilityTypeError) as info:
         (~f)(6, 4)
     assert info.value.lineno == line and text in str(info.value)
+
+
+NEGATIVE_SIZE = """
+def f(y, x, n):
+    t = np.zeros((2, n))              # <-
+    y += np.sum(x)
+    del t
+"""
+
+
+def test_a_negative_allocation_size_names_the_variable_and_line(make):
+    """(NumPy's and Numba's np.zeros raise a bare ValueError, with no line in compiled code.)"""
+    f = make(NEGATIVE_SIZE)
+    err = fails(f, 0.0, np.ones(3), -2)
+    line, text = marked_line(NEGATIVE_SIZE)
+    assert err.lineno == line and text in str(err)
+    assert "`t` cannot be allocated with a negative size: `n` (axis 1)" in str(err)
+    assert "-2" in str(err)
+    assert f(0.0, np.ones(3), 0)[0] == 3.0

@@ -429,7 +429,7 @@ def batched_jacobian(f: ReversibleFunction, out_names: tuple, wrt_names: tuple, 
 
     def run(*args):
         n, args, item, gargs = bat.take(args, device)
-        sig = f.signature_of(item)
+        sig = f.signature_of(item, on_copies=True)
         ko, kw = _outputs_and_wrt(f, sig, out_names, wrt_names, "jacobian")
         rows = [(k, r) for k in ko for r in range(_size(item[k]))]
         lanes = lanes_for.get(len(rows))
@@ -476,7 +476,7 @@ def batched_value_and_grad(f: ReversibleFunction, loss: Any, wrt: Any, batch: An
 
     def run(*args):
         n, args, item, gargs = bat.take(args, device)
-        sig = f.signature_of(item)
+        sig = f.signature_of(item, on_copies=True)
         refuse_wrt_without_gradient(f, sig, wrt)
         seed = resolve_loss(f, loss, sig, item)
         flat = 0 if seed.index is None else int(np.ravel_multi_index(seed.index, item[seed.param].shape))
@@ -542,7 +542,7 @@ def batched_vjp(f: ReversibleFunction, out_names: tuple, wrt_names: tuple, batch
             # unbatched vjp keeps its state (the GPU holds its own copies of NumPy arrays,
             # and reads device arrays where they are: docs/gpu.md)
             args = tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
-        sig = f.signature_of(item)
+        sig = f.signature_of(item, on_copies=True)
         ko, kw = _outputs_and_wrt(f, sig, out_names,
                                   tuple(p for p, t in zip(f.params, sig) if t.dtype == "float")
                                   if every else wrt_names, api)

@@ -58,7 +58,7 @@ def jvp(f: ReversibleFunction, *args: Any, tangents: Mapping[str, Any] | Sequenc
     if len(set(ko)) != len(ko):
         raise ValueError(f"{api}: outputs names an argument twice")
     try:
-        sig = f.signature_of(args)
+        sig = f.signature_of(args, on_copies=True)
         seeds = _seeds(f, api, sig, args, tangents)
         program = f._code_for_call(sig, f._direction.with_tangent())
     except (ReversibilityError, TypeError, ValueError) as exc:

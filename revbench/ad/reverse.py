@@ -150,9 +150,8 @@ def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any, batch: Any = None,
     """
     require_reversible(f, "jacobian")
     check_device(device, batch, "jacobian", workers)
-    many_out, many_wrt = not isinstance(outputs, (str, int)), not isinstance(wrt, (str, int))
-    out_names = tuple(outputs) if many_out else (outputs,)
-    wrt_names = tuple(wrt) if many_wrt else (wrt,)
+    many_out, many_wrt = (isinstance(w, (tuple, list)) for w in (outputs, wrt))
+    out_names, wrt_names = as_names(outputs), as_names(wrt)
     for what, names in (("outputs", out_names), ("wrt", wrt_names)):
         if not names:
             raise ValueError(f"jacobian: {what} names no argument")
@@ -174,7 +173,7 @@ def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any, batch: Any = None,
     def run(*args, **kwargs):
         if kwargs:
             raise positional_only(run.__name__, f.params, kwargs)
-        sig = f.signature_of(args)
+        sig = f.signature_of(args, on_copies=True)
         ko = [param_index(f, o, "outputs") for o in out_names]
         kw = [param_index(f, w, "wrt") for w in wrt_names]
         for what, ks in (("outputs", ko), ("wrt", kw)):
@@ -358,10 +357,10 @@ def check_grad(f: ReversibleFunction, *args: Any, loss: Loss, eps: float = 1e-6,
             raise ValueError(f"check_grad: {name} must be {need}, got {v!r}")
     require_reversible(f, "check_grad")
     g = grad(f, loss, wrt=wrt)(*args)
-    sig = f.signature_of(args)
+    sig = f.signature_of(args, on_copies=True)
     seed = resolve_loss(f, loss, sig, args)
     checked = set(range(len(sig))) if wrt is None else {
-        param_index(f, w, "wrt") for w in ((wrt,) if isinstance(wrt, (str, int)) else wrt)}
+        param_index(f, w, "wrt") for w in as_names(wrt)}
 
     def loss_of(a) -> float:
         out = f(*(copy_arg(x) for x in a))[seed.param]

@@ -58,7 +58,7 @@ class _SecondOrder:
         if len(args) != len(f.params):
             raise TypeError(f"{self.api}({f.__name__}) takes the {len(f.params)} argument(s) of "
                             f"{f.__name__}{f.params}, got {len(args)}")
-        sig = f.signature_of(args)
+        sig = f.signature_of(args, on_copies=True)
         seed = resolve_loss(f, self.loss, sig, args)
         t = sig[self.k]
         name = f.params[self.k]

@@ -150,7 +150,7 @@ def refuse_wrt_without_gradient(f: ReversibleFunction, sig: tuple[VarType, ...],
     complex): asked for by name, a gradient is never silently None."""
     if wrt is None:
         return
-    for w in (wrt,) if isinstance(wrt, (str, int)) else tuple(wrt):
+    for w in as_names(wrt):
         k = param_index(f, w, "wrt")
         t = sig[k]
         if t.dtype not in DIFFERENTIABLE:
@@ -171,7 +171,7 @@ class Backward:
         self.direction = f._direction.backward()
         self.inactive: frozenset[str] = frozenset()
         if wrt is not None:
-            names = (wrt,) if isinstance(wrt, (str, int)) else tuple(wrt)
+            names = as_names(wrt)
             keep = {f.params[param_index(f, w, "wrt")] for w in names}
             # only read-only arguments can be left out: the gradient flows through the rest
             written = f._program.written_params()
@@ -179,7 +179,7 @@ class Backward:
 
     def prepare(self, args: tuple, lanes: int = 1):
         f = self.f
-        sig = f.signature_of(args)
+        sig = f.signature_of(args, on_copies=True)
         backward = f._code_for_call(sig, self.direction, lanes, self.inactive)
         return sig, backward
 
@@ -349,8 +349,9 @@ def not_recovered(name: str, b: np.ndarray, a: np.ndarray, exact: bool, atol: fl
 
 
 def as_names(which: Any) -> tuple:
-    """``outputs=`` / ``wrt=`` as a tuple: one name or position, or a tuple or list of them."""
-    return (which,) if isinstance(which, (str, int, np.integer)) else tuple(which)
+    """``outputs=`` / ``wrt=`` as a tuple: one name or position, or a tuple or list of them.
+    Anything else is one item, for :func:`param_index` to refuse by name (a float, a dict)."""
+    return tuple(which) if isinstance(which, (tuple, list)) else (which,)
 
 
 def block_rows(rows: list[tuple[int, int]]) -> list[int]:

@@ -871,10 +871,23 @@ class Emitter:
         init = s.init
         if s.name.startswith(hoist.LOCAL_PREFIX):
             self.loaded[s.name] = expr_text(init)
+        if self.opt.check and isinstance(init, ir.ArrayAlloc) and init.kind == "zeros":
+            self.size_checks(s.name, init, s.loc)
         if self._loops and isinstance(init, ir.ArrayAlloc) and init.kind != "copy":
             self.buffered_alloc(s.name, init, s.loc)
             return
         self.emit(f"{s.name} = {self.alloc_expr(s.name, init)}", s.loc)
+
+    def size_checks(self, name: str, init: ir.ArrayAlloc, loc: ir.Loc) -> None:
+        """A negative size is the user's error, named with its line and variable (NumPy's
+        and Numba's ``np.zeros`` raise a bare ``ValueError``)."""
+        for ax, d in enumerate(init.shape):
+            if isinstance(d, ir.Const) and d.value >= 0:
+                continue
+            k = self.check("alloc-size", name, loc, expr_text(d))
+            size = self.x(d)
+            self.emit(f"if {size} < 0:", loc)
+            self.emit("    " + self.fail(k, "0", size, str(ax)), loc)
 
     def buffered_alloc(self, name: str, init: ir.ArrayAlloc, loc: ir.Loc) -> None:
         """``name = np.zeros(shape)`` inside a loop, without a heap allocation per

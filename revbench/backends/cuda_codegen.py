@@ -177,6 +177,10 @@ class CudaEmitter(Emitter):
                             "allocates its arrays when the kernel is compiled, so their sizes "
                             "must follow from the shapes of the arguments (`x.shape[0]`, "
                             "`len(x)`, `np.zeros_like(x)`) or be constants", loc.line, name)
+            for d, v in zip(init.shape, dims):
+                if v < 0:
+                    self.refuse(f"the size `{expr_text(d)}` of `{name}` is {v}: an array "
+                                "cannot have a negative size", loc.line, name)
             return tuple(dims)
         shape = self.shapes.get(init.source)
         if shape is None:

@@ -108,7 +108,7 @@ class Export:
         :data:`JACOBIAN_IN_FORWARD` rows; ``J.T @ cotangents`` is then the backward pass."""
         args = self.arguments(arrays)
         f = self.f
-        sig = f.signature_of(args)
+        sig = f.signature_of(args, on_copies=True)
         # (sizes fix the rows and columns; a rule registered or a function redefined
         # since means other kernels)
         key = (sig, tuple(np.shape(a) for a in args), fn_rules.REGISTRY_VERSION[0],

@@ -95,6 +95,10 @@ CHECKS: dict[str, CheckKind] = {
     "ancilla": CheckKind(
         "a deallocated ancilla equals its allocation expression again (within the tolerance)",
         "ancilla `{var}` is not back at its allocated value when deallocated"),
+    "alloc-size": CheckKind(
+        "an array ancilla is allocated with sizes that are not negative",
+        "`{var}` cannot be allocated with a negative size: `{detail}` (axis {axis}) is "
+        "negative", values=lambda f: f"it is {fmt(f.actual)}", stops_thread=True),
     "ancilla-shape": CheckKind(
         "a deallocated array ancilla has the shape its allocation expression gives now",
         "ancilla `{var}` does not have the shape its allocation expression gives now "

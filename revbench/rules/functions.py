@@ -115,21 +115,29 @@ _BUILTIN: list[FunctionRule] = [
                  partials=(lambda x: _sub(_c(1.0), _sq(_f("tanh", x))),)),
     FunctionRule("sinh", "_rb_np.sinh", 1, ("sinh",), partials=(lambda x: _f("cosh", x),)),
     FunctionRule("cosh", "_rb_np.cosh", 1, ("cosh",), partials=(lambda x: _f("sinh", x),)),
+    # where the slope is infinite (asin and acos at +-1, acosh at 1, atanh at +-1): 0, as
+    # for sqrt at 0 (docs/ad.md, section 5), not a division by zero
     FunctionRule("asin", "_rb_np.arcsin", 1, ("asin", "arcsin"), complex_ok=False,
-                 partials=(lambda x: _div(_c(1.0), _f("sqrt", _sub(_c(1.0), _sq(x)))),)),
+                 partials=(lambda x: _nonzero_or_0(_f("sqrt", _sub(_c(1.0), _sq(x))),
+                                                   lambda d: _div(_c(1.0), d)),)),
     FunctionRule("acos", "_rb_np.arccos", 1, ("acos", "arccos"), complex_ok=False,
-                 partials=(lambda x: _neg(_div(_c(1.0), _f("sqrt", _sub(_c(1.0), _sq(x))))),)),
+                 partials=(lambda x: _nonzero_or_0(_f("sqrt", _sub(_c(1.0), _sq(x))),
+                                                   lambda d: _div(_c(-1.0), d)),)),
     FunctionRule("atan", "_rb_np.arctan", 1, ("atan", "arctan"), complex_ok=False,
                  partials=(lambda x: _div(_c(1.0), _add(_c(1.0), _sq(x))),)),
     FunctionRule("asinh", "_rb_np.arcsinh", 1, ("asinh", "arcsinh"), complex_ok=False,
                  partials=(lambda x: _div(_c(1.0), _f("sqrt", _add(_sq(x), _c(1.0)))),)),
     FunctionRule("acosh", "_rb_np.arccosh", 1, ("acosh", "arccosh"), complex_ok=False,
-                 partials=(lambda x: _div(_c(1.0), _f("sqrt", _sub(_sq(x), _c(1.0)))),)),
+                 partials=(lambda x: _nonzero_or_0(_f("sqrt", _sub(_sq(x), _c(1.0))),
+                                                   lambda d: _div(_c(1.0), d)),)),
     FunctionRule("atanh", "_rb_np.arctanh", 1, ("atanh", "arctanh"), complex_ok=False,
-                 partials=(lambda x: _div(_c(1.0), _sub(_c(1.0), _sq(x))),)),
+                 partials=(lambda x: _nonzero_or_0(_sub(_c(1.0), _sq(x)),
+                                                   lambda d: _div(_c(1.0), d)),)),
+    # at (0, 0) atan2 has no derivative: 0, as hypot there
     FunctionRule("atan2", "_rb_math.atan2", 2, ("atan2", "arctan2"), complex_ok=False,
-                 partials=(lambda y, x: _div(x, _add(_sq(x), _sq(y))),
-                           lambda y, x: _neg(_div(y, _add(_sq(x), _sq(y)))))),
+                 partials=(lambda y, x: _nonzero_or_0(_add(_sq(x), _sq(y)), lambda d: _div(x, d)),
+                           lambda y, x: _nonzero_or_0(_add(_sq(x), _sq(y)),
+                                                      lambda d: _neg(_div(y, d))))),
     # at (0, 0) hypot has no derivative; 0 is its smallest subgradient (and what
     # central differences give)
     FunctionRule("hypot", "_rb_math.hypot", 2, ("hypot",), complex_ok=False,
@@ -139,7 +147,9 @@ _BUILTIN: list[FunctionRule] = [
     FunctionRule("abs", "abs", 1, ("abs", "absolute", "fabs"), result="same",
                  partials=(lambda x: IfExp(Compare((">",), (x, _c(0))), _c(1.0),
                                            IfExp(Compare(("<",), (x, _c(0))), _c(-1.0), _c(0.0))),),
-                 complex_vjp=(lambda seed, z: _mul(seed, _div(z, _f("abs", z))),)),
+                 # (of a complex z: seed z / |z|, and 0 at z = 0, as for a real one)
+                 complex_vjp=(lambda seed, z: _nonzero_or_0(
+                     _f("abs", z), lambda h: _mul(seed, _div(z, h))),)),
     # log|Gamma(x)| (math.lgamma, scipy.special.gammaln) and its derivatives, digamma and
     # trigamma (revbench.rules.special: compiled from the same Python by both backends)
     FunctionRule("lgamma", "_rb_math.lgamma", 1, ("lgamma", "gammaln"), complex_ok=False,
