@@ -224,7 +224,7 @@ class Program:
                 f"supported{where}", function=self.ir.name, filename=self.ir.filename,
                 lineno=call.loc.line, stage="types")
         if not isinstance(obj, ProgramView):
-            what = "not defined" if obj is _MISSING else f"a {type(obj).__name__}"
+            what = "not defined" if obj is _MISSING else f"a {_kind_of(obj)}"
             raise ReversibilityTypeError(
                 f"`{call.func}` is {what}, not a reversible function"
                 f"{self._callee_hint(call.func, obj)}{where}",
@@ -314,10 +314,16 @@ class Program:
         rev = suggest.close_reversible(name, scope)
         if rev is not None and isinstance(self.lookup(rev), ProgramView):
             return f". Did you mean `{rev}`?"
-        pure = fn_rules.canonical(name) or suggest.close_function(name)
+        # (a close name only for a name that is not defined: `np.sort` is not a typo of
+        # `np.sqrt`)
+        pure = fn_rules.canonical(name) or (suggest.close_function(name) if obj is _MISSING
+                                             else None)
         if pure is not None:
             return (f": `{pure}` is a pure function, whose result is added to a variable "
                     f"(`y += {pure}(x)`), not called as a statement")
+        if name.split(".")[0] in ("np", "numpy", "math", "scipy"):
+            return (f": `{name}` is not one of revbench's pure functions (docs/language.md, "
+                    "section 7), and a statement can only call a reversible function")
         if obj is _MISSING:
             return " (define it with @reversible before calling it)"
         return " (decorate it with @reversible)"
@@ -942,6 +948,14 @@ def lookup_name(dotted: str, namespace: Mapping[str, Any], closure: Mapping[str,
     for a in rest:
         obj = getattr(obj, a, _MISSING) if obj is not _MISSING else _MISSING
     return obj
+
+
+def _kind_of(obj: Any) -> str:
+    """What a thing called like a reversible function is, in a user's words."""
+    module = getattr(obj, "__module__", None) or type(obj).__module__ or ""
+    if module.split(".")[0] == "numpy":
+        return "NumPy function"
+    return type(obj).__name__
 
 
 def _user_impl(rule: fn_rules.FunctionRule, backend: str):

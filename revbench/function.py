@@ -16,6 +16,7 @@ import functools
 import importlib
 import io
 import linecache
+import re
 import sys
 from collections import ChainMap
 from collections.abc import Callable
@@ -269,7 +270,9 @@ class ReversibleFunction(ProgramView):
                             if p.replay_errors and isinstance(exc, _UNLOCATED) else None)
                 if replayed is not None:  # the same error, with its line, index and size
                     raise replayed.with_traceback(None) from None
-            if not _add_user_line_note(exc) and hasattr(exc, "add_note"):
+            # (an assert's own message names its line: `... (in f, line 7)`)
+            located = isinstance(exc, AssertionError) and re.search(r"\bline \d+\)", str(exc))
+            if not _add_user_line_note(exc) and hasattr(exc, "add_note") and not located:
                 # compiled code (an IndexError, a ZeroDivisionError, ...): no line to show,
                 # but the message must still say where it came from
                 exc.add_note(f"in reversible function {self.__name__}" + (

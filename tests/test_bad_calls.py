@@ -160,3 +160,40 @@ def test_derivatives_run_on_copies_so_read_only_arrays_are_fine(f):
     assert not y.flags.writeable and (y == 0).all()
     with pytest.raises(ReversibilityTypeError, match="read-only array, and f updates `y` in place"):
         f(y, x)
+
+
+def test_second_order_and_loss_index_messages_say_what_is_missing(backend):
+    f = revbench.define("def e(out, x, n):\n    for i in range(n):\n        out += x[i] ** 4\n",
+                        backend=backend)["e"]
+    with pytest.raises(TypeError, match=r"and then v, the vector \(the shape of `x`\): 4 in all, "
+                                        r"got 3 -- is v missing\?"):
+        revbench.hvp(f, "out", "x")(0.0, np.ones(3), 3)
+    g = revbench.define("def g(y, A):\n    y += A[0, 1] * A[1, 0]\n", backend=backend)["g"]
+    with pytest.raises(IndexError, match=r"has 1 part\(s\), but `A` has 2 axes .* "
+                                         r"loss=\('A', \(0, 0\)\)"):
+        revbench.grad(g, ("A", 1))(0.0, np.ones((2, 2)))
+
+
+def test_calls_and_names_that_are_not_reversible_get_the_users_words(backend):
+    """``np.sort(y)`` as a statement is not a typo of ``np.sqrt``; ``t = A`` wants a copy;
+    an overflowing tangent is named ``tangent(q)``, not by a generated variable; a size
+    assert that names its line gets no note that compiled code does not know it."""
+    f = revbench.define("def f(y):\n    np.sort(y)\n", {"np": np}, backend=backend)["f"]
+    with pytest.raises(ReversibilityTypeError) as info:
+        f(np.ones(3))
+    msg = str(info.value)
+    assert "`np.sort` is a NumPy function" in msg and "sqrt" not in msg, msg
+    g = revbench.define("def g(y, A):\n    t = A\n    y += t[0]\n    del t\n",
+                        backend=backend)["g"]
+    with pytest.raises(ReversibilityTypeError, match=r"allocate a copy with `t = A.copy\(\)`"):
+        g(0.0, np.ones(3))
+    h = revbench.define("import math\ndef h(q, p, k, n):\n    for t in range(n):\n"
+                        "        p += k * math.sin(q)\n        q += p\n", backend=backend)["h"]
+    with pytest.raises(revbench.ReversibilityError) as info:
+        revbench.jvp(h, 0.3, 0.2, 5.0, 2000, tangents={"q": 1.0}, outputs="q")
+    assert "tangent(q)" in str(info.value) and "_rb_" not in str(info.value)
+    m = revbench.define("def m(h, W, x):\n    h += W @ x\n", backend=backend)["m"]
+    with pytest.raises(AssertionError) as info:
+        m(np.zeros(2), np.ones((2, 3)), np.ones(2))
+    assert "(in m, line 2)" in str(info.value)
+    assert not any("does not know its lines" in n for n in getattr(info.value, "__notes__", []))

@@ -747,3 +747,28 @@ def test_xor_on_float_type_error_class(make):
         f(1.0, 2.0)
     assert isinstance(info.value, TypeError)
     assert isinstance(info.value, ReversibilityError)
+
+
+def test_a_call_in_an_expression_counts_the_arguments_the_user_wrote(backend):
+    """Inside an expression a reversible call's first parameter is the result, which
+    revbench provides: the count is of the others (it used to count that one too)."""
+    err = expect_refusal(f"""
+        def add_sq(y, x):
+            y += x * x
+
+        def f(out, a, b):
+            out += 2.0 * add_sq(a, b)  {MARK}
+    """, backend, "add_sq", "y")
+    assert "in an expression takes 1 argument (x;" in err.msg and "passes 2" in err.msg
+
+
+def test_indexing_a_gradient_taken_inside_says_what_to_do_instead(backend):
+    def pot(v, q):
+        for i in range(len(q)):
+            v += q[i] ** 4
+
+    err = expect_refusal(f"""
+        def first_force(y, x):
+            y -= revbench.grad(pot, loss="v", wrt="q")(0.0, x)[0]  {MARK}
+    """, backend, ns={"revbench": revbench, "pot": reversible(backend=backend)(pot)})
+    assert "cannot be indexed" in err.msg and "ancilla array" in err.msg

@@ -109,8 +109,12 @@ def hvp(f: ReversibleFunction, loss: Loss, wrt: str | int) -> Callable[..., Any]
     so = _SecondOrder(f, loss, wrt, "hvp")
 
     def run(*args_and_v: Any) -> Any:
-        if not args_and_v:
-            raise TypeError(f"hvp({f.__name__}) takes the arguments of {f.__name__} and then v")
+        if len(args_and_v) != len(f.params) + 1:
+            raise TypeError(
+                f"hvp({f.__name__}) takes the {len(f.params)} argument(s) of {f.__name__}"
+                f"{f.params} and then v, the vector (the shape of `{f.params[so.k]}`): "
+                f"{len(f.params) + 1} in all, got {len(args_and_v)}"
+                + (" -- is v missing?" if len(args_and_v) == len(f.params) else ""))
         *args, v = args_and_v
         args = tuple(args)
         sig, seed = so.check_args(args)

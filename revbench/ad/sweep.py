@@ -111,7 +111,11 @@ def resolve_loss(f: ReversibleFunction, loss: Loss, sig: tuple[VarType, ...], ar
         raise ValueError(f"the loss `{name}` is a scalar; it takes no index")
     if index is not None:
         shape = args[k].shape
-        if len(index) != len(shape) or not all(-n <= i < n for i, n in zip(index, shape)):
+        if len(index) != len(shape):
+            raise IndexError(f"loss index {index} has {len(index)} part(s), but `{name}` has "
+                             f"{len(shape)} axes (shape {shape}): pick one element with "
+                             f"{len(shape)} indices, e.g. loss=({name!r}, {(0,) * len(shape)})")
+        if not all(-n <= i < n for i, n in zip(index, shape)):
             raise IndexError(f"loss index {index} is out of bounds for `{name}` of shape {shape}")
         index = tuple(i % n for i, n in zip(index, shape))  # (-1: the last, as NumPy counts)
     return Seed(k, index)

@@ -31,6 +31,7 @@ from revbench.rules.instructions import ADD, DIV, MUL, SUB, UPDATES
 from revbench.transforms import hoist
 from revbench.transforms.invert import invert_body
 from revbench.transforms.pipeline import Direction
+from revbench.transforms.tangent import TANGENT_PREFIX
 
 CODEGEN_VERSION = "3"  # 2: checked int64 helpers (their Numba versions are not in the text);
 # 3: helpers typed once per argument types, loop buffers and accumulators
@@ -56,6 +57,8 @@ def _helpers_fingerprint() -> str:
 HELPERS_FINGERPRINT = _helpers_fingerprint()
 #: the locals repeated elements are loaded into (transforms/hoist.py), in a check's text
 _LOADED = re.compile(rf"\b{hoist.LOCAL_PREFIX}\d+\b")
+#: a tangent variable in a check's text (forward mode), as a message writes it
+_TANGENT = re.compile(rf"\b{TANGENT_PREFIX}(\w+)")
 
 
 #: what ``fastmath=True`` allows: reassociating float sums (so reductions vectorise) and
@@ -266,7 +269,8 @@ class Emitter:
 
     def check(self, kind: str, variable: str, loc: ir.Loc, detail: str = "") -> int:
         # a message names what the user wrote: x[i], not the local it was loaded into
-        variable, detail = (_LOADED.sub(lambda m: self.loaded.get(m[0], m[0]), t)
+        variable, detail = (_TANGENT.sub(r"tangent(\1)",
+                                         _LOADED.sub(lambda m: self.loaded.get(m[0], m[0]), t))
                             for t in (variable, detail))
         self.checks.append(CheckInfo(kind, variable, loc.line, detail))
         return len(self.checks) - 1

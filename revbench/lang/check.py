@@ -529,5 +529,15 @@ def loop_var_message(var: str, callee: str, param: str) -> str:
 def arity_message(call: ir.Call, params: tuple[str, ...]) -> str:
     """What to say about ``call`` passing a number of arguments ``params`` does not take."""
     n = len(params)
+    first = call.args[0] if call.args else None
+    if isinstance(first, ir.Var) and first.name.startswith("_rb_v"):
+        # a call in an expression (lang.parse): its result goes into the first parameter,
+        # an ancilla revbench adds; the user wrote the others
+        rest = params[1:]
+        return (f"`{call.func}` in an expression takes {len(rest)} argument"
+                f"{'' if len(rest) == 1 else 's'} ({', '.join(rest)}; its result is its first "
+                f"parameter, `{params[0]}`, which revbench provides) but this call passes "
+                f"{len(call.args) - 1}" if params else
+                f"`{call.func}` takes no arguments, so it cannot give a value in an expression")
     return (f"`{call.func}` takes {n} argument{'' if n == 1 else 's'} ({', '.join(params)}) but "
             f"this call passes {len(call.args)}: pass one variable or element per parameter")

@@ -970,7 +970,12 @@ class Parser:
                         "an argument")
         for node in ast.walk(base):  # revbench.grad(f, ...)(x)[1][0]
             if isinstance(node, ast.Call) and self._derivative_name(node.func) is not None:
-                return self._derivative_message(_dotted(node.func) or "")
+                return (f"`{text}`: the result of a derivative taken inside reversible code "
+                        "cannot be indexed: it is the derivative with respect to the one "
+                        "argument `wrt=` names, already (`g += revbench.grad(f, loss=\"out\", "
+                        "wrt=\"x\")(a, b, ...)`). For one element of an array's gradient, "
+                        "compute the gradient into an ancilla array first (`t = np.zeros(n)`, "
+                        "`t += revbench.grad(...)(...)`), read `t[i]`, then uncompute `t`")
         if isinstance(base, (ast.Call, ast.Subscript)):
             return (f"`{text}`: the result of a call cannot be indexed. Compute it into an "
                     "ancilla first (`t = f(x)`, or a reversible call that fills an array)")

@@ -236,6 +236,13 @@ class TypeInference:
             if init.kind == "copy":
                 return src
             return VarType(init.dtype or src.dtype, src.ndim)
+        src = self.env.get(init.name) if isinstance(init, (ir.Var, ir.Elem)) else None
+        if (src is not None and src.is_array and not s.name.startswith(ir.PASSED_VALUE_PREFIX)
+                and (isinstance(init, ir.Var) or ir.is_subarray(init, src.ndim))):
+            # `t = A` (before typing `A` as a scalar is needed, which would say "index it")
+            raise self.error(s.loc, f"`{s.name} = {ir_text(init)}` would make `{s.name}` share "
+                                    f"the array; allocate a copy with `{s.name} = "
+                                    f"{ir_text(init)}.copy()`")
         t = self.expr(init, elementwise=s.name.startswith(ir.PASSED_VALUE_PREFIX))
         if t.is_array and s.name.startswith(ir.PASSED_VALUE_PREFIX):
             raise self.error(s.loc, f"the array expression `{ir_text(init)}` cannot be passed to a "

@@ -44,7 +44,9 @@ from revbench.rules.instructions import ADD, UPDATES
 from revbench.rules.operators import mul
 from revbench.transforms.invert import invert_body
 
-_TAN = "_rb_tan_"
+#: the prefix of a variable's tangent (messages write ``_rb_tan_x`` as ``tangent(x)``)
+TANGENT_PREFIX = "_rb_tan_"
+_TAN = TANGENT_PREFIX
 
 
 def tan_name(name: str) -> str:
