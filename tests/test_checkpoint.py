@@ -1155,3 +1155,22 @@ def test_in_place_reverse_step_that_misses_the_stored_state_raises(make):
         with pytest.raises(revbench.ReversibilityError, match=r"at step t=0 did not recover the state `q`"):
             loop.value_and_grad(q0, p0, strategy=strategy)
     assert np.array_equal(q0, [0.3, -0.7]) and np.array_equal(p0, [1.0, 2.0])
+
+
+def test_a_step_and_a_loss_on_different_backends_work_together():
+    """(A compiled driver cannot call the Python backend's loss: the loop then drives the
+    compiled step from Python; it used to fail inside Numba's type inference.)"""
+    src = ("def step(u_new, u, t, dt):\n    for i in range(len(u)):\n"
+           "        u_new[i] += u[i] + dt * np.sin(u[i])\n"
+           "def loss(out, u, dt):\n    for i in range(len(u)):\n        out += u[i] * u[i]\n")
+    fns = {b: revbench.define(src, {"np": np}, backend=b) for b in ("python", "numba")}
+    u0 = np.linspace(0.0, 1.0, 4)
+    results = {}
+    for sb, lb in (("numba", "python"), ("python", "numba"), ("numba", "numba")):
+        loop = TimeLoop(fns[sb]["step"], n_steps=20, loss=fns[lb]["loss"])
+        results[sb, lb] = loop.value_and_grad(u0, 0.01, strategy=Revolve(snapshots=3))
+    ref = results["numba", "numba"]
+    for key, (value, (g, gdt)) in results.items():
+        assert value == pytest.approx(ref[0], rel=1e-14), key
+        np.testing.assert_allclose(g, ref[1][0], rtol=1e-13)
+        assert gdt == pytest.approx(ref[1][1], rel=1e-13)

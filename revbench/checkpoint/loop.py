@@ -325,7 +325,9 @@ class _Executor:
             self.rtol = p.rtol
         self.shape = DriverShape(loop.inplace, S, pspecs, self.check)
         self.step_sig, self.loss_sig = step_sig, loss_sig
-        self.backend = step.backend
+        # (compiled only where both are: a compiled driver cannot call the Python backend's
+        # functions, while Python calls compiled kernels as well as its own)
+        self.backend = "numba" if step.backend == loss.backend == "numba" else "python"
         self._drivers: dict[tuple, Any] = {}
 
     def driver(self, gradient: bool, schedule: Any = None, disk: bool = False):
