@@ -128,11 +128,22 @@ def _axis_step(e: ir.Elem, ax: int) -> int | None:
     return ir.slice_step(part) if part is None or isinstance(part, ir.Slice) else None
 
 
-def _last_plus_one(lo: str, hi: str, step: int | None) -> tuple[str, str]:
-    """The index range ``[lo, last + 1)`` a slice ``lo:hi:step`` (or an index) covers."""
-    if not step or step == 1:
-        return lo, hi
-    return lo, f"({lo} + (({hi} - {lo} - 1) // {step}) * {step} + 1)"
+def _progressions_meet(la: str, ha: str, sa: int, lb: str, hb: str, sb: int) -> tuple[str, str]:
+    """Code for "the indices ``la:ha:sa`` and ``lb:hb:sb`` share one" (an index ``i`` is
+    ``i:i+1:1``), and for the least shared index when they do.  The steps are constants, so
+    the Chinese remainder theorem is solved here, once: the shared indices are ``x0 + L j``
+    with ``L = lcm(sa, sb)``, where ``x0`` is the first of them from ``max(la, lb)``; they
+    share one if the starts agree modulo ``gcd(sa, sb)`` and ``x0`` comes before either ends.
+    (Comparing ranges alone took ``x[0:4:2]`` and ``x[1:7:3]``, {0, 2} and {1, 4}, to meet.)"""
+    if sa == sb == 1:
+        return f"{la} < {hb} and {lb} < {ha}", f"max({la}, {lb})"
+    g = math.gcd(sa, sb)
+    m, lcm = sb // g, sa * sb // g
+    inv = pow(sa // g, -1, m) if m > 1 else 0  # (sa / g) * inv == 1 modulo m
+    lo = f"max({la}, {lb})"
+    first_a = f"({la} + {sa} * ((({lb}) - ({la})) // {g} * {inv} % {m}))"  # == lb (mod sb)
+    x0 = f"({lo} + ({first_a} - {lo}) % {lcm})"
+    return f"(({lb}) - ({la})) % {g} == 0 and {x0} < min({ha}, {hb})", x0
 
 
 def _finite(v) -> bool:
@@ -813,25 +824,19 @@ class Emitter:
         """Fail if ``a`` (written) and ``b`` (read) meet at run time; ``shown``: how the
         message names ``a`` (a lowered statement's whole target, for one of its elements)."""
         if self.is_view(a) or self.is_view(b):
-            # sub-arrays: they overlap unless, along some axis both index, their index
-            # ranges are disjoint
+            # sub-arrays: they overlap where, along every axis both index, they share an
+            # index (the axes are independent, so that is exact)
             k = self.check({"alias": "overlap", "call-alias": "call-overlap"}[kind],
                            expr_text(shown or a), loc, expr_text(b))
             conds, first, spanned = [], ("0", "0"), False
             for ax in range(min(len(a.indices), len(b.indices))):
                 sa, sb = (_axis_step(e, ax) for e in (a, b))
-                # (a strided view ends at its last element, not at the slice's stop)
-                (la, ha), (lb, hb) = (_last_plus_one(*self.axis_range(e, ax), s)
-                                      for e, s in ((a, sa), (b, sb)))
-                conds.append(f"{la} < {hb} and {lb} < {ha}")
-                # strided views (x[::2], x[1::2]) meet only where their starts agree modulo
-                # the steps' common divisor (an element: modulo the view's step)
-                g = math.gcd(sa or 0, sb or 0) if sa or sb else 1
-                if g > 1:
-                    conds.append(f"({la} - {lb}) % {g} == 0")
+                (la, ha), (lb, hb) = self.axis_range(a, ax), self.axis_range(b, ax)
+                meet, low = _progressions_meet(la, ha, sa or 1, lb, hb, sb or 1)
+                conds.append(meet)
                 # the message names the shared indices along the first axis a slice spans
                 if not spanned and (ax == 0 or sa is not None or sb is not None):
-                    first = (f"max({la}, {lb})", f"min({ha}, {hb}) - 1")
+                    first = (low, f"min({ha}, {hb}) - 1")
                     spanned = sa is not None or sb is not None
             self.emit(f"if {' and '.join(conds) or 'True'}:", loc)
             self.emit("    " + self.fail(k, *first), loc)
