@@ -625,3 +625,28 @@ def test_lgamma_derivatives_inline_agree_with_numba_bit_for_bit(monkeypatch, cou
     stats, refused = counted()
     assert not refused and stats["compiled"] + stats["loaded"] + stats["reused"] >= 3, \
         (stats, refused)
+
+
+def test_numpys_extremes_inline_agree_with_numba(monkeypatch, counted):
+    """``np.maximum`` and its kin are ``revbench.rules.special``'s Python too: lowered
+    inline, with NumPy's nan rules, for floats and ints, with their gradients."""
+    f = define("""
+        def f(y, x, k):
+            for i in range(len(x)):
+                y[i] += np.maximum(x[i], 0.0) + np.fmin(x[i], 0.5) - np.minimum(k, 2) * np.fmax(x[i], -1.0)
+    """, check=False)
+    x = np.array([-2.0, 0.0, 0.25, 3.0, math.nan])
+    native, numba = both_paths(monkeypatch, f, (np.zeros(5), x, 3))
+    assert native[0] == "returned" and same(native, numba), (native, numba)
+    assert np.isnan(native[1][0][4])  # (np.maximum's nan; np.fmin's and np.fmax's would not be)
+    g = define("""
+        def g(y, x):
+            for i in range(len(x)):
+                y += np.maximum(x[i], 0.0) * x[i]
+    """)
+    native, numba = both_paths(monkeypatch, revbench.grad(g, loss="y", wrt="x"),
+                               (0.0, np.array([-1.0, 2.0, 0.5])))
+    assert native[0] == "returned" and same(native, numba), (native, numba)
+    stats, refused = counted()
+    assert not refused and stats["compiled"] + stats["loaded"] + stats["reused"] >= 2, \
+        (stats, refused)
