@@ -1174,3 +1174,43 @@ def test_a_step_and_a_loss_on_different_backends_work_together():
         assert value == pytest.approx(ref[0], rel=1e-14), key
         np.testing.assert_allclose(g, ref[1][0], rtol=1e-13)
         assert gdt == pytest.approx(ref[1][1], rel=1e-13)
+
+
+def test_a_loop_the_settings_do_not_fit_says_which_settings_would(make):
+    """An out-of-place step given ``inplace=True``, an in-place step of two arrays without
+    ``n_state=2``: the refusal names the settings under which step and loss fit (it used to
+    blame the loss, or fail typing the step with its step number as a state array)."""
+    fns = make("""
+def step(u_new, u, t, dt):
+    for i in range(len(u)):
+        u_new[i] += u[i] + dt * np.sin(u[i])
+
+def loss(out, u, dt):
+    for i in range(len(u)):
+        out += u[i] * u[i]
+
+def leap(q, p, t, h):
+    for i in range(len(q)):
+        q[i] += h * p[i]
+
+def energy(out, q, p, h):
+    for i in range(len(q)):
+        out += q[i] * q[i]
+""", all=True)
+    with pytest.raises(ValueError, match="with inplace=False, n_state=1 they would fit"):
+        TimeLoop(fns["step"], 5, loss=fns["loss"], inplace=True)
+    with pytest.raises(ValueError, match=r"passes the step number as `p`.*inplace=True, n_state=2"):
+        TimeLoop(fns["leap"], 5, loss=fns["energy"], inplace=True)
+    with pytest.raises(ValueError, match="must fit in int64"):
+        TimeLoop(fns["step"], 2**63, loss=fns["loss"])
+    # the right settings: an index error of mismatched states is named with its line
+    loop = TimeLoop(fns["leap"], 5, loss=fns["energy"], inplace=True, n_state=2)
+    q0, p0 = np.zeros(3), np.array([0.1, 0.2])
+    for call in (lambda: loop.value_and_grad(q0, p0, 0.1, strategy=Revolve(snapshots=2)),
+                 lambda: loop.run(q0, p0, 0.1)):
+        with pytest.raises(IndexError) as info:
+            call()
+        text = str(info.value) + " ".join(getattr(info.value, "__notes__", []))
+        assert "index 2 is out of bounds for axis 0 with size 2" in text
+        assert "q[i] += h * p[i]" in text and "its first step (t=0)" in text
+    np.testing.assert_array_equal(q0, 0.0)

@@ -196,6 +196,11 @@ def test_a_disk_without_room_is_refused_before_the_loop_runs(tmp_path):
             pass
     assert "choose a longer period" in str(err.value)
     assert os.listdir(tmp_path) == []
+    with pytest.raises(InsufficientDiskError) as err:  # (each strategy's own knob)
+        with DiskStore([big], n, tmp_path, "Multistage(disk=9, snapshots=2)"):
+            pass
+    assert "fewer disk snapshots (Multistage(disk=...))" in str(err.value)
+    assert "period" not in str(err.value) and "Multistage(directory=...)" in str(err.value)
     with pytest.raises(InsufficientDiskError, match="not a directory"):
         with DiskStore([big], 3, str(tmp_path / "missing"), "TwoLevel"):
             pass
@@ -273,3 +278,11 @@ def solve(out, yT, y0, h, n):
         revbench.grad(f, loss="out")(0.0, yT, Y0.copy(), 0.1, 9)
     np.testing.assert_array_equal(yT, 0.0)
     assert os.listdir(tmp_path) == []
+
+
+def test_a_directory_may_be_a_path_object(tmp_path):
+    for cls in (TwoLevel, Multistage):
+        s = cls(directory=tmp_path)
+        assert s.directory == str(tmp_path) and s == cls(directory=str(tmp_path))
+    with pytest.raises(ValueError, match=r"a str or a pathlib.Path\), got 3"):
+        TwoLevel(directory=3)

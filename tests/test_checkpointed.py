@@ -539,3 +539,17 @@ def solve(out, yT, y0, n):
     text = str(err.value)
     assert "in reversible function solve (its checkpointed loop at line 3)" in text, text
     assert "_loop" not in text
+
+
+def test_checkpointed_by_another_name_and_its_strategy_by_keyword(make):
+    """``from revbench.checkpoint import checkpointed as ckpt`` and
+    ``checkpointed(range(n), strategy=...)`` are the same statement (the first was taken
+    for a plain for loop over something that is not a range; the second refused)."""
+    _, g_y0, g_h = reference(make, 9)
+    sources = [looped("Revolve(snapshots=3)").replace("checkpointed(", "ckpt("),
+               looped("strategy=Revolve(snapshots=3)")]
+    for src in sources:
+        f = make(src, namespace={**NS, "ckpt": NS["checkpointed"]})
+        g = revbench.grad(f, loss="out")(0.0, np.zeros(4), Y0.copy(), 0.1, 9)
+        np.testing.assert_allclose(g[2], g_y0, rtol=1e-12)
+        assert g[3] == pytest.approx(g_h, rel=1e-12)

@@ -613,3 +613,30 @@ def test_the_simulators_math_errors_become_the_cpus_error():
     with pytest.raises(revbench.ReversibilityError, match="infinite or nan") as err:
         revbench.grad(f, "y", batch=("y", "x"), device="cuda")(np.zeros(3), x)
     assert any("batch item 1" in note and "simulator" in note for note in err.value.__notes__)
+
+
+NO_GPU_SCRIPT = textwrap.dedent('''
+    import numpy as np, revbench
+    from numba import cuda
+    if cuda.is_available():
+        print("HAS-GPU")
+        raise SystemExit
+    f = revbench.define("def f(y, x):\\n    y += x * x\\n")["f"]
+    x = np.ones(3)
+    try:
+        revbench.grad(f, "y", batch=("y", "x"), device="cuda")(np.zeros(3), x)
+    except RuntimeError as exc:
+        print(type(exc).__name__, exc, (x == 1).all())
+''')
+
+
+def test_without_a_gpu_or_the_simulator_the_error_says_what_to_do():
+    """(The first copy of an argument used to reach the CUDA driver first: Numba's
+    CudaSupportError, "CUDA driver library cannot be found".)"""
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    r = subprocess.run([sys.executable, "-c", NO_GPU_SCRIPT], capture_output=True, text=True,
+                       env=env, timeout=300)
+    if "HAS-GPU" in r.stdout:
+        pytest.skip("this machine has a GPU")
+    assert "RuntimeError device='cuda': no usable CUDA GPU" in r.stdout, r.stdout + r.stderr
+    assert "NUMBA_ENABLE_CUDASIM=1" in r.stdout and r.stdout.strip().endswith("True")

@@ -201,3 +201,13 @@ def test_every_strategy_has_its_metadata(name):
     # exported by revbench.checkpoint, and documented
     assert getattr(checkpoint, name) is cls and name in checkpoint.__all__
     assert f"`{name}(" in (DOCS / "checkpointing.md").read_text()
+
+
+def test_the_statements_messages_list_every_strategy_it_runs():
+    """The loop statement's refusals list the strategies it takes (lang cannot import the
+    registry, which lives above it): every registered out-of-place strategy, by name."""
+    from revbench.lang.parse import STATEMENT_STRATEGIES
+
+    for name, cls in STRATEGIES.items():
+        if OUT_OF_PLACE in cls.kinds and name in BUILT_IN:
+            assert f"{name}(" in STATEMENT_STRATEGIES, name

@@ -67,6 +67,7 @@ class Arguments:
     """The call's arguments on the device, with what is needed to give results back."""
 
     def __init__(self, args: tuple, batch: tuple[int, ...], params: tuple[str, ...], api: str):
+        cuda_backend.require_gpu()  # (before the first copy asks the driver for a context)
         self.host = list(args)  # NumPy arrays and scalars as given (for a CPU re-run)
         self.device: list[Any] = []
         self.kind, self.like = "numpy", None

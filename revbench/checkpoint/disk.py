@@ -61,8 +61,8 @@ class DiskStore:
                 f"{self.label} would keep {self.n} states of "
                 f"{sum(s.nbytes for s in self.states):,} bytes on disk "
                 f"({self.nbytes / 2**20:,.1f} MiB), more than the {free / 2**20:,.1f} MiB free in "
-                f"{self.directory!r}: choose a longer period, or another directory "
-                "(TwoLevel(directory=...))")
+                f"{self.directory!r}: {_fewer_disk_states(self.label)}, or another directory "
+                f"({self.label.split('(')[0]}(directory=...))")
         self.path = tempfile.mkdtemp(prefix="revbench-snapshots-", dir=self.directory)
         try:
             for k, s in enumerate(self.states):
@@ -110,3 +110,11 @@ def mapped(n: int, like: np.ndarray, directory: str | None, label: str) -> np.nd
         os.close(fd)
     store.fds = []
     return array
+
+
+def _fewer_disk_states(label: str) -> str:
+    """How a strategy keeps fewer states on disk, in its own knob's words."""
+    name = label.split("(")[0]
+    return {"TwoLevel": "choose a longer period (TwoLevel(period=...))",
+            "Multistage": "choose fewer disk snapshots (Multistage(disk=...))"}.get(
+                name, "keep fewer states on disk")

@@ -102,6 +102,8 @@ class TimeLoop:
                                 f"with @reversible), got {f!r}")
         if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps < 1:
             raise ValueError(f"n_steps must be an int >= 1, got {n_steps!r}")
+        if n_steps >= 2**63:  # (the compiled loop counts steps in int64)
+            raise ValueError(f"n_steps must fit in int64 (below 2**63), got {n_steps!r}")
         if isinstance(n_state, bool) or not isinstance(n_state, int) or n_state < 1:
             raise ValueError(f"n_state must be an int >= 1, got {n_state!r}")
         if not isinstance(inplace, bool):
@@ -159,11 +161,34 @@ class TimeLoop:
             raise ValueError(f"{loss.__name__}{lp} does not fit the loop: the loss is called as "
                              f"loss(out, *state, *params) = loss(out, "
                              f"{', '.join(self.state_names + self.param_names)}), "
-                             f"{want} arguments")
+                             f"{want} arguments{self._shape_hint()}")
+        # (a parameter `t` where the loop passes a state or a parameter, when other
+        # settings would pass it the step number: the settings, surely, not the step)
+        hint = self._shape_hint() if sp[self._lead] != "t" and "t" in sp else ""
+        if hint:
+            raise ValueError(f"{step.__name__}{sp} does not fit the loop: an "
+                             f"{'in-place' if self.inplace else 'out-of-place'} TimeLoop with "
+                             f"n_state={S} passes the step number as `{sp[self._lead]}`, but "
+                             f"the step names a parameter `t`{hint}")
         lw = loss._program.written_params() - {lp[0]}
         if lw:
             raise ValueError(f"{loss.__name__} changes `{sorted(lw)[0]}`: a loss may only add "
                              f"into its first argument `{lp[0]}`")
+
+    def _shape_hint(self) -> str:
+        """The ``inplace=`` / ``n_state=`` under which step and loss would fit, where the
+        ones given do not (a step's number named ``t`` where the loop passes it)."""
+        sp, lp = self.step.params, self.loss.params
+        for inplace in (self.inplace, not self.inplace):
+            for S in range(1, len(sp)):
+                lead = S if inplace else 2 * S
+                if (inplace, S) == (self.inplace, self.n_state) or len(sp) < lead + 1:
+                    continue
+                if sp[lead] == "t" and len(lp) == 1 + S + len(sp) - lead - 1:
+                    return (f"; with inplace={inplace}, n_state={S} they would fit (the step "
+                            f"called as {self.step.__name__}({', '.join(sp)}), `t` the step "
+                            "number)")
+        return ""
 
     def _check_strategy(self, strategy: Any) -> Strategy:
         if isinstance(strategy, type) and issubclass(strategy, Strategy):
@@ -398,6 +423,10 @@ class _Executor:
 
             if isinstance(exc, CheckFailed):
                 raise to_user_error(exc).with_traceback(None) from None
+            if isinstance(exc, (IndexError, ZeroDivisionError)):
+                located = self._located(type(exc))
+                if located is not None:
+                    raise located.with_traceback(None) from None
             raise
         self.value = out[0]
         k = 1
@@ -407,6 +436,26 @@ class _Executor:
                 args[args_pos] = out[k]
                 self.gacc[j] = out[k]
                 k += 1
+
+    def _located(self, kind: type) -> BaseException | None:
+        """Compiled kernels raise an ``IndexError`` (or a division by zero) with no line:
+        call the step once from the initial state, and the loss of it, as plain reversible
+        calls on copies (which name the line, the index and the size); their error of the
+        same kind, noted with where the loop was, or None if they do not fail so."""
+        loop = self.loop
+        state = [s.copy() for s in self.state]
+        new = [] if loop.inplace else [np.zeros_like(s) for s in state]
+        calls = ((loop.step, (*new, *state, 0, *self.params), "its first step (t=0)"),
+                 (loop.loss, (0.0, *state, *self.params), "its loss of the initial state"))
+        for f, args, where in calls:
+            try:
+                f(*args)
+            except kind as exc:
+                exc.add_note(f"(in {loop!r}: found by calling {where} on its own)")
+                return exc
+            except Exception:  # (another error: the loop's own is reported)
+                return None
+        return None
 
     def gradient(self, strategy: Strategy, key: tuple, slots: int):
         """Run ``strategy``'s schedule with adjoints: ``(plan summary, value, grads)``.

@@ -33,6 +33,7 @@ here (and its planner in ``plan.py`` if it needs a new schedule), nothing else.
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import dataclass
 from typing import ClassVar
@@ -344,9 +345,11 @@ class _OnDisk(Strategy):
     def __post_init__(self) -> None:
         super().__post_init__()
         _positive_int(self.snapshots, f"{self.name}(snapshots=...)", self.snapshots_min)
+        if isinstance(self.directory, os.PathLike):  # (a pathlib.Path: kept as its text)
+            object.__setattr__(self, "directory", os.fspath(self.directory))
         if self.directory is not None and not isinstance(self.directory, str):
-            raise ValueError(f"{self.name}(directory=...) must be a path (str), got "
-                             f"{self.directory!r}")
+            raise ValueError(f"{self.name}(directory=...) must be a path (a str or a "
+                             f"pathlib.Path), got {self.directory!r}")
 
     @classmethod
     def defaults(cls, n_steps: int) -> list[Strategy]:
@@ -375,7 +378,7 @@ class TwoLevel(_OnDisk):
 
     period: int = 100
     snapshots: int = 4
-    directory: str | None = None
+    directory: str | os.PathLike | None = None
     cli_name = "twolevel"
     knob_name = "period"
     knob_letter = "K"
@@ -397,7 +400,7 @@ class Multistage(_OnDisk):
 
     disk: int = 16
     snapshots: int = 4
-    directory: str | None = None
+    directory: str | os.PathLike | None = None
     cli_name = "multistage"
     knob_name = "disk"
     knob_letter = "D"

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from revbench.lang import ir, suggest
+from revbench.lang import ir, markers, suggest
 from revbench.lang.errors import ReversibilitySyntaxError
 from revbench.lang.ir import CONDITION_FLAG as GO
 from revbench.lang.ir import DEFAULT_MAX_STEPS
@@ -48,6 +48,11 @@ _DTYPES = {"float64": "float", "float": "float", "double": "float", "int64": "in
            "complex": "complex"}
 #: the names of the two magic context managers of the language
 ROUTINE, INVERTED = "routine", "inverted"
+#: the strategies a checkpointed loop statement runs with an out-of-place step, as messages
+#: list them (``tests/test_strategy_registry.py`` holds it to the registry)
+STATEMENT_STRATEGIES = ("StoreAll(), Periodic(every=k), Revolve(snapshots=c), Online(snapshots=c), "
+                        "Bennett(k), TwoLevel(period=k, snapshots=c) or "
+                        "Multistage(disk=d, snapshots=c)")
 
 
 @dataclass
@@ -495,7 +500,7 @@ class Parser:
     def stmt_While(self, s: ast.While) -> ir.Stmt | list[ir.Stmt]:
         if s.orelse:
             raise self.error(s, "`while ... else` is not supported")
-        if isinstance(s.test, ast.Call) and _names_checkpointed(s.test.func):
+        if isinstance(s.test, ast.Call) and self._names_checkpointed(s.test.func):
             return self._checkpointed_while(s, s.test)
         if not (isinstance(s.test, ast.Tuple) and len(s.test.elts) == 2):
             raise self.error(s.test, "a reversible while loop needs a postcondition: write "
@@ -512,7 +517,7 @@ class Parser:
             raise self.error(s.target, "the loop variable must be a single name: `for i in range(n):`")
         self._check_user_name(s.target, s.target.id)
         it = s.iter
-        if isinstance(it, ast.Call) and _names_checkpointed(it.func):
+        if isinstance(it, ast.Call) and self._names_checkpointed(it.func):
             return self._checkpointed_loop(s, it)
         start, stop, step = self._range(it)
         return ir.For(s.target.id, start, stop, step, self.block(s.body), False, self.loc(s))
@@ -532,28 +537,44 @@ class Parser:
             raise self.error(it, "range() step must not be zero")
         return start, stop, step
 
+    def _names_checkpointed(self, func: ast.expr) -> bool:
+        """Whether a loop's iterator calls ``checkpointed`` (``revbench.checkpoint``'s), by
+        that name or another (``from revbench.checkpoint import checkpointed as ckpt``)."""
+        if (isinstance(func, ast.Name) and func.id == "checkpointed") or (
+                isinstance(func, ast.Attribute) and func.attr == "checkpointed"):
+            return True
+        dotted = _dotted(func)
+        if dotted is None:
+            return False
+        head, *rest = dotted.split(".")
+        obj = self._lookup_global(head)
+        for attr in rest:
+            obj = getattr(obj, attr, None)
+        return obj is markers.checkpointed
+
     def _checkpointed_header(self, it: ast.Call, first: str, keywords_allowed: set[str],
                              usage: str) -> tuple[Any, Any, dict[str, ast.expr]]:
         """What ``checkpointed(over, strategy, **keywords)`` says, checked: the strategy,
         its loop schedule (None for ``Reverse()``) and the keywords."""
-        if len(it.args) != 2 or any(isinstance(a, ast.Starred) for a in it.args):
-            raise self.error(it, f"checkpointed() takes {first} and a strategy: {usage}")
         keywords = {kw.arg: kw.value for kw in it.keywords}
+        args = list(it.args)
+        if len(args) == 1 and "strategy" in keywords:  # checkpointed(range(n), strategy=...)
+            args.append(keywords.pop("strategy"))
+        if len(args) != 2 or any(isinstance(a, ast.Starred) for a in args):
+            raise self.error(it, f"checkpointed() takes {first} and a strategy: {usage}")
         unknown = sorted(set(map(str, keywords)) - keywords_allowed)
         if unknown:
             raise self.error(it, f"checkpointed() has no keyword `{unknown[0]}` here: {usage}")
         if ("new" in keywords) != ("old" in keywords):
             raise self.error(it, "checkpointed() names the state twice, `new=` (after each step) "
                                  f"and `old=` (before it), or neither: {usage}")
-        strategy = self._strategy(it.args[1], usage)
+        strategy = self._strategy(args[1], usage)
         label = getattr(strategy, "label", repr(strategy))
         try:
             schedule = strategy.loop_schedule()
         except NotImplementedError as exc:
-            raise self.error(it.args[1], f"{exc}: use StoreAll(), Periodic(every=k), "
-                                         "Revolve(snapshots=c), Online(snapshots=c) or "
-                                         f"Bennett(k) in reversible code (or a TimeLoop for "
-                                         f"{label})") from None
+            raise self.error(args[1], f"{exc}: use {STATEMENT_STRATEGIES} in reversible code "
+                                      f"(or a TimeLoop for {label})") from None
         if "new" not in keywords and schedule is not None:
             raise self.error(it, f"{label} keeps states of an out-of-place step, so the loop "
                                  "must say which variables hold the state: add `new=` and "
@@ -561,8 +582,7 @@ class Parser:
         if "new" in keywords and schedule is None:
             raise self.error(it, f"{label} runs an in-place step backwards, but this loop names "
                                  "a new and an old state (an out-of-place step): drop `new=` and "
-                                 "`old=`, or choose StoreAll(), Periodic(every=k), "
-                                 "Revolve(snapshots=c), Online(snapshots=c) or Bennett(k)")
+                                 f"`old=`, or choose {STATEMENT_STRATEGIES}")
         return strategy, schedule, keywords
 
     def _checkpointed_loop(self, s: ast.For, it: ast.Call) -> ir.Stmt | list[ir.Stmt]:
@@ -712,8 +732,8 @@ class Parser:
         if not callable(getattr(value, "loop_schedule", None)):
             raise self.error(node, f"`{ast.unparse(node)}` is a {type(value).__name__}, not a "
                                    "checkpointing strategy: use one of revbench.checkpoint's "
-                                   "StoreAll(), Periodic(every=k), Revolve(snapshots=c), "
-                                   f"Bennett(k) or Reverse(); {usage}")
+                                   f"{STATEMENT_STRATEGIES}, or Reverse() for an in-place step; "
+                                   f"{usage}")
         return value
 
     def _state_names(self, node: ast.expr, what: str) -> tuple[str, ...]:
@@ -1404,10 +1424,7 @@ def source_of(pyfunc) -> tuple[ast.FunctionDef, SourceInfo]:
     return node, SourceInfo(filename, lines, max(start, 1) - 1, indent)
 
 
-def _names_checkpointed(func: ast.expr) -> bool:
-    """Whether a loop's iterator calls ``checkpointed`` (``revbench.checkpoint``'s)."""
-    return (isinstance(func, ast.Name) and func.id == "checkpointed") or (
-        isinstance(func, ast.Attribute) and func.attr == "checkpointed")
+
 
 
 def parse_function(pyfunc, namespace: Mapping[str, Any] | None = None) -> ir.Function:
