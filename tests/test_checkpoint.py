@@ -1214,3 +1214,18 @@ def energy(out, q, p, h):
         assert "index 2 is out of bounds for axis 0 with size 2" in text
         assert "q[i] += h * p[i]" in text and "its first step (t=0)" in text
     np.testing.assert_array_equal(q0, 0.0)
+
+
+def test_a_loss_that_changes_the_state_is_refused(make):
+    fns = make("""
+def step(u_new, u, t, dt):
+    for i in range(len(u)):
+        u_new[i] += u[i] * dt
+
+def loss(out, u, dt):
+    u[0] += 1.0
+    out += u[0]
+""", all=True)
+    with pytest.raises(ValueError, match="loss changes `u`: a loss may only add into its first "
+                                         "argument `out`"):
+        TimeLoop(fns["step"], 5, loss=fns["loss"])
