@@ -99,11 +99,15 @@ def test_a_derivative_inside_reversible_code_says_so(make, body):
             {body}
     """, grad=revbench.grad)
     text = str(err)
+    assert "only local arrays can be indexed" not in text
+    assert err.lineno == 3
+    if "][" in body or ")[" in body:  # indexing a gradient: what to write instead
+        assert "the result of a derivative taken inside reversible code cannot be indexed" in text
+        assert "compute the gradient into an ancilla array first" in text
+        return
     assert "the derivatives taken inside reversible code are a gradient, spelt" in text
     assert "g += revbench.grad(f, loss=..., wrt=...)(...)" in text
     assert "pass the result in as an argument" in text
-    assert "only local arrays can be indexed" not in text
-    assert err.lineno == 3
 
 
 # --------------------------------------------------------------------------- #
