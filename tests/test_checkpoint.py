@@ -282,6 +282,8 @@ def test_out_of_place_store_all_matches_numpy(backend, n):
     assert_grads_close(loop.grad(*args, strategy=StoreAll()), grads, rtol=0)
 
 
+# (every strategy's compiled driver: on Numba in the slow suite, seconds each)
+@pytest.mark.parametrize("backend", ["python", pytest.param("numba", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("n", STEPS)
 def test_out_of_place_every_strategy_agrees(backend, n):
     loop = oop_loop(backend, n)
@@ -1001,6 +1003,7 @@ def osc_loss(out, x, v, h, c):
 """
 
 
+@pytest.mark.parametrize("backend", ["python", pytest.param("numba", marks=pytest.mark.slow)])
 def test_two_state_out_of_place(backend):
     f = _defs(TWO_STATE_SRC, backend)
     n = 17

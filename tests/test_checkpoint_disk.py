@@ -234,11 +234,11 @@ def disk_folder(tmp_path_factory):
 _DISK_LOOPS = ["TwoLevel(period=4, snapshots=2", "Multistage(disk=3, snapshots=1"]
 
 
-# (each loop length compiles its kernels in object mode, seconds each: the two middle
-# lengths run in the slow suite)
+# (each loop length compiles its kernels in object mode, seconds each: the empty loop in
+# the quick suite, the others in the slow suite)
 @pytest.mark.parametrize(("n", "strategy"), [
     pytest.param(n, st, id=f"{st.split('(')[0]}-{n}",
-                 marks=[pytest.mark.slow] if n in (1, 5) else [])
+                 marks=[pytest.mark.slow] if n in (1, 5, 37) else [])
     for st in _DISK_LOOPS for n in (0, 1, 5, 37)])
 def test_a_checkpointed_loop_keeps_its_states_on_disk_too(make, n, strategy, disk_folder):
     """Inside reversible code: the store is mapped in object mode by the loop's kernel, its

@@ -145,8 +145,11 @@ def step_adjoint_scaled(u_new, u, t, dt, u_new_bar, u_bar, dt_bar):
     return u_new_bar, u_bar + 0.5 * u_new_bar * (1.0 + dt * np.cos(u)), dt_bar
 
 
-@pytest.mark.parametrize("strategy", [StoreAll(), Revolve(snapshots=3), Bennett(k=2)],
-                         ids=["storeall", "revolve", "bennett"])
+# (StoreAll in the quick suite; the schedules that step again, seconds each, in the slow one)
+@pytest.mark.parametrize("strategy", [
+    pytest.param(StoreAll(), id="storeall"),
+    pytest.param(Revolve(snapshots=3), id="revolve", marks=pytest.mark.slow),
+    pytest.param(Bennett(k=2), id="bennett", marks=pytest.mark.slow)])
 def test_timeloop_uses_the_adjoint(strategy):
     u0 = np.linspace(0.1, 1.0, 5)
     loop = TimeLoop(step, n_steps=12, loss=energy)

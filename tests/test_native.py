@@ -434,7 +434,8 @@ def residual(r, cam, X, w, feat):
 """
 
 
-@pytest.mark.parametrize("workers", [pytest.param(1, marks=pytest.mark.slow), 2])
+@pytest.mark.slow  # (ten seconds: the native driver of a batch, compiled)
+@pytest.mark.parametrize("workers", [1, 2])
 def test_a_batched_driver_compiles_natively_and_agrees_with_numba(monkeypatch, counted,
                                                                    workers):
     """`batch=` drivers (Numba-compiled loops that call the kernels) are lowered too, with
