@@ -215,8 +215,8 @@ class Program:
 
     def callee(self, call: ir.Call) -> tuple[Program, str]:
         obj = self.lookup(call.func)
-        where = (f"\n  in reversible function {ir.shown_name(self.ir.name)}, {self.ir.filename}, line "
-                 f"{call.loc.line}: {self.ir.line_text(call.loc.line).strip()}")
+        where = "\n  " + ir.where(self.ir.name, self.ir.filename, call.loc.line,
+                                   self.ir.line_text(call.loc.line).strip())
         if obj is _MISSING and call.func == self.ir.name:
             # a function defined inside another sees no binding of its own name yet
             raise ReversibilityTypeError(
@@ -296,7 +296,7 @@ class Program:
         """``exc`` (found while compiling a callee for this call's argument types), with
         the calling line added: the mistake may be the call's as well as the callee's."""
         text = self.ir.line_text(call.loc.line).strip()
-        where = f"{self.ir.filename}, line {call.loc.line}: {text}"
+        where = f"{ir.shown_file(self.ir.filename)}, line {call.loc.line}: {text}"
         if where in str(exc):
             return exc
         error = type(exc)(  # (its kind kept: callers catch some, OneSeedAtATime)
@@ -531,7 +531,7 @@ class Program:
                                        loop_var_message(name, st.func, prog.ir.params[k]))
                                 raise ReversibilityTypeError(
                                     why + "\n  in "
-                                    f"reversible function {self.ir.name}, {self.ir.filename}, "
+                                    f"reversible function {self.ir.name}, {ir.shown_file(self.ir.filename)}, "
                                     f"line {st.loc.line}: {self.ir.line_text(st.loc.line).strip()}",
                                     variable=None if is_passed_value(name) else name,
                                     function=self.ir.name, filename=self.ir.filename,
@@ -662,7 +662,7 @@ class LoopProgram(Program):
                cls: type[ReversibilityTypeError] = ReversibilityTypeError) -> ReversibilityTypeError:
         line = self.loop.loc.line
         return cls(
-            f"{message}\n  in the checkpointed loop at {self.ir.filename}, line {line}: "
+            f"{message}\n  in the checkpointed loop at {ir.shown_file(self.ir.filename)}, line {line}: "
             f"{self.ir.line_text(line).strip()}", variable=variable, function=self.ir.name,
             filename=self.ir.filename, lineno=line, stage="types")
 
@@ -853,8 +853,8 @@ class DerivativeProgram(Program):
 
     def _error(self, message: str) -> ReversibilityTypeError:
         p, line = self.parent.ir, self.site.line
-        return ReversibilityTypeError(f"{message}\n  in reversible function {ir.shown_name(p.name)}, "
-                                      f"{p.filename}, line {line}: {p.line_text(line).strip()}",
+        return ReversibilityTypeError(f"{message}\n  " + ir.where(p.name, p.filename, line,
+                                                                  p.line_text(line).strip()),
                                       function=p.name, filename=p.filename, lineno=line or None,
                                       stage="types")
 

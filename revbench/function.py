@@ -526,8 +526,8 @@ def _add_user_line_note(exc: BaseException) -> bool:
         tb = tb.tb_next
     if hit and hasattr(exc, "add_note"):
         table, line = hit
-        exc.add_note(f"in reversible function {ir.shown_name(table.function)}, "
-                     f"{table.filename}, line {line}: {table.source_lines.get(line, '').strip()}")
+        exc.add_note(ir.where(table.function, table.filename, line,
+                              table.source_lines.get(line, "").strip()))
         return True
     return False
 

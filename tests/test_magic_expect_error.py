@@ -34,3 +34,15 @@ def test_a_cell_that_runs_is_an_error(ip):
     ran = run(ip, "%%reversible --expect-error\ny += 1.0")
     assert not ran.success
     assert "expected to fail" in ran.out, ran.out
+    assert ip.user_ns["y"] == 0.0, "its change is undone, as a failing cell's would be"
+
+
+def test_a_cell_that_runs_changes_nothing_arrays_and_definitions_included(ip):
+    """(Its changes used to stay: re-running the "failed" cell moved the variables again.)"""
+    run(ip, "import numpy as np\na = np.array([1.0, 2.0, 3.0])\nkeep = a")
+    for _ in range(2):
+        ran = run(ip, "%%reversible --expect-error\na[0] *= 2.0\n")
+        assert not ran.success and "what it changed is undone" in ran.out, ran.out
+        assert ip.user_ns["a"].tolist() == [1.0, 2.0, 3.0] and ip.user_ns["a"] is ip.user_ns["keep"]
+    ran = run(ip, "%%reversible --expect-error\ndef ok(y, x):\n    y += x\n")
+    assert not ran.success and "ok" not in ip.user_ns

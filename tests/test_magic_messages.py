@@ -710,3 +710,34 @@ def test_other_errors_in_python_cells_keep_their_traceback(ip):
     ran = run(ip, "def bad():\n    return int('x')\nbad()")
     assert isinstance(ran.error, ValueError) and "Traceback" in ran.out
     assert "return int('x')" in ran.out  # the user's inner frame is kept
+
+
+def _interrupting(x):
+    raise KeyboardInterrupt  # Ctrl-C, as it reaches Python code the cell runs
+
+
+def test_ctrl_c_is_told_in_one_line_with_the_notebook_unchanged(ip):
+    """(Its output was a traceback through revbench's magic, cell and function modules.)"""
+    revbench.register(_interrupting, partials=(lambda x: 0.0,))
+    ip.user_ns["_interrupting"] = _interrupting
+    run_ok(ip, "a = np.array([1.0, 2.0])\ny = 0.0")
+    ran = run(ip, "%%reversible --no-jit\na[0] += 5.0\ny += _interrupting(a[1])\n")
+    assert not ran.success
+    assert ran.out.strip().splitlines()[-1] == (
+        "KeyboardInterrupt: the cell was interrupted; every notebook variable is as it was "
+        "before it"), ran.out
+    assert "magic.py" not in ran.out and "function.py" not in ran.out, ran.out
+    assert ip.user_ns["a"].tolist() == [1.0, 2.0] and ip.user_ns["y"] == 0.0
+
+
+def test_a_cell_function_called_from_python_names_its_cell_as_ipython_does(ip):
+    """An error inside a function a ``%%reversible`` cell defined, called from plain Python,
+    names the cell ``Cell In[n]``, never revbench's file name for it."""
+    ran = run(ip, "%%reversible\ndef total(s, x):\n    for i in range(len(x) + 1):\n"
+                  "        s += x[i]\n")
+    number = ran.number
+    ran = run(ip, "import numpy as np\ntotal(0.0, np.array([1.0, 2.0, 3.0]))")
+    assert not ran.success
+    assert f"in reversible function total, Cell In[{number}], line 4: s += x[i]" in ran.out, \
+        ran.out
+    assert "revbench-cell" not in ran.out, ran.out

@@ -99,7 +99,7 @@ class CudaEmitter(Emitter):
     def refuse(self, why: str, line: int, variable: str = "") -> None:
         f = self.f
         text = f.line_text(line).strip() if line else ""
-        where = (f"\n  in reversible function {ir.shown_name(f.name)}, {f.filename}, line "
+        where = (f"\n  in reversible function {ir.shown_name(f.name)}, {ir.shown_file(f.filename)}, line "
                  f"{line}: {text}" if line else "")
         raise ReversibilityTypeError(f"on the GPU (device='cuda'): {why}{where}",
                                      variable=variable, function=f.name, filename=f.filename,

@@ -21,6 +21,7 @@ from revbench.backends.loader import LOCK, load_module
 from revbench.backends.native import engine as native
 from revbench.backends.runtime import TABLES
 from revbench.lang.errors import ReversibilityTypeError
+from revbench.lang.ir import shown_file
 
 _user_cache: dict[tuple[str, str], Callable] = {}
 
@@ -307,7 +308,7 @@ def translate_numba_error(exc: BaseException, function: str) -> ReversibilityTyp
         text = table.source_lines.get(line, "").strip()
         return ReversibilityTypeError(
             f"Numba could not compile this statement: {first}\n  in reversible function "
-            f"{table.function}, {table.filename}, line {line}: {text}",
+            f"{table.function}, {shown_file(table.filename)}, line {line}: {text}",
             function=table.function, filename=table.filename, lineno=line, stage="numba")
     return ReversibilityTypeError(f"Numba could not compile {function}: {first}",
                                   function=function, stage="numba")

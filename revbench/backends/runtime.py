@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from revbench.lang.errors import ReversibilityError
-from revbench.lang.ir import shown_name
+from revbench.lang.ir import shown_file, shown_name
 from revbench.rules import checks
 from revbench.rules.checks import CHECKS
 
@@ -132,7 +132,7 @@ def to_user_error(exc: CheckFailed, tables: Mapping[int, CheckTable] | None = No
         what = f"{what} (undoing `{text}`)"
     direction = "" if table.direction == "forward" else f" (running its {table.direction})"
     msg = (f"{what}: {values}\n  in reversible function {shown_name(table.function)}{direction}, "
-           f"{table.filename}, line {info.line}: {text}")
+           f"{shown_file(table.filename)}, line {info.line}: {text}")
     cause = table.hint(info.kind, info.variable, info.line) if table.hint is not None else ""
     if cause:
         msg += f"\n  {cause}"

@@ -354,8 +354,7 @@ class Tracer:
         if isinstance(exc, CheckFailed):  # a checked operation in an expression (overflow)
             exc = to_user_error(exc)
         if hasattr(exc, "add_note"):
-            exc.add_note(f"in reversible function {ir.shown_name(f.name)}, {f.filename}, line {line}: "
-                         f"{f.line_text(line).strip()}")
+            exc.add_note(ir.where(f.name, f.filename, line, f.line_text(line).strip()))
         self.fail(run, line, "error", f"{type(exc).__name__}: {exc}", exc, deltas)
 
     # -- compiling -----------------------------------------------------------------------

@@ -114,9 +114,10 @@ def read_cell(header: str, body: str) -> Cell:
     return Cell(filename, source, body, tree, kind)
 
 
-#: what to call a cell's file where people read it (the debugger's source panel):
-#: ``"Cell In[5]"``, as IPython names cells; filled in by the magic
-CELL_LABELS: dict[str, str] = {}
+#: what to call a cell's file where people read it (messages, the debugger's source
+#: panel): ``"Cell In[5]"``, as IPython names cells; filled in by the magic (the language's
+#: own table, so messages made below this layer use it too)
+CELL_LABELS: dict[str, str] = ir.FILE_LABELS
 
 
 def cell_label(filename: str) -> str | None:
@@ -134,6 +135,15 @@ def cell_label(filename: str) -> str | None:
     numbers_ = getattr(getattr(shell, "compile", None), "_filename_map", None)
     number = numbers_.get(filename) if isinstance(numbers_, dict) else None
     return f"Cell In[{number}]" if isinstance(number, int) else None
+
+
+def file_of(shown: str) -> str:
+    """The file a message names by its label (``"Cell In[5]"``: :func:`revbench.lang.ir.
+    shown_file`), or ``shown`` itself: what reads the file's lines needs its real name."""
+    for filename, label in reversed(CELL_LABELS.items()):
+        if label == shown:
+            return filename
+    return shown
 
 
 def cell_filename(source: str) -> str:
@@ -451,7 +461,8 @@ def _innermost(exc: BaseException) -> Place | None:
     """Where an error says it happened (without help), if it says."""
     note = user_line_note(exc)
     if note is not None:
-        return Place(note["file"], int(note["line"]), None, note["function"], note["dir"])
+        return Place(file_of(note["file"]), int(note["line"]), None, note["function"],
+                     note["dir"])
     if isinstance(exc, ReversibilityError) and exc.filename and exc.lineno:
         m = _NOTE.search(str(exc))
         return Place(exc.filename, exc.lineno, None, exc.function, m["dir"] if m else None)

@@ -37,6 +37,7 @@ from revbench.jupyter.cell import (
     cell_filename,
     compile_program,
     define_cell,
+    file_of,
     parse_loss,
     places_of,
     program_key,
@@ -126,6 +127,11 @@ class ReversibleMagics(Magics):
         except ReversibilitySyntaxError as exc:
             # shown as IPython shows any syntax error: cell line, caret, message
             raise exc.with_traceback(None) from None
+        except KeyboardInterrupt as exc:  # Ctrl-C: said in one line, not through our frames
+            exc._render_traceback_ = lambda: [  # type: ignore[attr-defined]
+                "KeyboardInterrupt: the cell was interrupted; every notebook variable is as it "
+                "was before it"]
+            raise
         except Exception as exc:
             if not _is_users(exc):
                 raise  # not the user's program: keep the traceback, it is a bug to report
@@ -142,6 +148,7 @@ class ReversibleMagics(Magics):
         A cell that does not fail raises, so a lesson cannot silently stop showing its
         error; an internal error (not the user's program) is raised as usual.
         """
+        kept = _Kept(self.shell.user_ns, body)
         try:
             self._run(args, header, body)
         except ReversibilitySyntaxError as exc:
@@ -153,8 +160,9 @@ class ReversibleMagics(Magics):
                 raise
             text = "".join(_Renderer(self.shell, exc, filename)())
         else:
+            kept.restore()  # a failing cell changes nothing: neither may this one
             raise UsageError("--expect-error: this cell was expected to fail, but it ran "
-                             "without an error")
+                             "without an error (what it changed is undone)")
         print("This cell fails, as it should:\n" + re.sub(r"\x1b\[[0-9;]*m", "", text).rstrip())
         return None
 
@@ -307,7 +315,8 @@ def _places(exc: BaseException, cell_file: str) -> tuple[Place, ...]:
         return places
     note = user_line_note(exc)
     if note is not None:
-        return (Place(note["file"], int(note["line"]), None, note["function"], note["dir"]),)
+        return (Place(file_of(note["file"]), int(note["line"]), None, note["function"],
+                      note["dir"]),)
     if isinstance(exc, AssertionError):
         m = ASSERT_WHERE.search(str(exc).strip().splitlines()[0] if str(exc).strip() else "")
         if m is not None and m["function"] == CELL_FUNCTION:
@@ -570,3 +579,30 @@ def unload_ipython_extension(ip: InteractiveShell) -> None:
 ReversibleMagics.reversible.parser.allow_abbrev = False
 
 __all__ = ["Gradients", "ReversibleMagics", "load_ipython_extension", "unload_ipython_extension"]
+
+
+class _Kept:
+    """The notebook variables a cell names, as they were (arrays' contents copied), so an
+    ``--expect-error`` cell that runs after all can be undone exactly: it changes nothing,
+    as the failing cell it was meant to be would not."""
+
+    def __init__(self, namespace: dict, body: str):
+        try:
+            names = {n.id for n in ast.walk(ast.parse(body)) if isinstance(n, ast.Name)}
+            names |= {n.name for n in ast.walk(ast.parse(body))
+                      if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        except SyntaxError:  # (it will fail: nothing to keep)
+            names = set()
+        self.namespace = namespace
+        self.names = names
+        self.objects = {n: namespace[n] for n in names if n in namespace}
+        self.contents = {n: v.copy() for n, v in self.objects.items() if isinstance(v, np.ndarray)}
+
+    def restore(self) -> None:
+        for n in self.names:
+            if n in self.objects:
+                self.namespace[n] = self.objects[n]
+                if n in self.contents and self.objects[n].flags.writeable:
+                    self.objects[n][...] = self.contents[n]
+            else:
+                self.namespace.pop(n, None)

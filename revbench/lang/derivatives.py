@@ -62,7 +62,7 @@ class _Lowering(Lowering):
     def error(self, loc: ir.Loc, message: str) -> ReversibilityTypeError:
         f, text = self.func, self.line(loc)
         return ReversibilityTypeError(
-            f"{message}\n  in reversible function {ir.shown_name(f.name)}, {f.filename}, "
+            f"{message}\n  in reversible function {ir.shown_name(f.name)}, {ir.shown_file(f.filename)}, "
             f"line {loc.line}: {text}",
             function=f.name, filename=f.filename, lineno=loc.line, stage="types")
 

@@ -32,6 +32,23 @@ def shown_name(name: str) -> str:
     return f"{shown_name(parent)} (its checkpointed loop at line {line})"
 
 
+#: what people call a source file where they read a message: a notebook cell's file as
+#: IPython names the cell, ``"Cell In[5]"`` (filled in by ``%%reversible``,
+#: :mod:`revbench.jupyter.cell`); a file not in it is called by its name
+FILE_LABELS: dict[str, str] = {}
+
+
+def shown_file(filename: str) -> str:
+    """How messages name a source file (the exceptions' ``filename`` stays the real one)."""
+    return FILE_LABELS.get(filename, filename)
+
+
+def where(function: str, filename: str, line: int, text: str) -> str:
+    """``in reversible function f, FILE, line N: text``: where messages say a line is."""
+    return (f"in reversible function {shown_name(function)}, {shown_file(filename)}, line "
+            f"{line}: {text}")
+
+
 @dataclass(frozen=True)
 class Loc:
     """A position in the user's source file (1-based line, 0-based column)."""

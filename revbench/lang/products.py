@@ -80,8 +80,8 @@ class _Lowering(Lowering):
     def error(self, loc: ir.Loc, message: str) -> ReversibilityTypeError:
         f, text = self.func, self.line(loc)
         return ReversibilityTypeError(
-            f"{message} (in reversible function {ir.shown_name(f.name)}, {f.filename}, line {loc.line}: "
-            f"`{text}`)", function=f.name, filename=f.filename, lineno=loc.line, stage="types")
+            f"{message} ({ir.where(f.name, f.filename, loc.line, f'`{text}`')})",
+            function=f.name, filename=f.filename, lineno=loc.line, stage="types")
 
     # -- statements ---------------------------------------------------------------------
     def block(self, body: tuple[ir.Stmt, ...]) -> tuple[ir.Stmt, ...]:

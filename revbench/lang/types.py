@@ -104,7 +104,7 @@ class TypeInference:
 
     def error(self, loc: ir.Loc, message: str) -> ReversibilityTypeError:
         text = self.func.line_text(loc.line).strip()
-        where = f"{self.func.filename}, line {loc.line}"
+        where = f"{ir.shown_file(self.func.filename)}, line {loc.line}"
         return ReversibilityTypeError(
             f"{message} (in reversible function {ir.shown_name(self.func.name)}, {where}: `{text}`)",
             function=self.func.name, filename=self.func.filename, lineno=loc.line, stage="types")

@@ -202,8 +202,8 @@ class Tangent:
             f = self.typed.func
             line = s.loc.line
             text = f.line_text(line).strip() if line else ""
-            where = f"\n  in reversible function {ir.shown_name(f.name)}, {f.filename}, line {line}: {text}" \
-                if line else f"\n  in reversible function {ir.shown_name(f.name)}"
+            where = ("\n  " + ir.where(f.name, f.filename, line, text) if line
+                     else f"\n  in reversible function {ir.shown_name(f.name)}")
             raise ReversibilityTypeError(
                 f"forward mode and second derivatives (jvp, hvp, hessian): {exc}{where}",
                 function=f.name, filename=f.filename, lineno=line or None, stage="ad") from None
