@@ -546,9 +546,10 @@ def validate_options(check: Any, backend: Any, atol: Any, rtol: Any, fastmath: A
 
 def _make(ir_func, *, check, backend, atol, rtol, namespace, closure, fastmath: bool = False,
           check_arity: bool = True) -> ReversibleFunction:
-    ir_func = check_function(ir_func)
-    if check_arity:  # calls of the reversible functions defined already
+    if check_arity:  # calls of the reversible functions defined already (first: a call
+        # with one argument too many is that, not the aliasing of its repeated argument)
         check_calls(ir_func, lambda name: lookup_name(name, namespace, closure))
+    ir_func = check_function(ir_func)
     prog = Program(ir_func, check=check, backend=backend, fastmath=fastmath,
                    atol=None if atol is None else float(atol),
                    rtol=None if rtol is None else float(rtol),
@@ -654,8 +655,11 @@ def define(source: str, namespace: dict[str, Any] | None = None, *, filename: st
             opts.update(_decorator_options(dec, filename, first_line, lines, opts))
         validate_options(**opts)
         try:
-            view = _make(parse_definition(node, info, view_ns), namespace=ns, closure={},
-                         check_arity=False, **opts)
+            parsed = parse_definition(node, info, view_ns)
+            # (the calls of what is defined already, before the checker: a call with one
+            # argument too many is that, not the aliasing of its repeated argument)
+            check_calls(parsed, lambda name: lookup_name(name, view_ns, {}))
+            view = _make(parsed, namespace=ns, closure={}, check_arity=False, **opts)
         except ReversibilitySyntaxError as exc:
             raise exc.with_traceback(None) from None
         staged[node.name] = view

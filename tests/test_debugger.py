@@ -823,3 +823,25 @@ def test_the_page_keeps_long_lines_in_the_source_column(tmp_path, monkeypatch, t
         page.screenshot(path=str(tmp_path / f"page-{theme}.png"), full_page=True)
         assert errors == []
 
+
+
+def test_the_magic_sets_the_step_limit_and_says_how_in_its_own_flags(tmp_path):
+    """``--max-steps N`` with ``--debug``; the limit's message names that flag, not the
+    keyword of ``revbench.debug`` (which a cell has no way to pass)."""
+    harness = pytest.importorskip("ipython_harness")
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    config = Config()
+    config.HistoryManager.hist_file = ":memory:"
+    ip = InteractiveShell.instance(config=config)
+    if "revbench" not in ip.extension_manager.loaded:
+        ip.run_line_magic("load_ext", "revbench")
+    harness.run_ok(ip, "y = 0.0\nk = 0")
+    target = tmp_path / "limit.html"
+    harness.run_ok(ip, f"%%reversible --no-jit --debug --max-steps 40 --export {target}\n"
+                       "while (y < 10.0, k > 0):\n    y -= 1.0\n    k += 1\n")
+    page = target.read_text(encoding="utf-8")
+    assert "stopped after max_steps=40 steps" in page
+    assert "pass a larger --max-steps (e.g. %%reversible --debug --max-steps 400)" in page
+    assert ip.user_ns["y"] == 0.0 and ip.user_ns["k"] == 0

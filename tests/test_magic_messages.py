@@ -483,7 +483,8 @@ def test_help_prints_the_usage_and_runs_nothing(ip, flag):
     run_ok(ip, "y = 0.0")
     ran = run_ok(ip, f"%%reversible {flag}\ny += 1.0\n")
     assert ran.lines[0] == ("usage: %%reversible [--no-jit] [--unchecked] [--show KIND] [--debug] "
-                            "[--export PATH] [--loss NAME] [--inverse] [--expect-error]")
+                            "[--max-steps N] [--export PATH] [--loss NAME] [--inverse] "
+                            "[--expect-error]")
     for name in ("--no-jit", "--unchecked", "--show KIND", "--debug", "--loss NAME", "--inverse"):
         assert f"  {name}" in ran.out
     assert ip.user_ns["y"] == 0.0
@@ -741,3 +742,22 @@ def test_a_cell_function_called_from_python_names_its_cell_as_ipython_does(ip):
     assert f"in reversible function total, Cell In[{number}], line 4: s += x[i]" in ran.out, \
         ran.out
     assert "revbench-cell" not in ran.out, ran.out
+
+
+def test_flags_given_twice_and_max_steps_without_debug_are_usage_errors(ip):
+    run_ok(ip, "y, x = 1.0, 2.0")
+    ran = run(ip, "%%reversible --loss y --loss x\ny += x * x\n")
+    assert not ran.success and "--loss is given twice" in ran.out, ran.out
+    ran = run(ip, "%%reversible --max-steps 50\ny += x\n")
+    assert not ran.success and "use it with --debug" in ran.out, ran.out
+    assert ip.user_ns["y"] == 1.0
+
+
+def test_a_call_with_an_argument_too_many_says_so_before_aliasing(ip):
+    """``add(y, x, x)`` for ``add(y, x)``: the count is the mistake, not the repeated ``x``."""
+    run_ok(ip, "y, x = 0.0, 2.0")
+    run_ok(ip, "%%reversible\ndef add(y, x):\n    y += x\n")
+    ran = run(ip, "%%reversible\nadd(y, x, x)\n")
+    assert not ran.success
+    assert "`add` takes 2 arguments (y, x) but this call passes 3" in ran.out, ran.out
+    assert "passed twice" not in ran.out and ip.user_ns["y"] == 0.0

@@ -34,11 +34,11 @@ import numpy as np
 from revbench.ad import value_and_grad
 from revbench.backends.python_backend import Deadline, with_deadline
 from revbench.backends.runtime import TABLES, CheckFailed, to_user_error
-from revbench.compiler import Program
+from revbench.compiler import Program, lookup_name
 from revbench.config import get_tolerance
 from revbench.function import ReversibleFunction, define
 from revbench.lang import ir
-from revbench.lang.check import check_function
+from revbench.lang.check import check_calls, check_function
 from revbench.lang.errors import ReversibilityError, ReversibilitySyntaxError, ReversibilityTypeError
 from revbench.lang.parse import INVERTED, ROUTINE, SourceInfo, parse_definition
 from revbench.rules import functions as fn_rules
@@ -528,7 +528,10 @@ def compile_program(cell: Cell, namespace: MutableMapping[str, Any], *, check: b
         **({"type_params": []} if "type_params" in ast.FunctionDef._fields else {}))
     info = SourceInfo(cell.filename, cell.body_lines, FIRST_BODY_LINE - 1, 0)
     try:
-        checked = check_function(parse_definition(node, info, namespace))
+        parsed = parse_definition(node, info, namespace)
+        # (calls first: one argument too many is that, not a repeated argument's aliasing)
+        check_calls(parsed, lambda name: lookup_name(name, namespace, {}))
+        checked = check_function(parsed)
     except ReversibilitySyntaxError as exc:
         raise cell_wording_syntax(exc) from None
     program = Program(checked, check=check, backend=backend, namespace=namespace,
@@ -620,6 +623,10 @@ def cell_wording(message: str) -> str:
     message = re.sub(r"`(\w+)` of " + c + r"\b", r"`\1` of the cell program", message)
     message = re.sub(r"\b(compile|in|of|to) " + c + r"\b", r"\1 the cell program", message)
     message = message.replace("(pass a copy)", "(make a copy first: `x = x.copy()`)")
+    # (the debugger's step limit: the magic's flag, not revbench.debug's keyword)
+    message = re.sub(r"pass a larger max_steps \(e\.g\. max_steps=(\d+)\)",
+                     r"pass a larger --max-steps (e.g. %%reversible --debug --max-steps \1)",
+                     message)
     message = message.replace("allocating over an argument", "allocating over it")
     return message.replace("is an argument", "is a notebook variable")
 

@@ -80,7 +80,7 @@ import ipywidgets as widgets
 from revbench.backends.tracer import DEFAULT_MAX_STEPS, StepLimitError
 from revbench.debugging.tracing import State, Step, Trace, source_lines, trace
 from revbench.function import ReversibleFunction
-from revbench.jupyter.cell import Place, cell_label
+from revbench.jupyter.cell import CELL_FUNCTION, Place, cell_label, cell_wording
 from revbench.jupyter.messages import cell_headline
 
 #: at most this many source lines are shown; longer functions show a window around the line
@@ -460,7 +460,10 @@ def error_headline(exc: BaseException, step: Step | None) -> str:
     """``ReversibilityError: <message>; <the usual fix>``, in the magic's words."""
     name = type(exc).__name__
     if isinstance(exc, StepLimitError) or step is None:
-        return f"{name}: {_in_user_terms(str(exc), placed=False)}"
+        text = str(exc)
+        if text.startswith(f"the trace of {CELL_FUNCTION} "):  # a cell's: the magic's flag
+            text = cell_wording(text)
+        return f"{name}: {_in_user_terms(text, placed=False)}"
     try:  # the magic's wording (cell terms, the fix)
         frame = step.frame
         place = Place(step.filename, step.lineno, None, frame.function.name,

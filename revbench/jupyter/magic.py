@@ -1,7 +1,7 @@
 """The ``%%reversible`` cell magic: ``%load_ext revbench``, then::
 
     %%reversible [--no-jit] [--unchecked] [--show forward|inverse|adjoint|lines]
-                 [--debug [--export PATH]] [--loss NAME] [--inverse] [--expect-error]
+                 [--debug [--export PATH] [--max-steps N]] [--loss NAME] [--inverse] [--expect-error]
 
 A cell of ``def``s defines reversible functions in the notebook; a cell of plain
 statements is a *cell program* run on the notebook's own variables (see
@@ -92,6 +92,8 @@ class ReversibleMagics(Magics):
                    "source line beside its inverse and adjoint (may be repeated)")
     @argument("--debug", action="store_true",
               help="open the stepping debugger on the cell program instead of running it")
+    @argument("--max-steps", metavar="N", type=int, default=None,
+              help="with --debug: record at most N steps (default 100000)")
     @argument("--export", metavar="PATH",
               help="with --debug: also write the debugger as a standalone HTML page to PATH "
                    "(it steps without a kernel)")
@@ -188,8 +190,11 @@ class ReversibleMagics(Magics):
         if args.export is not None and not args.debug:
             raise UsageError("--export writes the debugger's page: use it with --debug "
                              "(%%reversible --debug --export PATH)")
+        if args.max_steps is not None and (not args.debug or args.max_steps < 1):
+            raise UsageError("--max-steps N (N >= 1) limits the steps the debugger records: "
+                             "use it with --debug (%%reversible --debug --max-steps 1000000)")
         if args.debug:
-            return self._debug(fn, program, loss, args.export)
+            return self._debug(fn, program, loss, args.export, args.max_steps)
         if loss is not None:
             return Gradients(args.loss, program.gradients(ns, loss, inverse=args.inverse))
         program.run(ns, inverse=args.inverse)
@@ -237,13 +242,16 @@ class ReversibleMagics(Magics):
         except ValueError as exc:
             raise UsageError(str(exc)) from None
 
-    def _debug(self, fn, program: CellProgram, loss, export: str | None = None) -> None:
+    def _debug(self, fn, program: CellProgram, loss, export: str | None = None,
+               max_steps: int | None = None) -> None:
         from revbench.jupyter import debugger  # (ipywidgets: only when asked for)
 
         # the debugger steps through copies: the notebook variables are left as they are
         values = tuple(v.copy() if isinstance(v, np.ndarray) else v
                        for v in program.arguments(program.values(self.shell.user_ns)))
-        extra = {} if export is None else {"export": export}  # the page, also as a file
+        extra: dict[str, Any] = {} if export is None else {"export": export}  # (also a file)
+        if max_steps is not None:
+            extra["max_steps"] = max_steps
         display(debugger.debug(fn, *values, loss=loss, **extra))
 
     # -- where errors point ---------------------------------------------------------------
@@ -377,6 +385,9 @@ def usage() -> str:
 def _parse_flags(magic, line: str):
     """The parsed flags: no abbreviations (``--los`` is not ``--loss``); near misses are named."""
     line = re.sub(r"\[([^\]]*)\]", lambda m: "[" + m.group(1).replace(" ", "") + "]", line)
+    for flag in ("--loss", "--export", "--max-steps"):  # one value each: the last must not win
+        if sum(w.split("=")[0] == flag for w in line.split()) > 1:
+            raise UsageError(f"{flag} is given twice: give it once (one value)")
     try:
         return parse_argstring(magic, line)
     except UsageError as exc:
