@@ -438,3 +438,32 @@ def test_a_failing_item_of_a_batched_pullback_raises_its_own_error():
         revbench.vjp(ns["scaled"], y, x, s, outputs="y", batch=(0, 1, 2))
     assert "batch item 2" in "".join(getattr(err.value, "__notes__", []))
     np.testing.assert_array_equal(y, 0.0)
+
+
+TWO_OUTPUTS = """
+def two(r, s, x, a):
+    for i in range(len(x)):
+        r[i] += a * x[i] * x[i]
+    s += np.sum(x) * a
+"""
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_batched_jacobian_of_several_outputs(ns, workers):
+    """Blocks ``J[output][wrt]`` for two outputs and two wrt, item by item as the unbatched
+    Jacobian (several outputs used to fail inside the driver call: one block per wrt was
+    passed, not one per output and wrt)."""
+    backend = ns["project"].backend
+    f = revbench.define(TWO_OUTPUTS, {"np": np}, backend=backend)["two"]
+    n = 5
+    X = np.arange(1.0, 1.0 + 2 * n).reshape(n, 2)
+    A = np.linspace(0.5, 1.5, n)
+    J = revbench.jacobian(f, outputs=("r", "s"), wrt=("x", "a"), batch=("r", "s", "x", "a"),
+                          workers=workers)(np.zeros((n, 2)), np.zeros(n), X, A)
+    one = revbench.jacobian(f, outputs=("r", "s"), wrt=("x", "a"))
+    assert [[b.shape for b in row] for row in J] == [[(n, 2, 2), (n, 2, 1)], [(n, 1, 2), (n, 1, 1)]]
+    for i in range(n):
+        ji = one(np.zeros(2), 0.0, X[i], A[i])
+        for row, ref_row in zip(J, ji):
+            for blk, ref in zip(row, ref_row):
+                np.testing.assert_array_equal(blk[i], ref)

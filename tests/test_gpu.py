@@ -640,3 +640,19 @@ def test_without_a_gpu_or_the_simulator_the_error_says_what_to_do():
         pytest.skip("this machine has a GPU")
     assert "RuntimeError device='cuda': no usable CUDA GPU" in r.stdout, r.stdout + r.stderr
     assert "NUMBA_ENABLE_CUDASIM=1" in r.stdout and r.stdout.strip().endswith("True")
+
+
+def test_a_jacobian_of_several_outputs_is_the_cpus():
+    """(One block per wrt was allocated, not one per output and wrt: the kernel call failed.)"""
+    f = revbench.define("def two(r, s, x, a):\n    for i in range(len(x)):\n"
+                        "        r[i] += a * x[i] * x[i]\n    s += np.sum(x) * a\n",
+                        {"np": np})["two"]
+    n = 4
+    args = (np.zeros((n, 2)), np.zeros(n), np.arange(1.0, 1.0 + 2 * n).reshape(n, 2),
+            np.linspace(0.5, 1.5, n))
+    api = revbench.jacobian(f, outputs=("r", "s"), wrt=("x", "a"), batch=("r", "s", "x", "a"))
+    gpu = revbench.jacobian(f, outputs=("r", "s"), wrt=("x", "a"), batch=("r", "s", "x", "a"),
+                            device="cuda")
+    for row_c, row_g in zip(api(*args), gpu(*args)):
+        for c, g in zip(row_c, row_g):
+            np.testing.assert_array_equal(g, c)

@@ -210,7 +210,8 @@ class _Batched:
         drive = self.driver(lay)
         stop = np.zeros(1, dtype=np.int64)
         bounds = chunks(n, 1 if lay.python else workers)
-        summed = [lay.summed[w] if lay.summed else False for w in lay.wrt]
+        # (one block per output and wrt, as the driver's J{o}_{w})
+        summed = [bool(lay.summed and lay.summed[w]) for _ in lay.outputs for w in lay.wrt]
         # a summed gradient: each chunk adds into its own block, then they are added in
         # chunk order (a fixed order: the same result every run with the same workers)
         own = [[np.zeros_like(b) if s and c else b for b, s in zip(blocks, summed)]

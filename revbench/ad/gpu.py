@@ -517,7 +517,8 @@ def run(bat, lay, args: Arguments, item: tuple, rows: list[tuple[int, int]],
     summed = [w for w in lay.wrt if lay.summed and lay.summed[w]]
     # summed gradients are added into: they start at zero; the others are written whole,
     # views of one allocation (each allocation is a driver call, a few on a small batch)
-    whole = [not (lay.summed and lay.summed[w]) for w in lay.wrt]
+    # (one block per output and wrt, as the kernel's J{o}_{w})
+    whole = [not (lay.summed and lay.summed[w]) for _ in lay.outputs for w in lay.wrt]
     sizes = [math.prod(s) if wh else 0 for s, wh in zip(block_shapes, whole)]
     buffer = cuda.device_array(max(1, sum(sizes)), dtype=np.float64)
     offsets = np.cumsum([0, *sizes])
