@@ -643,6 +643,7 @@ def define(source: str, namespace: dict[str, Any] | None = None, *, filename: st
     # definitions through `view_ns`, and bound in `ns` only once every one is accepted.
     staged: dict[str, Any] = {}
     view_ns = ChainMap(staged, ns)
+    defined_here = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
     made: list[ReversibleFunction] = []
     for node in tree.body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -657,8 +658,10 @@ def define(source: str, namespace: dict[str, Any] | None = None, *, filename: st
         try:
             parsed = parse_definition(node, info, view_ns)
             # (the calls of what is defined already, before the checker: a call with one
-            # argument too many is that, not the aliasing of its repeated argument)
-            check_calls(parsed, lambda name: lookup_name(name, view_ns, {}))
+            # argument too many is that, not the aliasing of its repeated argument; a name
+            # this source defines later is checked after the loop, against that definition)
+            check_calls(parsed, lambda name: None if name in defined_here and name not in staged
+                        else lookup_name(name, view_ns, {}))
             view = _make(parsed, namespace=ns, closure={}, check_arity=False, **opts)
         except ReversibilitySyntaxError as exc:
             raise exc.with_traceback(None) from None
