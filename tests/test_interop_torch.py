@@ -193,3 +193,34 @@ def test_one_export_for_several_sizes(make, path):
         tf(0.0, x, w).backward()
         torch.testing.assert_close(x.grad, 2 * w.detach() * x.detach())
         torch.testing.assert_close(w.grad, x.detach() ** 2)
+
+
+def test_what_the_export_cannot_differentiate_is_refused_not_zero(make, path):
+    """Second derivatives (``create_graph=True``: ``functional.hessian``, ``gradgradcheck``),
+    forward mode (``forward_ad``) and ``torch.func``'s derivative transforms are refused with
+    one clear error: PyTorch took them as zero (a hessian of zeros, a ``None`` tangent) or
+    failed inside.  A first derivative, ``vmap`` alone and ``gradcheck`` still work."""
+    import torch.autograd.forward_ad as fw
+    from torch.func import grad, jacfwd, vmap
+
+    cube = make("def cube(s, x):\n    for i in range(len(x)):\n        s += x[i] * x[i] * x[i]\n")
+    f = to_torch(cube, outputs="s")
+    x = torch.tensor([1.0, 2.0], dtype=D, requires_grad=True)
+    refusals = [
+        lambda: torch.autograd.functional.hessian(lambda x: f(0.0, x), x),
+        lambda: torch.autograd.grad(f(0.0, x), x, create_graph=True),
+        lambda: grad(lambda x: f(0.0, x))(x.detach()),
+        lambda: jacfwd(lambda x: f(0.0, x))(x.detach()),
+    ]
+    for call in refusals:
+        with pytest.raises(RuntimeError, match=r"to_torch\(cube\): "):
+            call()
+    with fw.dual_level():
+        xd = fw.make_dual(x.detach(), torch.tensor([1.0, 0.0], dtype=D))
+        with pytest.raises(RuntimeError, match="not forward mode or second derivatives"):
+            f(0.0, xd)
+    assert torch.autograd.grad(f(0.0, x), x)[0].tolist() == [3.0, 12.0]
+    assert torch.autograd.gradcheck(lambda x: f(0.0, x), (x,))
+    assert vmap(lambda x: f(0.0, x))(torch.ones(3, 2, dtype=D)).tolist() == [2.0] * 3
+    with pytest.raises(TypeError, match="`x` is a meta tensor"):
+        f(0.0, torch.ones(2, dtype=D, device="meta"))

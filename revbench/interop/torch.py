@@ -86,6 +86,7 @@ def to_torch(f: ReversibleFunction, outputs: Any) -> Callable[..., Any]:
         ctx.save_for_backward(*inputs)
 
     def backward(ctx: Any, *grads: torch.Tensor | None) -> tuple:
+        _first_order_only(ex)
         inputs = ctx.saved_tensors
         if not any(ctx.needs_input_grad):
             return (None,) * n
@@ -102,7 +103,11 @@ def to_torch(f: ReversibleFunction, outputs: Any) -> Callable[..., Any]:
             t = a if isinstance(a, torch.Tensor) else _scalar_tensor(ex, k, a)
             if t.dtype not in _DTYPES:
                 raise ex.dtype_error(k, t.dtype, tuple(t.shape), _HINT)
+            if t.device.type == "meta":  # (no values: the results would be memory's garbage)
+                raise TypeError(f"{ex.api}: argument `{f.params[k]}` is a meta tensor, which "
+                                "has no values to compute with")
             tensors.append(t)
+        _refuse_unsupported_transforms(ex, tensors)
         if not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)) or \
                 torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
             # the registered operator: what graphs capture; without a gradient to take,
@@ -151,8 +156,12 @@ def _eager_function(ex: Export, pull: Any) -> type:
             return outs
 
         @staticmethod
-        @torch.autograd.function.once_differentiable
+        def jvp(ctx: Any, *tangents: torch.Tensor | None) -> tuple:
+            raise RuntimeError(_FIRST_ORDER.format(api=ex.api))
+
+        @staticmethod
         def backward(ctx: Any, *grads: torch.Tensor | None) -> tuple:
+            _first_order_only(ex)  # (so no once_differentiable: it would hide the grad mode)
             if ctx.jacobian is None:
                 res = iter(pull(*ctx.saved_tensors, *grads))
                 return tuple(next(res) if t.dtype == torch.float64 else None
@@ -172,6 +181,40 @@ def _eager_function(ex: Export, pull: Any) -> type:
             return tuple(out)
 
     return RevbenchFunction
+
+
+_FIRST_ORDER = (
+    "{api}: the export has first derivatives (reverse mode: loss.backward(), "
+    "torch.autograd.grad), not forward mode or second derivatives (create_graph=True, "
+    "torch.autograd.functional.hessian, forward_ad): PyTorch would take them as zero. Take "
+    "them in revbench (revbench.jvp, revbench.hvp, revbench.hessian)")
+
+
+def _first_order_only(ex: Export) -> None:
+    """A backward pass run to be differentiated again (``create_graph=True``, which runs it
+    with grad mode on) is refused: revbench's sweep is opaque to autograd, whose second
+    derivative through it would silently be zero."""
+    if torch.is_grad_enabled():
+        raise RuntimeError(_FIRST_ORDER.format(api=ex.api))
+
+
+def _refuse_unsupported_transforms(ex: Export, tensors: list[torch.Tensor]) -> None:
+    """``torch.func``'s derivative transforms cannot run a custom operator's backward
+    formula (PyTorch's own limit); forward-mode duals would get no tangent.  Both are
+    refused by name; ``vmap`` alone runs (PyTorch loops over the items)."""
+    functorch = torch._C._functorch
+    level = functorch.peek_interpreter_stack() if torch._C._are_functorch_transforms_active() \
+        else None
+    if level is not None and level.key() != functorch.TransformType.Vmap:
+        raise RuntimeError(
+            f"{ex.api}: torch.func's grad, jacrev, jacfwd and jvp cannot differentiate the "
+            "export (a custom operator's backward formula does not run under them in "
+            "PyTorch); use loss.backward() or torch.autograd.grad, or revbench's own "
+            "jacobian(..., batch=...) for per-item derivatives")
+    import torch.autograd.forward_ad as fw
+
+    if any(fw.unpack_dual(t).tangent is not None for t in tensors):
+        raise RuntimeError(_FIRST_ORDER.format(api=ex.api))
 
 
 def _identifier(name: str) -> str:
