@@ -467,3 +467,14 @@ def test_batched_jacobian_of_several_outputs(ns, workers):
         for row, ref_row in zip(J, ji):
             for blk, ref in zip(row, ref_row):
                 np.testing.assert_array_equal(blk[i], ref)
+
+
+def test_workers_takes_numpy_integers_and_refuses_what_is_not_a_count():
+    f = revbench.define("def en(e, x):\n    for i in range(len(x)):\n        e += x[i] * x[i]\n")["en"]
+    args = (np.zeros(4), np.ones((4, 3)))
+    want = revbench.grad(f, "e", batch=("e", "x"), workers=2)(*args)
+    got = revbench.grad(f, "e", batch=("e", "x"), workers=np.int64(2))(*args)
+    np.testing.assert_array_equal(got[1], want[1])
+    for bad in (0, -1, 2.0, True, "2"):
+        with pytest.raises(ValueError, match="workers must be a positive int"):
+            revbench.grad(f, "e", batch=("e", "x"), workers=bad)(*args)

@@ -136,6 +136,23 @@ def test_bad_arguments():
         experiments.compare("heat", n_steps=[3], strategies=[Reverse()], progress=False)
     with pytest.raises(TypeError, match="args"):
         experiments.compare(experiments.WORKLOADS["heat"].loop(3), n_steps=[3])
+    with pytest.raises(ValueError, match="strategies names no strategy"):
+        experiments.compare("heat", n_steps=[3], strategies=[], progress=False)
+
+
+def test_the_cli_refuses_what_it_could_not_finish_before_measuring(tmp_path, capsys):
+    """An --out that is a file was found after the whole measurement (a FileExistsError);
+    an empty --strategies measured nothing and wrote empty files; a negative knob was an
+    'unknown strategy'."""
+    a_file = tmp_path / "results"
+    a_file.write_text("")
+    for argv, says in ((["heat", "--out", str(a_file)], "is a file, not a folder"),
+                       (["heat", "--strategies", ""], "--strategies names no strategy"),
+                       (["heat", "--strategies", "revolve:-3"], "must be an int >= 1, got -3")):
+        with pytest.raises(SystemExit) as info:
+            main([*argv, "--steps", "3", "--repeats", "1", "--no-peers", "--no-progress"])
+        assert info.value.code == 2
+        assert says in capsys.readouterr().err
 
 
 def test_default_strategies_scale_with_the_loop():

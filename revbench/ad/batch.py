@@ -294,7 +294,7 @@ def default_workers() -> int:
 
 def chunks(n: int, workers: int | None) -> list[tuple[int, int]]:
     """``[lo, hi)`` ranges of contiguous items, one per worker (``None``: all cores)."""
-    w = default_workers() if workers is None else workers
+    w = default_workers() if workers is None else int(workers)
     w = max(1, min(w, n // MIN_CHUNK))
     edges = [n * c // w for c in range(w + 1)]
     return [(edges[c], edges[c + 1]) for c in range(w)]

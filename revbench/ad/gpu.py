@@ -56,7 +56,8 @@ def check_device(device: str, batch: Any, api: str, workers: int | None = None) 
         if batch is None or device != "cpu":
             raise ValueError(f"{api}: workers= is the number of CPU threads of a batched call "
                              "(batch=, device='cpu')")
-        if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        if not isinstance(workers, (int, np.integer)) or isinstance(workers, bool) \
+                or workers < 1:
             raise ValueError(f"{api}: workers must be a positive int, got {workers!r}")
 
 

@@ -15,6 +15,7 @@ import re
 import sys
 import textwrap
 from collections.abc import Sequence
+from pathlib import Path
 
 from revbench.checkpoint import STRATEGIES, Strategy
 from revbench.experiments.memory import MIN_SAMPLE_SECONDS
@@ -33,8 +34,8 @@ def parse_strategy(text: str) -> Strategy:
     ``TwoLevel(period=10, snapshots=4)`` ...: the registered strategies by their
     ``cli_name`` (any case), with their knob (and other int settings by name)."""
     by_name = {cls.cli_name: cls for cls in STRATEGIES.values()}
-    m = re.fullmatch(r"\s*([A-Za-z]+)\s*(?:[:=]\s*(\d+)|\(\s*(?:[a-z]+\s*=\s*)?(\d*)\s*"
-                     r"((?:,\s*[a-z]+\s*=\s*\d+\s*)*)\))?\s*", text)
+    m = re.fullmatch(r"\s*([A-Za-z]+)\s*(?:[:=]\s*(-?\d+)|\(\s*(?:[a-z]+\s*=\s*)?(-?\d*)\s*"
+                     r"((?:,\s*[a-z]+\s*=\s*-?\d+\s*)*)\))?\s*", text)
     if not m or m.group(1).lower() not in by_name:
         raise ValueError(f"unknown strategy {text!r}; use one of {strategy_usage()}")
     cls = by_name[m.group(1).lower()]
@@ -43,7 +44,8 @@ def parse_strategy(text: str) -> Strategy:
         if value:
             raise ValueError(f"{cls.__name__} takes no knob, got {text!r}")
         return cls()
-    settings = {k: int(v) for k, v in re.findall(r"([a-z]+)\s*=\s*(\d+)", m.group(4) or "")}
+    # (negative numbers are read too: the strategy's own check says what it needs)
+    settings = {k: int(v) for k, v in re.findall(r"([a-z]+)\s*=\s*(-?\d+)", m.group(4) or "")}
     if value:
         settings[cls.knob_name] = int(value)
     try:
@@ -65,9 +67,12 @@ def _steps(text: str) -> list[int]:
 
 def _strategies(text: str) -> list[Strategy]:
     try:
-        return [parse_strategy(s) for s in re.split(r",(?![^()]*\))", text) if s.strip()]
+        out = [parse_strategy(s) for s in re.split(r",(?![^()]*\))", text) if s.strip()]
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    if not out:
+        raise argparse.ArgumentTypeError(f"--strategies names no strategy: {text!r}")
+    return out
 
 
 def _positive(text: str) -> int:
@@ -199,6 +204,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if ns.workload is None:
         parser.error("name a WORKLOAD (or --list)")
+    if Path(ns.out).exists() and not Path(ns.out).is_dir():  # (before measuring, not after)
+        parser.error(f"--out {ns.out!r} is a file, not a folder")
     steps = ns.steps or (QUICK_STEPS if ns.quick else [100, 1000])
     repeats = ns.repeats or (1 if ns.quick else 3)
     try:

@@ -123,6 +123,9 @@ def compare(workload: Any, n_steps: Sequence[int] | int = (100, 1000),
             or not min_seconds >= 0:
         raise ValueError(f"min_seconds must be a number >= 0, got {min_seconds!r}")
     user_strategies = None if strategies is None else list(strategies)
+    if user_strategies == []:  # (nothing would be measured, and empty files written)
+        raise ValueError("strategies names no strategy: give at least one, or None for each "
+                         "fitting strategy over a range of its knob")
     if isinstance(workload, TimeLoop):
         if args is None:
             raise TypeError("compare(loop, ...) needs the loop's arguments: args=(*state0, *params)")
