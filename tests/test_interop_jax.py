@@ -252,3 +252,13 @@ def test_bench_interop_quick_writes_json(tmp_path):
     assert data["quick"] is True and data["gradients_agree"]["jax"] is True
     assert "jax_value_and_grad_jit" in data["exports"]
     assert all(t > 0 for t in data["per_call_s"].values())
+
+
+def test_a_second_derivative_through_the_export_says_what_to_use(make):
+    """(JAX said "Differentiation rule for 'revbench_host_call' not implemented".)"""
+    cube = make("def cube(e, x):\n    for i in range(len(x)):\n        e += x[i] * x[i] * x[i]\n")
+    f = to_jax(cube, outputs="e")
+    x = jnp.array([1.0, 2.0])
+    np.testing.assert_allclose(jax.grad(lambda x: f(0.0, x))(x), [3.0, 12.0])
+    with pytest.raises(NotImplementedError, match=r"revbench\.hvp, revbench\.hessian"):
+        jax.hessian(lambda x: f(0.0, x))(x)
