@@ -262,3 +262,12 @@ def test_a_second_derivative_through_the_export_says_what_to_use(make):
     np.testing.assert_allclose(jax.grad(lambda x: f(0.0, x))(x), [3.0, 12.0])
     with pytest.raises(NotImplementedError, match=r"revbench\.hvp, revbench\.hessian"):
         jax.hessian(lambda x: f(0.0, x))(x)
+
+
+def test_an_argument_that_is_not_a_number_is_named(make):
+    en = make("def en(e, x):\n    for i in range(len(x)):\n        e += x[i] * x[i]\n")
+    f = to_jax(en, outputs="e")
+    for bad in (None, "abc"):
+        with pytest.raises(TypeError, match=r"to_jax\(en\): argument `x` must be an array or a "
+                                            r"number"):
+            f(0.0, bad)

@@ -89,7 +89,14 @@ def to_jax(f: ReversibleFunction, outputs: Any) -> Callable[..., Any]:
         ex.check_arity(len(args))
         xs = []
         for k, a in enumerate(args):
-            x = a if isinstance(a, jax.Array) else jnp.asarray(a)
+            if isinstance(a, jax.Array):
+                x = a
+            else:
+                try:
+                    x = jnp.asarray(a)
+                except (TypeError, ValueError):  # (None, a str: JAX's words name no argument)
+                    raise TypeError(f"{ex.api}: argument `{f.params[k]}` must be an array or a "
+                                    f"number, got {type(a).__name__} {a!r}") from None
             if x.dtype not in DTYPES:
                 raise ex.dtype_error(k, x.dtype, x.shape, _HINT)
             xs.append(x)
