@@ -298,6 +298,7 @@ def test_out_of_place_every_strategy_agrees(backend, n):
         assert_unchanged(snap)
 
 
+@pytest.mark.parametrize("backend", ["python", pytest.param("numba", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("n", STEPS)
 def test_in_place_every_strategy_agrees_and_matches_numpy(backend, n):
     loop = leap_loop(backend, n)

@@ -68,7 +68,8 @@ def system(n=4, sweeps=60, seed=0):
     return np.zeros(n), np.zeros((sweeps, n)), A, rng.normal(size=n)
 
 
-@pytest.fixture(params=["numba", "python"])
+# (compiled with its adjoint's callbacks, the Numba variants take seconds each: slow suite)
+@pytest.fixture(params=[pytest.param("numba", marks=pytest.mark.slow), "python"])
 def jacobi(request):
     return revbench.define(_jacobi_source(), {"__name__": MODULE, "np": np},
                            backend=request.param)["jacobi"]

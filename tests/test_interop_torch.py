@@ -195,6 +195,7 @@ def test_one_export_for_several_sizes(make, path):
         torch.testing.assert_close(w.grad, x.detach() ** 2)
 
 
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")  # (torch.func's)
 def test_what_the_export_cannot_differentiate_is_refused_not_zero(make, path):
     """Second derivatives (``create_graph=True``: ``functional.hessian``, ``gradgradcheck``),
     forward mode (``forward_ad``) and ``torch.func``'s derivative transforms are refused with
