@@ -37,8 +37,9 @@ DOCUMENTS = ("docs/language.md", "docs/architecture.md", "docs/ad.md", "docs/che
 #: documents whose examples need optional packages: skipped, saying so, where one is missing
 #: (docs/gpu.md runs in Numba's CUDA simulator: conftest.py sets NUMBA_ENABLE_CUDASIM=1)
 NEEDS = {"docs/interop.md": ("jax", "torch"), "docs/gpu.md": ("numba_cuda", "jax")}
-#: in the slow suite: its examples start JAX and PyTorch (35 s of the quick suite)
-SLOW_DOCUMENTS = ("docs/interop.md",)
+#: in the slow suite, which CI runs too: interop.md's examples start JAX and PyTorch (35 s
+#: of the quick suite), checkpointing.md's compile twenty seconds of loops
+SLOW_DOCUMENTS = ("docs/interop.md", "docs/checkpointing.md")
 SHOWN_PATH = "/tmp/demo/example.py"  # how the documents show the script's path
 TIMEOUT_S = 900
 

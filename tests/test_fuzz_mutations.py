@@ -105,7 +105,7 @@ def test_corpus_program_is_valid_on_both_backends(prog):
 # The fuzzer
 
 
-@settings(max_examples=1200, derandomize=True, **COMMON)
+@settings(max_examples=700, derandomize=True, **COMMON)
 @given(case=cases())
 def test_mutations_python(case):
     check(case, ("python",))
