@@ -234,7 +234,7 @@ def test_jacobian_against_finite_differences():
     np.testing.assert_allclose(J, fd, rtol=1e-5, atol=1e-6 * scale.max())
 
 
-@pytest.mark.parametrize("check", [False, True])
+@pytest.mark.parametrize("check", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_jacobian_against_independent_forward_mode(data, check):
     J = ba.jacobian(data, check=check)
     ref = ba.jacobian_numpy(data)

@@ -297,6 +297,7 @@ def check_generated(p: program_gen.GeneratedProgram, monkeypatch) -> None:
     assert same(back_native, back_numba)
 
 
+@pytest.mark.slow  # (its 60-example twin below is slow too; the other native tests stay quick)
 @settings(max_examples=4, **COMMON)
 @given(program_gen.programs())
 def test_generated_programs_agree_with_numba_bit_for_bit(p):

@@ -367,7 +367,7 @@ def _generated():
     return property_for
 
 
-test_generated_programs_gradient_inside_python = _generated()("python", 30)
+test_generated_programs_gradient_inside_python = _generated()("python", 15)
 test_generated_programs_gradient_inside_numba = pytest.mark.slow(_generated()("numba", 6))
 
 

@@ -91,6 +91,7 @@ def test_complex_battery_gradients_match_central_differences(expr, backend, chec
             assert gk.imag == pytest.approx(im, rel=1e-6, abs=1e-7)
 
 
+@pytest.mark.slow  # (every program of the battery compiled by Numba: the gradients above stay quick)
 def test_complex_battery_backends_agree_and_check_grad_passes():
     src = "def f(loss, y, z, r, s):\n    loss += " + " + ".join(f"({e})" for e in BATTERY) + "\n"
     args = (0.8 + 1.3j, -0.6 + 0.9j, 0.7, 1.9)
