@@ -210,3 +210,13 @@ def test_a_bool_computed_from_an_absorbed_float_is_not_a_wrong_inverse():
     for backend, outcome in run_case(src, "fz_toggle", lambda: [False, 10, 6, 1.5],
                                      ("python",), "<fuzz-absorbed>").items():
         assert outcome.kind == "ok", (backend, outcome)
+
+
+def test_a_float_shifted_by_a_bool_compiles_on_both_backends():
+    # was: Numba could not compile the checked shift's failure branch, which reads the
+    # operand's .real ("Unknown attribute 'real' of type bool"); Python ran it
+    src = ("def fz_phase(z, w, theta):\n    theta += not w\n"
+           "    w += z * (math.cos(theta) + 1j * math.sin(theta))\n")
+    out = {b: revbench.define(src, {"math": __import__("math")}, backend=b)["fz_phase"](
+        1 + 0j, 0j, 0.7) for b in ("python", "numba")}
+    assert out["python"] == out["numba"] and out["numba"][2] == 1.7

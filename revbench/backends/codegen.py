@@ -671,6 +671,8 @@ class Emitter:
                    f"{expr_text(s.target)} {s.op} {expr_text(s.value)}")  # k + 1
         self.user_functions[FLOAT_SHIFT.impl] = FLOAT_SHIFT
         subtract = "True" if op == "-" else "False"
+        if self.dtype(s.value) == "bool":  # (`y += not w`: the helper's checks read .real)
+            value = self.cast(value, "bool", "float")
         call = self.helper_call(FLOAT_SHIFT.impl, f"{target}, {value}, {subtract}", k)
         self.emit(f"{target} = {call}", s.loc)
 
