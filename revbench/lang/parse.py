@@ -537,20 +537,25 @@ class Parser:
             raise self.error(it, "range() step must not be zero")
         return start, stop, step
 
+    def _resolved(self, func: ast.expr) -> tuple[str | None, Any]:
+        """``(dotted name, the object it names in the function's namespace)`` of a called
+        name (``revbench.grad``, ``ckpt``); ``(None, None)`` for another expression."""
+        dotted = _dotted(func)
+        if dotted is None:
+            return None, None
+        head, *rest = dotted.split(".")
+        obj = self._lookup_global(head)
+        for attr in rest:
+            obj = getattr(obj, attr, None)
+        return dotted, obj
+
     def _names_checkpointed(self, func: ast.expr) -> bool:
         """Whether a loop's iterator calls ``checkpointed`` (``revbench.checkpoint``'s), by
         that name or another (``from revbench.checkpoint import checkpointed as ckpt``)."""
         if (isinstance(func, ast.Name) and func.id == "checkpointed") or (
                 isinstance(func, ast.Attribute) and func.attr == "checkpointed"):
             return True
-        dotted = _dotted(func)
-        if dotted is None:
-            return False
-        head, *rest = dotted.split(".")
-        obj = self._lookup_global(head)
-        for attr in rest:
-            obj = getattr(obj, attr, None)
-        return obj is markers.checkpointed
+        return self._resolved(func)[1] is markers.checkpointed
 
     def _checkpointed_header(self, it: ast.Call, first: str, keywords_allowed: set[str],
                              usage: str) -> tuple[Any, Any, dict[str, ast.expr]]:
@@ -1004,13 +1009,9 @@ class Parser:
     def _derivative_name(self, func: ast.expr) -> str | None:
         """``revbench.grad`` (or ``grad``, ``jacobian``, ... imported from revbench) when
         ``func`` names one of revbench's derivative functions; otherwise None."""
-        dotted = _dotted(func)
+        dotted, obj = self._resolved(func)
         if dotted is None:
             return None
-        head, *rest = dotted.split(".")
-        obj = self._lookup_global(head)
-        for attr in rest:
-            obj = getattr(obj, attr, None)
         name = getattr(obj, "__name__", "")
         module = getattr(obj, "__module__", "") or ""
         return dotted if module.startswith("revbench") and name in _DERIVATIVES else None
