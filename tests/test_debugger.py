@@ -587,7 +587,9 @@ def test_export_button_writes_the_page_and_offers_it(tmp_path, monkeypatch):
     assert "sub.html" in w.export_link.value
 
 
-def test_the_magic_exports_the_debugger(tmp_path):
+
+def _magic_shell():
+    """The ``ipython_harness`` module and an IPython shell with the magic loaded."""
     harness = pytest.importorskip("ipython_harness")
     from IPython.core.interactiveshell import InteractiveShell
     from traitlets.config import Config
@@ -597,6 +599,11 @@ def test_the_magic_exports_the_debugger(tmp_path):
     ip = InteractiveShell.instance(config=config)
     if "revbench" not in ip.extension_manager.loaded:
         ip.run_line_magic("load_ext", "revbench")
+    return harness, ip
+
+
+def test_the_magic_exports_the_debugger(tmp_path):
+    harness, ip = _magic_shell()
     harness.run_ok(ip, "y = 0.0\nx = 2.0")
     target = tmp_path / "cell.html"
     ran = harness.run_ok(ip, f"%%reversible --no-jit --debug --loss y --export {target}\n"
@@ -828,15 +835,7 @@ def test_the_page_keeps_long_lines_in_the_source_column(tmp_path, monkeypatch, t
 def test_the_magic_sets_the_step_limit_and_says_how_in_its_own_flags(tmp_path):
     """``--max-steps N`` with ``--debug``; the limit's message names that flag, not the
     keyword of ``revbench.debug`` (which a cell has no way to pass)."""
-    harness = pytest.importorskip("ipython_harness")
-    from IPython.core.interactiveshell import InteractiveShell
-    from traitlets.config import Config
-
-    config = Config()
-    config.HistoryManager.hist_file = ":memory:"
-    ip = InteractiveShell.instance(config=config)
-    if "revbench" not in ip.extension_manager.loaded:
-        ip.run_line_magic("load_ext", "revbench")
+    harness, ip = _magic_shell()
     harness.run_ok(ip, "y = 0.0\nk = 0")
     target = tmp_path / "limit.html"
     harness.run_ok(ip, f"%%reversible --no-jit --debug --max-steps 40 --export {target}\n"
