@@ -709,6 +709,31 @@ class LoopProgram(Program):
                 f"state ({', '.join(f.params[:S])}) and ancillas it releases itself (carry a "
                 "running total as part of the state)", n)
 
+    def _callees(self, direction: Direction, check: bool, backend: str,
+                 step_sig: tuple[VarType, ...], step_off: frozenset[str],
+                 schedule: Any, signature: tuple[VarType, ...]) -> dict[str, tuple[Program, tuple]]:
+        """The kernels the loop's code calls: symbol -> (program, its compile key)."""
+        step_check = check and self.step.check
+        step_forward = FORWARD
+        if ((direction.sweep or direction.before_sweep) and step_check
+                and type(self.step) is Program and self.step.custom_adjoint() is None):
+            # every forward step of the sweep's schedule is followed by that step's own
+            # reverse sweep, from the same state, which checks what its run would: the
+            # lean run (Direction.before_sweep), as TimeLoop's gradient drivers take it.
+            # So are the steps of the loop's run before the caller's sweep: that sweep
+            # runs the loop's, whose schedule steps again from the same first state
+            step_forward = FORWARD.before_its_sweep()
+        out = {loop_code.FORWARD_SYMBOL: (self.step, (step_forward, backend, step_check, step_sig))}
+        if direction.sweep and schedule.uncomputes:
+            out[loop_code.INVERSE_SYMBOL] = (self.step, (INVERSE, backend, step_check, step_sig))
+        if direction.sweep:
+            out[loop_code.BACKWARD_SYMBOL] = (self.step, (BACKWARD, backend, step_check, step_sig,
+                                                          1, step_off))
+        if self.cond is not None:
+            out[loop_code.COND_SYMBOL] = (self.cond, (FORWARD, backend, check and self.cond.check,
+                                                      self._cond_signature(signature)))
+        return out
+
     def generate(self, direction: Direction, backend: str, check: bool,
                  signature: tuple[VarType, ...], compile_callees: bool = True, lanes: int = 1,
                  inactive: frozenset[str] = frozenset(), deps: list | None = None,
@@ -736,41 +761,26 @@ class LoopProgram(Program):
         # (a while loop runs the online schedule, which asks the condition before each step)
         actions = schedule.actions if self.cond is None else schedule.online
         condition = None if self.cond is None else self.ir.line_text(line).strip().rstrip(":")
+        injected: dict[str, object] = {}
+        calls: dict[str, str] = {}  # symbol -> the content key of the code it runs
+        if compile_callees:
+            injected.update(loop_code_runtime())
+            for symbol, (prog, key) in self._callees(direction, check, backend, step_sig,
+                                                     step_off, schedule, signature).items():
+                sub = prog.compile(*key)
+                injected[symbol] = sub.run
+                calls[symbol] = sub.generated.key
+                if deps is not None:
+                    deps.append((None, prog, key, sub))
         gen = loop_code.generate(self.ir.name, self.ir.params, signature, S, direction, check,
                                  schedule.knob, frozenset(inactive), f.params, step_active,
                                  line, self.ir.filename, self.label, self.atol, self.rtol,
-                                 schedule.uncomputes, _schedule_name(actions), condition,
+                                 schedule.uncomputes, schedule_name(actions), condition,
                                  None if schedule.disk is None
-                                 else (getattr(self.loop.strategy, "directory", None),))
-        injected: dict[str, object] = {}
+                                 else (getattr(self.loop.strategy, "directory", None),),
+                                 calls=calls)
         if not compile_callees:
             return gen, injected
-        step_check = check and self.step.check
-        step_forward = FORWARD
-        if ((direction.sweep or direction.before_sweep) and step_check
-                and type(self.step) is Program and self.step.custom_adjoint() is None):
-            # every forward step of the sweep's schedule is followed by that step's own
-            # reverse sweep, from the same state, which checks what its run would: the
-            # lean run (Direction.before_sweep), as TimeLoop's gradient drivers take it.
-            # So are the steps of the loop's run before the caller's sweep: that sweep
-            # runs the loop's, whose schedule steps again from the same first state
-            step_forward = FORWARD.before_its_sweep()
-        keys = {loop_code.FORWARD_SYMBOL: (step_forward, backend, step_check, step_sig)}
-        if direction.sweep and schedule.uncomputes:
-            keys[loop_code.INVERSE_SYMBOL] = (INVERSE, backend, step_check, step_sig)
-        if direction.sweep:
-            keys[loop_code.BACKWARD_SYMBOL] = (BACKWARD, backend, step_check, step_sig, 1,
-                                               step_off)
-        programs = dict.fromkeys(keys, self.step)
-        if self.cond is not None:
-            programs[loop_code.COND_SYMBOL] = self.cond
-            keys[loop_code.COND_SYMBOL] = (FORWARD, backend, check and self.cond.check,
-                                           self._cond_signature(signature))
-        for symbol, key in keys.items():
-            sub = programs[symbol].compile(*key)
-            injected[symbol] = sub.run
-            if deps is not None:
-                deps.append((None, programs[symbol], key, sub))
         if backend == "numba":
             from revbench.backends.numba_backend import helper
 
@@ -927,7 +937,14 @@ class DerivativeProgram(Program):
         return infer(func, signature + tuple(t for _, t in extra))
 
 
-def _schedule_name(actions: Any) -> str:
+def loop_code_runtime() -> dict[str, object]:
+    """What every loop kernel calls besides its step and schedule: Ctrl-C's test."""
+    from revbench.backends.runtime import Interrupted, interrupted
+
+    return {loop_code.INTERRUPTED_SYMBOL: interrupted, loop_code.INTERRUPT_SYMBOL: Interrupted}
+
+
+def schedule_name(actions: Any) -> str:
     """How a loop kernel names its schedule: the generator, and a digest of its code (a
     kernel compiled with an older schedule is then another module)."""
     from revbench.backends.numba_backend import helper_fingerprint

@@ -943,27 +943,24 @@ def test_multiplicative_step_uncomputes_exactly_enough(backend):
 
 
 def test_uncomputation_that_does_not_reach_zero_raises(backend):
-    """White box: the driver's check on an inverse step that does not bring the new
-    state back to zero (here: the slot holds something else than s[t+1])."""
-    from revbench.checkpoint.plan import INV
+    """White box: the kernel's check on an inverse step that does not bring the new
+    state back to zero (here: the slot holds s[0], a copy, not s[1])."""
+    from revbench.checkpoint.actions import COPY, FWD, INV, planned_actions
+    from revbench.checkpoint.strategies import LoopSchedule
 
     loop = oop_loop(backend, 3)
     u0, dt, w, m = oop_args()
     ex = loop._executor([u0], [dt, w, m])
-    ex.allocate(3)
-    driver = ex.driver(True)
-    args = ex._driver_args(True)
-    ex.store[0][0] = u0
-    ex.store[0][1] = u0 + 5.0  # not s[1]
-    rows = np.array([[INV, 0, 0, 1]], dtype=np.int32)
+    schedule = LoopSchedule(planned_actions, None, None, uncomputes=True)
+    wrong = np.array([[COPY, 0, 0, 1], [INV, 0, 0, 1]], dtype=np.int64)
     with pytest.raises(revbench.ReversibilityError,
                        match=r"inverse of oop_step at step t=0 did not bring the new state "
                              r"`u_new` back to zero.*StoreAll\(\)/Revolve\(\)") as info:
-        ex._exec(driver, rows, args)
+        ex.sweep(schedule, wrong, 2, "rows")
     assert info.value.variable == "u_new"
-    ex.store[0][1] = u0 + dt * w * np.sin(u0)  # s[1] (t = 0): uncomputed without complaint
-    ex._exec(driver, rows, args)
-    np.testing.assert_array_equal(ex.store[0][1], 0)
+    right = np.array([[FWD, 0, 0, 1], [INV, 0, 0, 1]], dtype=np.int64)
+    _, _, counts = ex.sweep(schedule, right, 2, "rows")  # s[1] uncomputed without complaint
+    assert list(counts[:2]) == [1, 1]
 
 
 def test_many_row_batches(backend):
@@ -1124,14 +1121,14 @@ def test_second_process_loads_the_driver_from_disk(tmp_path, native):
         runs.append((value, time.perf_counter() - t0, int(compiled), int(loaded)))
     assert runs[0][0] == runs[1][0]  # the same value
     drivers = [p for p in tmp_path.rglob("rbgen_*.py")
-               if p.read_text().startswith("# revbench checkpoint driver")]
-    assert drivers, "no generated driver in the cache"
+               if "seeded by its loss" in p.read_text().partition("\n")[0]]
+    assert drivers, "no generated TimeLoop kernel in the cache"
     if native == "1":  # the second process compiles nothing: it loads the modules
         assert runs[0][2] >= 1 and runs[1][2] == 0 and runs[1][3] >= 1, runs
         assert list(tmp_path.rglob("native/*.o")), "no native machine code in the cache"
     else:
         for p in drivers:
-            index = list((p.parent / "__pycache__").glob(f"{p.stem}._rb_driver-*.nbi"))
+            index = list((p.parent / "__pycache__").glob(f"{p.stem}.*__backward-*.nbi"))
             assert index, f"no Numba cache index for {p.name}"
     print("first and second process:", runs)
     assert runs[1][1] < runs[0][1], runs
@@ -1233,3 +1230,40 @@ def loss(out, u, dt):
     with pytest.raises(ValueError, match="loss changes `u`: a loss may only add into its first "
                                          "argument `out`"):
         TimeLoop(fns["step"], 5, loss=fns["loss"])
+
+
+# --------------------------------------------------------------------------- #
+# TimeLoop is the loop statement followed by its loss
+# --------------------------------------------------------------------------- #
+STATEMENT_SRC = OOP_SRC + """
+def as_statement(out, uT, u0, dt, w, m, n):
+    for t in checkpointed(range(n), STRATEGY, new=uT, old=u0):
+        oop_step(uT, u0, t, dt, w, m)
+    oop_loss(out, uT, dt, w, m)
+"""
+
+
+@pytest.mark.parametrize("strategy", [StoreAll(), Revolve(snapshots=3), Bennett(k=2)],
+                         ids=str)
+def test_a_time_loop_is_the_loop_statement_and_its_loss(backend, strategy):
+    """The same value and gradients as the statement's, bit for bit where the order of
+    operations is the same; a gradient runs the schedule once (no forward run first)."""
+    from revbench.checkpoint import checkpointed
+
+    n = 13
+    f = revbench.define(STATEMENT_SRC, {"np": np, "checkpointed": checkpointed,
+                                        "STRATEGY": strategy}, backend=backend)
+    u0, dt, w, m = oop_args()
+    (out, _, _, _, _, _, _), grads = revbench.value_and_grad(
+        f["as_statement"], loss="out", wrt=("u0", "dt", "w"))(0.0, np.zeros(4), u0, dt, w, m, n)
+    loop = TimeLoop(f["oop_step"], n, loss=f["oop_loss"])
+    value, (g_u0, g_dt, g_w, g_m) = loop.value_and_grad(u0, dt, w, m, strategy=strategy)
+    assert value == pytest.approx(out, rel=1e-14)
+    np.testing.assert_allclose(g_u0, grads[2], rtol=1e-12)
+    assert g_dt == pytest.approx(grads[3], rel=1e-12)
+    np.testing.assert_allclose(g_w, grads[4], rtol=1e-12)
+    assert g_m is None  # (an int parameter)
+    schedule = strategy.loop_schedule()
+    counted = actions.simulate(schedule.actions(n, schedule.knob), n,
+                               schedule.slots(n, schedule.knob))
+    assert loop.stats.forward_steps == counted["forward_steps"]

@@ -553,3 +553,29 @@ def test_checkpointed_by_another_name_and_its_strategy_by_keyword(make):
         g = revbench.grad(f, loss="out")(0.0, np.zeros(4), Y0.copy(), 0.1, 9)
         np.testing.assert_allclose(g[2], g_y0, rtol=1e-12)
         assert g[3] == pytest.approx(g_h, rel=1e-12)
+
+
+def test_a_loop_redefined_at_the_same_place_runs_its_new_step(make):
+    """Generated modules are shared by their text: a loop whose header, place and types
+    are those of an earlier one, around another step, must not run the earlier step's
+    kernels (the loop's code names the content of the kernels it calls)."""
+    template = """
+    def f(y1, y0, n):
+        for t in checkpointed(range(n), Revolve(snapshots=3), new=y1, old=y0):
+            y1 += {factor} * y0
+    """
+    for factor in (2.0, 3.0):
+        f = make(template.format(factor=factor), namespace=NS, filename="<same place>")
+        y1, _, _ = f(np.zeros(2), np.ones(2), 3)
+        np.testing.assert_allclose(y1, [factor ** 3] * 2)
+        loss = ("y1", 0)  # d y1[0] / d y0 = factor**3 e_0
+        g = revbench.grad(f, loss, wrt="y0")(np.zeros(2), np.ones(2), 3)[1]
+        np.testing.assert_allclose(g, [factor ** 3, 0.0])
+
+
+def test_the_kernels_read_the_schedules_actions_by_their_numbers():
+    """The loop's kernels (a lower layer) name the actions by number: the schedules'."""
+    from revbench.backends import loop_code
+
+    names = ("FWD", "INV", "REV", "COPY", "SEED", "ASK", "STORE", "LOAD")
+    assert [getattr(loop_code, n) for n in names] == [getattr(actions, n) for n in names]

@@ -4,14 +4,14 @@ Code generated from IR is :mod:`revbench.backends.codegen`'s ``Emitter``.  The c
 generated from a plan instead -- the reverse sweep of a custom adjoint
 (:mod:`~revbench.backends.custom_sweep`), an external function's kernels
 (:mod:`~revbench.backends.external_code`), the batch driver (:mod:`revbench.ad.batch`) and
-its CUDA kernel (:mod:`revbench.ad.gpu`), the checkpoint driver
-(:mod:`revbench.checkpoint.driver`) -- is written through one :class:`SourceWriter`.
+its CUDA kernel (:mod:`revbench.ad.gpu`), a checkpointed loop's kernels
+(:mod:`revbench.backends.loop_code`) -- is written through one :class:`SourceWriter`.
 
 "Is this value back where it was?" is asked of generated code in several places: an
 ancilla at its ``del`` and an ``if``'s condition (codegen), and, after a reverse sweep,
-every argument it must give back (the batch driver, on the CPU and the GPU; the
-checkpoint driver, for a stored state).  :func:`same_value` is that test, and
-:func:`emit_given_back` the check of one value, scalar or array.
+every argument it must give back (the batch driver, on the CPU and the GPU).
+:func:`same_value` is that test, and :func:`emit_given_back` the check of one value,
+scalar or array.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ op         meaning (``i``: the step's index, 0-based; ``s[i]``: the i-th state)
 ``INV``    uncompute ``s[i+1]`` in slot ``b`` from ``s[i]`` in slot ``a``
 ``REV``    the reverse sweep of step ``i``: ``s[i]`` in ``a``, ``s[i+1]`` in ``b``,
            which it uncomputes; the adjoint moves from ``s[i+1]`` to ``s[i]``
+``COPY``   copy ``s[i]`` from slot ``a`` to slot ``b`` (rows planned in Python)
 ``SEED``   the final state ``s[n]`` is in slot ``a``: the adjoint enters there
 ``ASK``    is there a step ``i``? (a ``while`` loop's condition, on slot ``a``)
 ``STORE``  copy ``s[i]`` from slot ``a`` to slot ``b`` of the second level (disk)
@@ -23,8 +24,11 @@ Slot 0 holds ``s[0]`` from the start; a loop of no step has no action.
 ``*_slots(n, knob)`` is the size of the store each schedule needs, ``*_peak(n, knob)`` the
 most states it holds at once.  The same generators run uncompiled under the Python
 backend and in the tests, which replay them on symbols (:func:`simulate`) and count their
-steps against the optima (``tests/test_checkpointed.py``); ``TimeLoop`` runs them in its
-compiled driver too.  ``*_calibration`` time one kind of step, for the experiments' cost
+steps against the optima (``tests/test_checkpointed.py``); ``TimeLoop`` runs them in the
+same kernels (:mod:`revbench.backends.loop_code`), its in-place steps too: a forward step
+then copies ``s[i]`` from slot ``a`` into slot ``b`` (where they differ) and steps there, and
+a reverse step turns ``s[i+1]`` in slot ``b`` back into ``s[i]``, checked against slot
+``a`` where ``a >= 0``.  ``*_calibration`` time one kind of step, for the experiments' cost
 model.
 """
 
@@ -34,7 +38,7 @@ import types
 
 import numpy as np
 
-FWD, INV, REV, SEED, ASK, STORE, LOAD = 0, 1, 2, 4, 5, 6, 7
+FWD, INV, REV, COPY, SEED, ASK, STORE, LOAD = 0, 1, 2, 3, 4, 5, 6, 7
 
 #: the functions of this module the schedules call: compiled with them under Numba
 #: (:func:`revbench.backends.numba_backend.helper`)
@@ -714,6 +718,57 @@ def bennett_actions(n, k):
         if d == _COMPUTE:
             ret = slot[f, K]
         top -= 1
+
+
+# --------------------------------------------------------------------------- #
+# Reverse: an in-place step run backwards, no state stored (TimeLoop's Reverse())
+# --------------------------------------------------------------------------- #
+def reverse_slots(n, knob):
+    return 2
+
+
+def reverse_peak(n, knob):
+    return 2
+
+
+def reverse_actions(n, knob):
+    """In place: ``s[0]`` stays in slot 0, the loop steps in slot 1 and back again; the
+    last reverse step recovers ``s[0]`` in slot 1, checked against slot 0 (how well
+    running the steps backwards recovered the initial state: ``roundtrip_error``).  The
+    other reverse steps have no stored state to check against (``a = -1``)."""
+    if n == 0:
+        return
+    yield FWD, 0, 0, 1
+    for i in range(1, n):
+        yield FWD, i, 1, 1
+    yield SEED, n, 1, 0
+    for i in range(n - 1, 0, -1):
+        yield REV, i, -1, 1
+    yield REV, 0, 0, 1
+
+
+# --------------------------------------------------------------------------- #
+# Rows planned in Python (a strategy with only a PlanBuilder schedule)
+# --------------------------------------------------------------------------- #
+def planned_actions(n, rows):
+    """The actions of rows planned in Python (:mod:`revbench.checkpoint.plan`), converted
+    to this module's convention by :func:`from_rows`: ``rows`` is their knob."""
+    for r in range(rows.shape[0]):
+        yield rows[r, 0], rows[r, 1], rows[r, 2], rows[r, 3]
+
+
+def from_rows(rows: np.ndarray, inplace: bool) -> np.ndarray:
+    """A :class:`~revbench.checkpoint.plan.PlanBuilder`'s rows as actions.  Out of place
+    they are the same; in place, the rows step in slot ``a`` and check a reverse step's
+    result against ``b``, where an action steps from ``a`` into ``b`` and reverses in ``b``
+    against ``a``."""
+    out = np.asarray(rows, dtype=np.int64).copy()
+    if inplace and out.size:
+        op = out[:, 0]
+        fwd, rev = op == FWD, op == REV
+        out[fwd, 3] = out[fwd, 2]
+        out[rev, 2], out[rev, 3] = rows[rev, 3], rows[rev, 2]
+    return out
 
 
 # --------------------------------------------------------------------------- #

@@ -1,11 +1,14 @@
 """``TimeLoop``: a reversible step run many times, differentiated with a chosen strategy.
 
-The loop never runs a Python iteration per step.  A strategy's schedule is a generator of
-actions (:mod:`revbench.checkpoint.actions`) compiled into the driver
-(:mod:`revbench.checkpoint.driver`), which runs it with the step's compiled kernels: no
-planning in Python, no table of actions in memory.  (``Reverse()``'s regular sweep, and a
-strategy without a compiled schedule, come as batches of integer rows planned by
-:mod:`revbench.checkpoint.plan` instead.)  The caller's arrays are only ever read.
+A ``TimeLoop`` is the loop statement ``for t in checkpointed(range(n), strategy, new=...,
+old=...)`` followed by its loss, and runs that statement's kernels
+(:mod:`revbench.checkpoint.driver`): the gradient is one compiled call that runs the
+strategy's schedule, a generator of actions (:mod:`revbench.checkpoint.actions`), with the
+step's and the loss's compiled kernels -- no planning in Python, no table of actions in
+memory, no Python iteration per step.  (A strategy without a compiled schedule has its rows
+planned in Python by :mod:`revbench.checkpoint.plan` first.)  What is left here is the
+user's side: the signatures, the arguments, the memory check, the counts and the messages.
+The caller's arrays are only ever read.
 """
 
 from __future__ import annotations
@@ -14,22 +17,16 @@ import os
 import statistics
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from revbench.backends import loop_code
 from revbench.checkpoint import actions
 from revbench.checkpoint import plan as plans
-from revbench.checkpoint.disk import DiskStore
-from revbench.checkpoint.driver import (
-    RECOVER,
-    DriverShape,
-    ParamSpec,
-    StateNotRecovered,
-    build_driver,
-)
-from revbench.checkpoint.strategies import LoopSchedule, StoreAll, Strategy, fitting
+from revbench.checkpoint.driver import LoopShape, gradient_kernel, run_kernel
+from revbench.checkpoint.strategies import LoopSchedule, Reverse, StoreAll, Strategy, fitting
 from revbench.config import get_tolerance
 from revbench.function import ReversibleFunction
 from revbench.lang.errors import ReversibilityError
@@ -37,8 +34,17 @@ from revbench.lang.types import VarType
 
 #: schedules of at most this many rows (16 bytes each) are kept and reused by later calls
 PLAN_CACHE_ROWS = 1 << 15
-#: (strategy, n_steps, inplace) -> (row batches, their summary)
-_PLAN_CACHE: dict[tuple, tuple[list[np.ndarray], plans.FastPlan]] = {}
+#: (strategy, n_steps, inplace) -> (its actions, its peak): rows planned in Python
+_PLAN_CACHE: dict[tuple, tuple[np.ndarray, int]] = {}
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """A parameter of the loop, as its gradient sees it."""
+
+    is_array: bool
+    has_adjoint: bool
+    complex: bool = False
 
 
 class InsufficientMemoryError(MemoryError, ValueError):
@@ -227,10 +233,7 @@ class TimeLoop:
     def run(self, *args: Any) -> tuple[np.ndarray, ...]:
         """The final state after ``n_steps`` steps, as new arrays (the caller's are unchanged)."""
         state, params = self._split(args)
-        ex = self._executor(state, params)
-        b = ex.run(lambda b: plans.forward_only(b, self.n_steps), 2, gradient=False)
-        slot = b.held[self.n_steps]
-        return tuple(s[slot].copy() for s in ex.store)
+        return self._executor(state, params).run()
 
     def value_and_grad(self, *args: Any, strategy: Strategy | None = None) -> tuple[float, tuple]:
         """``(value, grads)``: the loss of the final state and its gradient with respect to
@@ -248,15 +251,10 @@ class TimeLoop:
                 f"({slots * state_bytes / 2**30:.1f} GiB), more than the {free / 2**30:.1f} GiB "
                 "of memory free: use Revolve(snapshots=c) (memory c + 2 states) "
                 + ("or Reverse() (2 states)" if self.inplace else "or Bennett(k=...)"))
-        key = (strategy, self.n_steps, self.inplace)
-        builder, value, grads = ex.gradient(strategy, key, slots)
-        counts = builder.counts
-        roundtrip = 0.0
-        if builder.saved_slot is not None:
-            roundtrip = ex.roundtrip_error(builder, state, self.step, strategy)
+        counts, value, grads, roundtrip = ex.gradient(strategy, slots)
         self.stats = Stats(strategy.label, self.n_steps, counts.forward_steps,
                            counts.inverse_steps, counts.reverse_steps, counts.peak_states,
-                           counts.peak_states * state_bytes, getattr(ex, "disk_bytes", 0),
+                           counts.peak_states * state_bytes, ex.disk_bytes,
                            time.perf_counter() - t0, roundtrip)
         return value, grads
 
@@ -286,20 +284,15 @@ class TimeLoop:
             calibrations["inverse"] = actions.inverse_calibration
         seconds: dict[str, float] = {}
         for kind, schedule in calibrations.items():
-            ex.allocate(2)
-            driver = ex.driver(True, schedule)
+            # (the gradient's own kernel, running a schedule of one kind of step)
+            calibration = LoopSchedule(schedule, None, None, uncomputes=kind == "inverse")
 
-            def sample(n: int, driver: Any = driver) -> float:
-                for s, x in zip(ex.store, state):
-                    s[0] = x
-                    s[1] = 0
-                call_args = ex._driver_args(True)
-                counts = np.zeros(8, np.int64)
+            def sample(n: int, calibration: LoopSchedule = calibration) -> float:
                 t0 = time.perf_counter()
-                ex._call(driver, (n, self.n_steps, counts), call_args)
+                ex.sweep(calibration, self.n_steps, 2, "calibration", n=n)
                 return time.perf_counter() - t0
 
-            sample(steps)  # (compiles the driver)
+            sample(steps)  # (compiles the kernel)
             n = steps
             first = sample(n)
             if first < min_seconds:
@@ -321,14 +314,13 @@ class TimeLoop:
 
 
 class _Executor:
-    """One call's compiled driver, storage and parameters."""
+    """One call's kernels (:mod:`revbench.checkpoint.driver`) and arguments."""
 
     def __init__(self, loop: TimeLoop, state: list[np.ndarray], params: list[Any]):
         self.loop = loop
         self.state = state
         self.params = params
         step, loss = loop.step, loop.loss
-        S = loop.n_state
         example_state = [np.zeros_like(s, order="C") for s in state]
         step_args = ([*example_state] if loop.inplace else
                      [*example_state, *[np.zeros_like(s, order="C") for s in state]])
@@ -338,9 +330,9 @@ class _Executor:
             loss_sig = loss.signature_of((0.0, *example_state, *params))
         except (ReversibilityError, TypeError) as exc:
             raise exc.with_traceback(None) from None
-        pspecs = tuple(ParamSpec(t.is_array, t.dtype in ("float", "complex"), t.dtype == "complex")
-                       for t in step_sig[loop._lead + 1:])
-        self.pspecs = pspecs
+        self.pspecs = tuple(ParamSpec(t.is_array, t.dtype in ("float", "complex"),
+                                      t.dtype == "complex")
+                            for t in step_sig[loop._lead + 1:])
         self.check = step.check
         p = step._program
         self.atol, self.rtol = get_tolerance()
@@ -348,55 +340,50 @@ class _Executor:
             self.atol = p.atol
         if p.rtol is not None:
             self.rtol = p.rtol
-        self.shape = DriverShape(loop.inplace, S, pspecs, self.check)
+        self.shape = LoopShape(p.ir.name, p.ir.params, step_sig, loop.n_state, loop.inplace,
+                               self.check, p.ir.filename, p.ir.firstlineno, p.atol, p.rtol)
         self.step_sig, self.loss_sig = step_sig, loss_sig
-        # (compiled only where both are: a compiled driver cannot call the Python backend's
+        # (compiled only where both are: compiled code cannot call the Python backend's
         # functions, while Python calls compiled kernels as well as its own)
         self.backend = "numba" if step.backend == loss.backend == "numba" else "python"
-        self._drivers: dict[tuple, Any] = {}
+        self.disk_bytes = 0
 
-    def driver(self, gradient: bool, schedule: Any = None, disk: bool = False):
-        """The compiled driver: running rows, or (``schedule``: a generator of
-        :mod:`revbench.checkpoint.actions`) running that schedule inside (``disk``: with a
-        second store, on disk)."""
-        key = (gradient, schedule, disk)
-        if key not in self._drivers:
-            step, loss = self.loop.step, self.loop.loss
-            try:
-                # (with a gradient, every forward step's own reverse sweep follows later
-                # from the same state, and checks what its forward run would: the lean run)
-                kernels = {"fwd": _kernel(step, "forward", self.step_sig, before_sweep=gradient)}
-                if gradient:
-                    kernels["bwd"] = _kernel(step, "backward", self.step_sig)
-                    if not self.loop.inplace:
-                        kernels["inv"] = _kernel(step, "inverse", self.step_sig)
-                    kernels["lossf"] = _kernel(loss, "forward", self.loss_sig)
-                    kernels["lossb"] = _kernel(loss, "backward", self.loss_sig)
-            except (ReversibilityError, TypeError) as exc:
-                raise exc.with_traceback(None) from None
-            shape = replace(self.shape, compiled_schedule=schedule is not None, disk=disk)
-            self._drivers[key] = build_driver(shape, kernels, self.backend, schedule)
-        return self._drivers[key]
+    def _kernels(self, uncomputes: bool) -> dict[str, tuple[Any, str]]:
+        """The step's and the loss's kernels a gradient calls, by symbol."""
+        step, loss = self.loop.step, self.loop.loss
+        try:
+            # (every forward step's own reverse sweep follows later from the same state,
+            # and checks what its forward run would: the lean run)
+            kernels = {loop_code.FORWARD_SYMBOL: _kernel(step, "forward", self.step_sig,
+                                                         before_sweep=True),
+                       loop_code.BACKWARD_SYMBOL: _kernel(step, "backward", self.step_sig),
+                       loop_code.LOSS_FORWARD_SYMBOL: _kernel(loss, "forward", self.loss_sig),
+                       loop_code.LOSS_BACKWARD_SYMBOL: _kernel(loss, "backward", self.loss_sig)}
+            if uncomputes:
+                kernels[loop_code.INVERSE_SYMBOL] = _kernel(step, "inverse", self.step_sig)
+        except (ReversibilityError, TypeError) as exc:
+            raise exc.with_traceback(None) from None
+        return kernels
 
-    def allocate(self, slots: int) -> None:
-        self.store = [np.zeros((slots, *s.shape), dtype=s.dtype) for s in self.state]
+    def run(self) -> tuple[np.ndarray, ...]:
+        """The final state, in new arrays (the loop's forward kernel)."""
+        try:
+            forward = _kernel(self.loop.step, "forward", self.step_sig)
+        except (ReversibilityError, TypeError) as exc:
+            raise exc.with_traceback(None) from None
+        kernel, _ = run_kernel(self.shape, forward, self.backend)
+        out = [np.zeros_like(s) for s in self.state]
+        self._call(kernel, (*out, *self.state, 0, self.loop.n_steps, 1, *self.params))
+        return tuple(out)
 
-    def run(self, schedule, slots: int, gradient: bool) -> plans.PlanBuilder:
-        self.allocate(slots)
-        driver = self.driver(gradient)
-        args = self._driver_args(gradient)
-        b = plans.PlanBuilder(self.loop.inplace, slots, lambda rows: self._exec(driver, rows, args))
-        first = b.start()
-        for s, x in zip(self.store, self.state):
-            s[first] = x
-        schedule(b)
-        b.flush()
-        return b
-
-    def _driver_args(self, gradient: bool) -> list:
-        S = self.loop.n_state
-        lead = () if self.loop.inplace else (2,)  # out-of-place: adjoints of s[t] and s[t+1]
-        self.adj = [np.zeros(lead + s.shape, dtype=s.dtype) for s in self.state]
+    def sweep(self, schedule: LoopSchedule, knob: Any, slots: int, label: str,
+              directory: str | None = None, n: int | None = None) -> tuple[float, float, np.ndarray]:
+        """Run ``schedule`` in the gradient kernel: ``(value, drift, counts)``; the
+        gradients are left in :attr:`adj` and :attr:`gacc` (:meth:`gradients`)."""
+        kernel, gen = gradient_kernel(self.shape, self._kernels(schedule.uncomputes), schedule,
+                                      self.backend, label, directory)
+        self.gen = gen
+        self.adj = [np.zeros_like(s) for s in self.state]
         self.gacc = []
         for spec, p in zip(self.pspecs, self.params):
             if spec.has_adjoint:
@@ -405,37 +392,36 @@ class _Executor:
                                                    else np.float64))
                 else:
                     self.gacc.append(0j if spec.complex else 0.0)
-        self.value = 0.0
-        return [*self.store[:S], *self.adj, *self.params, *self.gacc]
+        counts = np.zeros(8, np.int64)
+        result = np.zeros(2)  # (the loss's value, the round trip's difference)
+        n = self.loop.n_steps if n is None else n
+        out = self._call(kernel, (*self.state, n, knob, slots, counts, result, *self.params,
+                                  *self.adj, *self.gacc))
+        # (it returns its arguments: the scalar adjoints among them)
+        at = len(self.state) + len(loop_code.SEEDED) + len(self.params) + len(self.adj)
+        for j, g in enumerate(self.gacc):
+            if not isinstance(g, np.ndarray):
+                self.gacc[j] = out[at + j]
+        return float(result[0]), float(result[1]), counts
 
-    def _exec(self, driver, rows: np.ndarray, args: list) -> None:
-        self._call(driver, (rows, rows.shape[0]), args)
-
-    def _call(self, driver, lead: tuple, args: list) -> None:
+    def _call(self, kernel: Any, args: tuple) -> tuple:
         try:
-            out = driver(*lead, self.value, *args, self.atol, self.rtol)
-        except StateNotRecovered as exc:
-            raise self._not_recovered(exc) from None
-        except KeyboardInterrupt:  # Ctrl-C, noticed by the compiled driver
+            return kernel(*args, self.atol, self.rtol)
+        except KeyboardInterrupt:  # Ctrl-C, noticed by the compiled loop
             raise KeyboardInterrupt from None
         except Exception as exc:
             from revbench.backends.runtime import CheckFailed, to_user_error
 
             if isinstance(exc, CheckFailed):
+                mine = getattr(self, "gen", None)
+                if mine is not None and exc.args[0] == mine.module_key:
+                    raise self._not_recovered(exc) from None
                 raise to_user_error(exc).with_traceback(None) from None
             if isinstance(exc, (IndexError, ZeroDivisionError)):
                 located = self._located(type(exc))
                 if located is not None:
                     raise located.with_traceback(None) from None
             raise
-        self.value = out[0]
-        k = 1
-        for j, spec in enumerate(s for s in self.pspecs if s.has_adjoint):
-            if not spec.is_array:
-                args_pos = len(args) - len(self.gacc) + j
-                args[args_pos] = out[k]
-                self.gacc[j] = out[k]
-                k += 1
 
     def _located(self, kind: type) -> BaseException | None:
         """Compiled kernels raise an ``IndexError`` (or a division by zero) with no line:
@@ -457,95 +443,36 @@ class _Executor:
                 return None
         return None
 
-    def gradient(self, strategy: Strategy, key: tuple, slots: int):
-        """Run ``strategy``'s schedule with adjoints: ``(plan summary, value, grads)``.
+    def gradient(self, strategy: Strategy, slots: int) -> tuple[plans.Counts, float, tuple, float]:
+        """Run ``strategy``'s schedule with adjoints: ``(counts, value, grads, roundtrip)``
+        (``roundtrip``: ``Reverse()``'s, else 0).
 
-        Regular schedules come as NumPy-generated sweeps; the others are written row by
-        row by the builder, streamed to the driver as they are made, and remembered
-        when small (a few thousand rows cost more to plan than to run)."""
-        schedule = _compiled_schedule(strategy)
-        if schedule is not None:
-            self.strategy_slots = slots
-            self.strategy_label = strategy.label
-            self.strategy_directory = getattr(strategy, "directory", None)
-            return self._run_compiled(schedule)
-        self.allocate(slots)
-        driver = self.driver(True)
-        args = self._driver_args(True)
-        for s, x in zip(self.store, self.state):
-            s[0] = x  # the builder's first slot
-
-        def run(rows: np.ndarray) -> None:
-            self._exec(driver, rows, args)
-
-        summary = plans.PlanBuilder(self.loop.inplace, slots, run)
-        fast = strategy.fast_plan(self.loop.n_steps, self.loop.inplace)
-        cached = _PLAN_CACHE.get(key)
-        if fast is not None or cached is not None:
-            batches = fast.batches() if fast is not None else cached[0]
-            info = fast if fast is not None else cached[1]
-            for rows in batches:
-                run(rows)
-            summary.counts, summary.saved_slot = info.counts, info.saved_slot
-            if info.final_slot_of_s0 is not None:
-                summary.held[0] = info.final_slot_of_s0
-        else:
-            kept: list[np.ndarray] | None = []
-
-            def emit(rows: np.ndarray) -> None:
-                nonlocal kept
-                if kept is not None:
-                    kept.append(rows)
-                    if sum(r.shape[0] for r in kept) > PLAN_CACHE_ROWS:
-                        kept = None
-                run(rows)
-
-            b = plans.PlanBuilder(self.loop.inplace, slots, emit)
-            b.start()
-            strategy.schedule(b, self.loop.n_steps)
-            b.flush()
-            if kept is not None:
-                if len(_PLAN_CACHE) >= 64:
-                    _PLAN_CACHE.clear()
-                _PLAN_CACHE[key] = (kept, plans.FastPlan((), b.counts, b.saved_slot, b.held.get(0)))
-            summary = b
-        return summary, float(self.value), self._gradients()
-
-    def _run_compiled(self, schedule: LoopSchedule):
-        """The schedule run inside the compiled driver, as its compiled generator yields it:
-        no rows, no planning in Python, whatever the number of steps."""
+        A strategy with a compiled schedule runs it inside the kernel, as its generator
+        yields it; another's rows are planned in Python first (:mod:`.plan`), then run by
+        the same kernel."""
         n = self.loop.n_steps
-        # (Bennett's generator may be given more slots than it uses: it takes the lowest)
-        slots = min(schedule.slots(n, schedule.knob), self.strategy_slots)
-        self.allocate(slots)
-        on_disk = schedule.disk is not None
-        driver = self.driver(True, schedule.actions, on_disk)
-        args = self._driver_args(True)
-        for s, x in zip(self.store, self.state):
-            s[0] = x  # the schedule's first slot
-        counts = np.zeros(8, np.int64)
-        self.disk_bytes = 0
-        if on_disk:
-            with DiskStore(self.state, schedule.disk(n, schedule.knob), self.strategy_directory,
-                           self.strategy_label) as disk:
-                S = self.loop.n_state
-                self.disk_bytes = disk.nbytes
-                self._call(driver, (n, schedule.knob, counts),
-                           [*args[:S], *disk.arrays, *args[S:]])
+        schedule = strategy.compiled_schedule()
+        directory = getattr(strategy, "directory", None)
+        if schedule is not None:
+            knob = schedule.knob
+            # (Bennett's generator may be given more slots than it uses: it takes the lowest)
+            slots = max(2, min(schedule.slots(n, knob), slots))
+            peak = schedule.peak(n, knob)
+            self.disk_bytes = (0 if schedule.disk is None else
+                               schedule.disk(n, knob) * sum(s.nbytes for s in self.state))
         else:
-            self._call(driver, (n, schedule.knob, counts), args)
-        summary = plans.PlanBuilder(self.loop.inplace, slots, lambda rows: None)
-        summary.counts = plans.Counts(int(counts[plans.FWD]), int(counts[plans.INV]),
-                                      int(counts[plans.REV]),
-                                      schedule.peak(n, schedule.knob))
-        summary.held[0] = 0
-        return summary, float(self.value), self._gradients()
+            knob, peak = _planned_rows(strategy, n, self.loop.inplace, slots)
+            schedule = LoopSchedule(actions.planned_actions, None, None)
+        # (named by its class, not its label: one kernel serves every setting of the knob)
+        value, drift, counts = self.sweep(schedule, knob, slots, type(strategy).__name__,
+                                          directory)
+        summary = plans.Counts(int(counts[plans.FWD]), int(counts[plans.INV]),
+                               int(counts[plans.REV]), peak)
+        return summary, value, self._gradients(), drift if isinstance(strategy, Reverse) else 0.0
 
     def _gradients(self) -> tuple:
         S = self.loop.n_state
-        out: list[Any] = []
-        for a in self.adj:
-            out.append((a if self.loop.inplace else a[0]).copy())
+        out: list[Any] = [a.copy() for a in self.adj]
         j = 0
         for spec in self.pspecs:
             if spec.has_adjoint:
@@ -557,65 +484,64 @@ class _Executor:
         assert len(out) == S + len(self.params)
         return tuple(out)
 
-    def roundtrip_error(self, builder: plans.PlanBuilder, state: list[np.ndarray],
-                        step: ReversibleFunction, strategy: Strategy) -> float:
-        """How far ``Reverse()``'s recovered initial state is from the true one; with checks
-        on, beyond the tolerance is an error (the gradient came from a wrong trajectory)."""
-        now = builder.held[0]
-        worst, where, name = 0.0, None, None
-        for k, s in enumerate(self.store):
-            diff = np.abs(s[now] - s[builder.saved_slot])
-            err = float(diff.max()) if diff.size else 0.0
-            if err >= worst:
-                worst = err
-            if self.check:
-                bad = diff > self.atol + self.rtol * np.abs(s[builder.saved_slot])
-                if bad.any() and where is None:
-                    where = np.unravel_index(int(np.argmax(diff)), diff.shape)
-                    name = self.loop.state_names[k]
-                    kerr = err
-        if where is not None:
-            raise ReversibilityError(
-                f"Reverse() did not recover the initial state: running {step.__name__} backwards "
-                f"{self.loop.n_steps} steps gives `{name}` back with an error of {kerr:.3g} "
-                f"(at index {tuple(int(i) for i in where)}; tolerance atol={self.atol:g}, "
-                f"rtol={self.rtol:g}), so the gradient came from a wrong trajectory. Round-off "
-                "grows when a step is run backwards many times (chaotic dynamics); use a "
-                "strategy that stores states instead, such as Revolve(snapshots=...) or "
-                "StoreAll(), or fewer steps",
-                variable=name, expected=None, actual=kerr, function=step.name, stage="checkpoint")
-        return worst
-
-    def _not_recovered(self, exc: StateNotRecovered) -> ReversibilityError:
-        op, t, k, resid, scale = exc.args
-        name = self.loop.step.params[int(k)]
-        if op == RECOVER:
+    def _not_recovered(self, exc: Exception) -> ReversibilityError:
+        """The loop's own checks (:mod:`revbench.rules.checks`, ``loop-*``), worded for
+        a ``TimeLoop``: the step, the step number, the numbers."""
+        _, k, t, resid, *rest = exc.args
+        scale = rest[0] if rest else 0.0
+        info = self.gen.checks[k]
+        name = info.variable
+        step = self.loop.step
+        tol = f"tolerance atol={self.atol:g}, rtol={self.rtol:g}"
+        if info.kind == "loop-not-restored" and int(t) == 0 and info.detail == "Reverse":
             return ReversibilityError(
-                f"the reverse sweep of {self.loop.step.__name__} at step t={int(t)} did not "
-                f"recover the state `{name}` it started from: it differs from the stored state "
-                f"by {float(resid):.3g} (where the stored value is {float(scale):.3g}; tolerance "
-                f"atol={self.atol:g}, rtol={self.rtol:g}), so the step's adjoint was computed "
-                "on a wrong state. The step is not undone by running it backwards (is it really "
-                "reversible in floating point?); loosen the step's tolerance with "
-                "@reversible(atol=..., rtol=...) if the difference is round-off",
-                variable=name, actual=float(resid), function=self.loop.step.name,
+                f"Reverse() did not recover the initial state: running {step.__name__} "
+                f"backwards {self.loop.n_steps} steps gives `{name}` back with an error of "
+                f"{float(resid):.3g} (where its value is {float(scale):.3g}; {tol}), so the "
+                "gradient came from a wrong trajectory. Round-off grows when a step is run "
+                "backwards many times (chaotic dynamics); use a strategy that stores states "
+                "instead, such as Revolve(snapshots=...) or StoreAll(), or fewer steps",
+                variable=name, actual=float(resid), function=step.name, stage="checkpoint")
+        if info.kind == "loop-not-restored":
+            return ReversibilityError(
+                f"the reverse sweep of {step.__name__} at step t={int(t)} did not recover the "
+                f"state `{name}` it started from: it differs from the stored state by "
+                f"{float(resid):.3g} (where the stored value is {float(scale):.3g}; {tol}), so "
+                "the step's adjoint was computed on a wrong state. The step is not undone by "
+                "running it backwards (is it really reversible in floating point?); loosen the "
+                "step's tolerance with @reversible(atol=..., rtol=...) if the difference is "
+                "round-off", variable=name, actual=float(resid), function=step.name,
                 stage="checkpoint")
-        what = "inverse" if op == plans.INV else "reverse sweep"
+        what = "inverse" if info.kind == "loop-not-uncomputed" else "reverse sweep"
         return ReversibilityError(
-            f"the {what} of {self.loop.step.__name__} at step t={int(t)} did not bring the new "
+            f"the {what} of {step.__name__} at step t={int(t)} did not bring the new "
             f"state `{name}` back to zero: largest remaining value {float(resid):.3g} (state "
-            f"values up to {float(scale):.3g}; tolerance atol={self.atol:g}, rtol={self.rtol:g}). "
-            "The step is not exactly undone by its inverse: make the step add the new state "
-            "in one update per element, or use StoreAll()/Revolve(), which do not uncompute",
-            variable=name, actual=float(resid), function=self.loop.step.name, stage="checkpoint")
+            f"values up to {float(scale):.3g}; {tol}). The step is not exactly undone by its "
+            "inverse: make the step add the new state in one update per element, or use "
+            "StoreAll()/Revolve(), which do not uncompute",
+            variable=name, actual=float(resid), function=step.name, stage="checkpoint")
 
 
-def _compiled_schedule(strategy: Strategy) -> LoopSchedule | None:
-    """The strategy's schedule as a compiled generator, where it has one."""
-    try:
-        return strategy.loop_schedule()
-    except NotImplementedError:
-        return None
+def _planned_rows(strategy: Strategy, n: int, inplace: bool, slots: int) -> tuple[np.ndarray, int]:
+    """A strategy without a compiled schedule: its rows, planned in Python by a
+    :class:`~.plan.PlanBuilder` (remembered when small), as actions; and its peak."""
+    key = (strategy, n, inplace)
+    hit = _PLAN_CACHE.get(key)
+    if hit is not None:
+        return hit
+    batches: list[np.ndarray] = []
+    b = plans.PlanBuilder(inplace, slots, batches.append)
+    b.start()
+    strategy.schedule(b, n)
+    b.flush()
+    rows = actions.from_rows(np.concatenate(batches) if batches else
+                             np.zeros((0, 4), np.int64), inplace)
+    out = (rows, b.counts.peak_states)
+    if rows.shape[0] <= PLAN_CACHE_ROWS:
+        if len(_PLAN_CACHE) >= 64:
+            _PLAN_CACHE.clear()
+        _PLAN_CACHE[key] = out
+    return out
 
 
 def _kernel(f: ReversibleFunction, kind: str, sig: tuple[VarType, ...],

@@ -4,10 +4,10 @@ A schedule is written once, in Python, against a :class:`PlanBuilder` that speak
 in *time indices* (``fwd(t)`` makes state ``s[t+1]`` from ``s[t]``).  The builder
 assigns each held state a storage *slot*, counts exactly what the schedule does
 (forward, inverse and reverse steps, the most states held at once) and turns it
-into rows of small integers, ``(op, t, a, b)``.  The rows go, a batch at a time,
-to the compiled driver (:mod:`revbench.checkpoint.driver`), which executes them
-with the step's own compiled kernels.  Streaming in batches keeps the schedule's
-own memory flat in the number of steps, however long the loop.
+into rows of small integers, ``(op, t, a, b)``.  It is how a strategy without a compiled
+generator (:mod:`revbench.checkpoint.actions`) is written: ``TimeLoop`` collects its rows,
+turns them into actions (:func:`revbench.checkpoint.actions.from_rows`) and runs them in
+the loop's kernel; the course and the tests count schedules with it.
 
 The ops, for a step that writes a new state from the old one (*out-of-place*)
 and for one that updates its state in place (*in-place*):

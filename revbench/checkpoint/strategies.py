@@ -144,6 +144,14 @@ class Strategy:
         a strategy that needs no schedule (``Reverse()``: the loop runs as written)."""
         raise NotImplementedError(f"{self.name} cannot run inside reversible code yet")
 
+    def compiled_schedule(self) -> LoopSchedule | None:
+        """The schedule ``TimeLoop`` runs in its kernel: :meth:`loop_schedule`'s, where the
+        strategy has one (else None: ``TimeLoop`` plans its rows in Python, :meth:`schedule`)."""
+        try:
+            return self.loop_schedule()
+        except NotImplementedError:
+            return None
+
     def __repr__(self) -> str:
         return self.label
 
@@ -435,6 +443,11 @@ class Reverse(Strategy):
 
     def loop_schedule(self) -> None:
         return None  # an in-place loop, run as written: its reverse sweep runs it backwards
+
+    def compiled_schedule(self) -> LoopSchedule:
+        # (TimeLoop's in-place steps, run backwards in its kernel: the same sweep, with the
+        # initial state kept to measure the round trip)
+        return LoopSchedule(actions.reverse_actions, actions.reverse_slots, actions.reverse_peak)
 
 
 def _bennett_peak(n_steps: int, k: int) -> int:

@@ -211,6 +211,24 @@ CHECKS: dict[str, CheckKind] = {
                           "so the gradient would come from a wrong trajectory (make the step add "
                           "each element of the new state in one update, or loosen the tolerance "
                           "with @reversible(atol=..., rtol=...) if this is round-off)")),
+    "loop-not-uncomputed": CheckKind(
+        "the inverse of a checkpointed loop's step brings the state after it back to zero",
+        "the inverse of the checkpointed loop's step (under {detail}) did not bring the new "
+        "state `{var}` back to zero",
+        values=lambda f: (f"at step t={fmt(f.expected)} its largest remaining value is "
+                          f"{fmt(f.actual)}: the step is not undone by its inverse, so the "
+                          "gradient would come from a wrong trajectory (make the step add each "
+                          "element of the new state in one update, use a strategy that does not "
+                          "uncompute such as Revolve(snapshots=...), or loosen the tolerance "
+                          "with @reversible(atol=..., rtol=...) if this is round-off)")),
+    "loop-not-restored": CheckKind(
+        "the reverse sweep of an in-place step recovers the state before it",
+        "the reverse sweep of the loop's in-place step (under {detail}) did not recover the "
+        "stored state `{var}` it started from",
+        values=lambda f: (f"at step t={fmt(f.expected)} it differs from the stored state by "
+                          f"{fmt(f.actual)}: the step is not undone by running it backwards, so "
+                          "its adjoint would be computed on a wrong state (loosen the tolerance "
+                          "with @reversible(atol=..., rtol=...) if this is round-off)")),
     "loop-step-limit": CheckKind(
         "a checkpointed while loop ends within its max_steps",
         "the checkpointed while loop under {var} reached its max_steps with its condition "

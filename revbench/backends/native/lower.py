@@ -35,8 +35,7 @@ class Unsupported(Exception):
 #: failure statuses a kernel returns (0: success); ``err[0]`` repeats it
 STATUS = {"check": 1, "interrupt": 2, "index": 3, "zerodiv": 4, "assert": 5, "value": 6,
           "raise": 7}
-#: revbench's own exception classes generated code raises with numbers (``raise
-#: _RbNotRecovered(kind, t, k, residual, scale)`` in a checkpoint driver), by the name the
+#: revbench's own exception classes generated code raises with numbers, by the name the
 #: ``raise`` status carries in the message table: the engine raises the same
 EXCEPTIONS: dict[str, type] = {}
 
