@@ -348,6 +348,17 @@ def test_wrt_cannot_leave_out_an_argument_the_program_changes(make):
     assert g[1] == pytest.approx(6.0) and g[2] == pytest.approx(6.0)  # t changes: kept
 
 
+def test_an_argument_named_twice_in_wrt_or_outputs_is_refused(make):
+    f = make("""
+        def f(s, x):
+            s += x * x
+    """)
+    with pytest.raises(ValueError, match=r"wrt= names 'x' twice"):
+        grad(f, loss="s", wrt=("x", "x"))
+    with pytest.raises(ValueError, match=r"outputs= names 's' twice"):
+        revbench.jacobian(f, outputs=["s", "s"], wrt="x")
+
+
 def test_kinks_get_the_central_difference_subgradient(make):
     f = make("""
         def f(y, a, b, c):

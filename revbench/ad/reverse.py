@@ -151,7 +151,7 @@ def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any, batch: Any = None,
     require_reversible(f, "jacobian")
     check_device(device, batch, "jacobian", workers)
     many_out, many_wrt = (isinstance(w, (tuple, list)) for w in (outputs, wrt))
-    out_names, wrt_names = as_names(outputs), as_names(wrt)
+    out_names, wrt_names = as_names(outputs, "outputs"), as_names(wrt)
     for what, names in (("outputs", out_names), ("wrt", wrt_names)):
         if not names:
             raise ValueError(f"jacobian: {what} names no argument")
@@ -272,12 +272,12 @@ def vjp(f: ReversibleFunction, *args: Any, outputs: Any, wrt: Any = None, batch:
     api = f"vjp({f.__name__})"
     check_device(device, batch, api, workers)
     if batch is not None:
-        return batched_vjp(f, as_names(outputs), None if wrt is None else as_names(wrt), batch,
+        return batched_vjp(f, as_names(outputs, "outputs"), None if wrt is None else as_names(wrt), batch,
                            device, reduce, deterministic, workers,
                            unbatched=lambda *a: vjp(f, *a, outputs=outputs, wrt=wrt))(*args)
     if reduce is not None:
         raise ValueError(f"{api}: reduce= sums gradients over the items of batch=: name them")
-    out_names = as_names(outputs)
+    out_names = as_names(outputs, "outputs")
     wrt_names = f.params if wrt is None else as_names(wrt)
     for what, names in (("outputs", out_names), ("wrt", wrt_names)):
         if not names:

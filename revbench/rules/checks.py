@@ -139,9 +139,9 @@ CHECKS: dict[str, CheckKind] = {
     "slice": CheckKind(
         "a sub-array's bounds satisfy 0 <= a <= b <= len",
         "the sub-array `{var}` is out of range along axis {axis}",
-        values=lambda f: (f"the bounds are {fmt(f.expected)}:{fmt(f.actual)} (negative ones "
-                          f"counted from the end), but the axis has length {fmt(f.index[1])}; "
-                          "a sub-array `x[a:b]` needs 0 <= a <= b <= len(x)"),
+        values=lambda f: (f"its bounds, a negative one counted from the end (len(x) + a), are "
+                          f"{fmt(f.expected)}:{fmt(f.actual)}, but the axis has length "
+                          f"{fmt(f.index[1])}; a sub-array `x[a:b]` needs 0 <= a <= b <= len(x)"),
         stops_thread=True),
     "empty": CheckKind(
         "a maximum or minimum is taken over a non-empty array",
