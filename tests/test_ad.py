@@ -241,6 +241,23 @@ def test_registered_function_partials(make):
     assert g[1] == pytest.approx(softplus(x) + x * dsoftplus(x))
 
 
+def test_a_registered_function_without_partials_names_the_line_when_differentiated(make):
+    def softplus_np(x):
+        return math.log1p(math.exp(x))
+
+    revbench.register(softplus_np)  # (no partials: it runs, it has no gradient)
+    f = make("""
+        def f(y, x):
+            y += softplus_np(x)
+    """)
+    assert f(0.0, 0.3)[0] == pytest.approx(softplus_np(0.3))
+    with pytest.raises(revbench.ReversibilityTypeError,
+                       match=r"softplus_np\(\) has no partial derivative for argument 1.*"
+                             r"partials=.*\n  in reversible function f, .*line 3: "
+                             r"y \+= softplus_np\(x\)"):
+        grad(f, loss="y")(0.0, 0.3)
+
+
 def test_bad_loss_is_a_clear_error(make):
     f = make("""
         def f(y, n, z):

@@ -56,6 +56,19 @@ def test_a_big_endian_array_is_refused_even_after_a_native_call(f):
             f(np.zeros(2), np.ones(2, dtype=">f8"))
 
 
+def test_a_long_double_scalar_is_refused_not_rounded(backend):
+    """A long double does not fit a float64 without losing digits: refused by name on both
+    backends (Numba failed inside its type inference), while float32 scalars widen exactly."""
+    g = revbench.define("def g(y, x):\n    y += x\n", {}, backend=backend)["g"]
+    for value, start in ((np.longdouble(1.5), 0.0), (np.clongdouble(1.5), 0j)):
+        with pytest.raises(ReversibilityTypeError, match=r"argument `x` of g: expected .* got "
+                                                         r"c?longdouble"):
+            g(start, value)
+        with pytest.raises(ReversibilityTypeError, match="argument `x`"):
+            revbench.grad(g, loss="y")(start, value)
+    assert g(0.0, np.float32(1.5)) == (1.5, 1.5)
+
+
 def test_a_masked_array_is_refused(f):
     x = np.ma.masked_array(np.ones(2), mask=[False, True])
     with pytest.raises(ReversibilityTypeError, match="masked array, whose mask"):

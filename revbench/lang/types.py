@@ -68,10 +68,11 @@ def type_of_value(value: Any) -> VarType | None:
         return VarType("bool")
     if isinstance(value, (int, np.integer)):
         return VarType("int")
+    # (a long double does not fit a float64 without losing digits: refused, like its arrays)
     if isinstance(value, (float, np.floating)):
-        return VarType("float")
+        return VarType("float") if np.dtype(type(value)).itemsize <= 8 else None
     if isinstance(value, (complex, np.complexfloating)):
-        return VarType("complex")
+        return VarType("complex") if np.dtype(type(value)).itemsize <= 16 else None
     return None
 
 

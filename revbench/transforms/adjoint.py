@@ -28,6 +28,7 @@ from itertools import count
 
 from revbench.lang import ir
 from revbench.lang.elementwise import array_nodes, element_at, extent
+from revbench.lang.errors import ReversibilityTypeError
 from revbench.lang.types import TypedFunction, VarType
 from revbench.rules import functions as fn_rules
 from revbench.rules import operators as op_rules
@@ -55,6 +56,20 @@ class AdjointContext:
 
     def __post_init__(self) -> None:
         self._loops = count()
+        self.at: ir.Loc = ir.NO_LOC  # the statement being swept (for messages)
+
+    def no_partial(self, name: str, k: int) -> ReversibilityTypeError:
+        """A registered function without the partial derivative a gradient needs: the
+        user's mistake, named at the line that calls it."""
+        f = self.typed.func
+        line = self.at.line
+        return ReversibilityTypeError(
+            f"{name}() has no partial derivative for argument {k + 1}, so {f.name} cannot be "
+            f"differentiated through it: register it with partials=(...), one function "
+            f"per argument (docs/language.md, section 7)\n  in reversible function "
+            f"{ir.shown_name(f.name)}, {ir.shown_file(f.filename)}, line {line}: "
+            f"{f.line_text(line).strip()}", function=f.name, filename=f.filename, lineno=line,
+            stage="ad")
 
     # -- variables -------------------------------------------------------------
     def differentiable(self, name: str) -> bool:
@@ -117,8 +132,7 @@ class AdjointContext:
                     self._walk(arg, rule.complex_vjp[k](seed, *e.args), out)
                     continue
                 if k >= len(rule.partials):
-                    raise NotImplementedError(f"{e.name}() has no partial derivative for argument "
-                                              f"{k + 1}; register it with partials=...")
+                    raise self.no_partial(e.name, k)
                 self._walk(arg, self.mul(seed, self.conj(rule.partials[k](*e.args))), out)
             return
         if isinstance(e, ir.IfExp):
@@ -256,6 +270,7 @@ class Adjoint:
         rule = getattr(self, "s_" + type(s).__name__, None)
         if rule is None:
             raise TypeError(f"no adjoint for {type(s).__name__}")
+        self.ctx.at = s.loc
         return rule(s)
 
     def s_Update(self, s: ir.Update) -> list[ir.Stmt]:
