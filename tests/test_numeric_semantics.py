@@ -918,3 +918,52 @@ def ext(y, a, b):
 """)
     assert revbench.grad(g, "y")(0.0, 1.0, 3.0)[1:] == (6.0, 9.0)
     assert revbench.grad(g, "y")(0.0, 3.0, 3.0)[1:] == (7.5, 7.5)
+
+
+def _bits(z: complex) -> tuple:
+    """A complex number's parts as bits (nan is nan, and -0.0 is not 0.0)."""
+    return tuple(np.float64(p).view(np.int64) if p == p else "nan" for p in (z.real, z.imag))
+
+
+COMPLEX_EDGES = [complex(x, y) for x in (0.0, -0.0, 1.0, -2.0, 19.0, -360.0, 1e-310, 1e308,
+                                          -1e308, math.inf, -math.inf, math.nan)
+                 for y in (0.0, -0.0, 0.5, -3.0, 1e-310, 1e308, math.inf, math.nan)]
+
+
+@pytest.mark.parametrize("fn", ["sqrt", "tanh"])
+def test_complex_sqrt_and_tanh_are_numpys_bit_for_bit(fn):
+    """Numba's own complex sqrt and tanh lose digits or give nan at the ends of the range
+    (sqrt(1e308 + 1e307j) halved the imaginary part; tanh(360 + 1j) was nan, tanh(19 + 0.5j)
+    above 1): compiled code calls the C library's algorithms, which NumPy calls, so both
+    backends give NumPy's value, bit for bit, over the whole range and the special values."""
+    src = f"def f(w, z):\n    w += np.{fn}(z)\n"
+    compiled = revbench.define(src, {"np": np}, backend="numba", check=False)["f"]
+    rng = np.random.default_rng(7)
+    zs = list(COMPLEX_EDGES)
+    for e in range(-320, 309, 3):
+        for _ in range(4):
+            zs.append(complex(rng.uniform(-1, 1) * 10.0 ** e,
+                              rng.uniform(-1, 1) * 10.0 ** (e + int(rng.integers(-20, 1)))))
+    zs += [complex(x, y) for x in np.linspace(-400, 400, 161) for y in (0.1, -2.0, 3.0)]
+    with np.errstate(all="ignore"):
+        for z in zs:
+            want = complex(getattr(np, fn)(np.complex128(z)))
+            # (-0.0 + r is r, bit for bit, zeros' signs included)
+            assert _bits(compiled(complex(-0.0, -0.0), z)[0]) == _bits(want), (fn, z)
+
+
+def test_complex_sqrt_and_tanh_at_the_edges_with_checks_and_gradients(make):
+    f = make("""
+        def f(w, v, z):
+            w += np.sqrt(z)
+            v += np.tanh(z)
+    """)
+    for z in (1e308 + 1e307j, 360 + 1j, 19 + 0.5j, 3e-320 - 2e-321j):
+        w, v, _ = f(0j, 0j, z)
+        assert w == np.sqrt(np.complex128(z)) and v == np.tanh(np.complex128(z))
+    h = make("""
+        def h(s, z):
+            s += np.real(np.sqrt(z)) + np.imag(np.tanh(z))
+    """)
+    for z in (0.7 - 1.3j, 30 + 0.2j, -4.0 + 1e-3j):
+        revbench.check_grad(h, 0.0, z, loss="s")

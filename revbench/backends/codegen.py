@@ -351,6 +351,11 @@ class Emitter:
                     return self.int_helper("abs", e, *args)  # abs(-2**63) overflows
                 if rule.name == "abs" and d == "int" and self.opt.wrap_ints:
                     return f"_rb_int_wrap(abs({args[0]}))"
+            if (self.opt.backend == "numba" and rule.name in fn_rules.NUMBA_COMPLEX
+                    and "complex" in dts):
+                helper = fn_rules.NUMBA_COMPLEX[rule.name]
+                self.user_functions[helper.impl] = helper
+                return f"{helper.impl}({', '.join(args)})"
             if (self.opt.backend == "python" and rule.name in libm.FUNCTIONS
                     and all(t != "complex" for t in dts)):
                 # the C library's function, as compiled code calls: bit-identical results

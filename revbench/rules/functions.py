@@ -186,6 +186,13 @@ _BUILTIN: list[FunctionRule] = [
 
 BUILTIN_FUNCTIONS: dict[str, FunctionRule] = {r.name: r for r in _BUILTIN}
 
+#: what compiled code calls for a function of a complex argument where Numba's own loses
+#: digits or gives nan (:mod:`revbench.rules.special`); plain Python calls NumPy's
+NUMBA_COMPLEX: dict[str, FunctionRule] = {
+    name: FunctionRule(f"c{name}", f"_rb_c{name}", 1, (), hidden=True, user_function=fn,
+                       fingerprint=fingerprint(fn))
+    for name, fn in (("sqrt", special.csqrt), ("tanh", special.ctanh))}
+
 #: user spelling (bare name, ``math.x``, ``np.x``, ``numpy.x``) -> canonical name
 SPELLINGS: dict[str, str] = {}
 for _r in _BUILTIN:

@@ -1,6 +1,7 @@
 """revbench's own functions written as plain Python, which both backends compile from this
-one source: the derivatives of ``lgamma`` (digamma, trigamma), and NumPy's extremes of two
-numbers as NumPy treats nan (below).
+one source: the derivatives of ``lgamma`` (digamma, trigamma), NumPy's extremes of two
+numbers as NumPy treats nan, and the complex square root and hyperbolic tangent that
+compiled code calls instead of Numba's (below).
 
 ``math.lgamma`` (SciPy's ``gammaln``) is built into Numba and CPython alike, but its
 derivative ``digamma`` and second derivative ``trigamma`` are not: SciPy's
@@ -112,3 +113,116 @@ def fmin(a, b):
     if b != b:
         return a
     return a if a <= b else b
+
+
+# Numba's complex ``sqrt`` loses digits at the ends of the range (``sqrt(1e308 + 1e307j)``
+# halves the imaginary part, subnormal arguments lose half their digits) and its complex
+# ``tanh`` gives nan once the real part passes about 355 and more than 1 near 19.  Compiled
+# code calls these instead (the Python backend calls NumPy's): the C library's algorithms,
+# which NumPy calls, written out operation for operation -- so the two backends agree bit
+# for bit (the tests compare them with NumPy over the whole range and the special values).
+
+_DBL_MAX = 1.7976931348623157e308
+_DBL_MIN = 2.2250738585072014e-308
+_DBL_EPSILON = 2.220446049250313e-16
+_TANH_T = 354.0  # int((DBL_MAX_EXP - 1) * ln 2 / 2): beyond it exp(2x) overflows
+
+
+def csqrt(z):
+    """``np.sqrt(z)`` of a complex ``z``: the C library's algorithm (glibc's ``csqrt``),
+    which NumPy calls, operation for operation (scaling by powers of two is exact)."""
+    x = z.real
+    y = z.imag
+    if not (math.isfinite(x) and math.isfinite(y)):
+        if math.isinf(y):
+            return complex(math.inf, y)
+        if math.isinf(x):
+            if x < 0.0:
+                return complex(math.nan if y != y else 0.0, math.copysign(math.inf, y))
+            return complex(x, math.nan if y != y else math.copysign(0.0, y))
+        return complex(math.nan, math.nan)
+    if y == 0.0:
+        if x < 0.0:
+            return complex(0.0, math.copysign(math.sqrt(-x), y))
+        return complex(abs(math.sqrt(x)), math.copysign(0.0, y))
+    if x == 0.0:
+        if abs(y) >= 2.0 * _DBL_MIN:
+            r = math.sqrt(0.5 * abs(y))
+        else:
+            r = 0.5 * math.sqrt(2.0 * abs(y))
+        return complex(r, math.copysign(r, y))
+    scale = 0
+    if abs(x) > _DBL_MAX / 4.0:
+        scale = 1
+        x *= 0.25
+        y *= 0.25
+    elif abs(y) > _DBL_MAX / 4.0:
+        scale = 1
+        x = x * 0.25 if abs(x) >= 4.0 * _DBL_MIN else 0.0
+        y *= 0.25
+    elif abs(x) < 2.0 * _DBL_MIN and abs(y) < 2.0 * _DBL_MIN:
+        scale = -27  # -(53 + 1) // 2
+        x *= 2.0 ** 54
+        y *= 2.0 ** 54
+    d = math.hypot(x, y)
+    if x > 0.0:
+        r = math.sqrt(0.5 * (d + x))
+        if scale == 1 and abs(y) < 1.0:
+            s = y / r
+            r *= 2.0
+            scale = 0
+        else:
+            s = 0.5 * (y / r)
+    else:
+        s = math.sqrt(0.5 * (d - x))
+        if scale == 1 and abs(y) < 1.0:
+            r = abs(y / s)
+            s *= 2.0
+            scale = 0
+        else:
+            r = abs(0.5 * (y / s))
+    if scale == 1:
+        r *= 2.0
+        s *= 2.0
+    elif scale == -27:
+        r *= 2.0 ** -27
+        s *= 2.0 ** -27
+    return complex(r, math.copysign(s, y))
+
+
+def ctanh(z):
+    """``np.tanh(z)`` of a complex ``z``: the C library's algorithm (glibc's ``ctanh``),
+    which NumPy calls, operation for operation."""
+    x = z.real
+    y = z.imag
+    if math.isinf(x):
+        if math.isfinite(y) and abs(y) > 1.0:
+            return complex(math.copysign(1.0, x), math.copysign(0.0, math.sin(y) * math.cos(y)))
+        return complex(math.copysign(1.0, x), math.copysign(0.0, y))
+    if not (math.isfinite(x) and math.isfinite(y)):
+        if y == 0.0:
+            return z
+        return complex(x if x == 0.0 else math.nan, math.nan)
+    if abs(y) > _DBL_MIN:
+        sin_y = math.sin(y)
+        cos_y = math.cos(y)
+    else:
+        sin_y = y
+        cos_y = 1.0
+    if abs(x) > _TANH_T:  # exp(2x) would overflow: the imaginary part in two divisions
+        e = math.exp(2.0 * _TANH_T)
+        im = 4.0 * sin_y * cos_y / e
+        rest = abs(x) - _TANH_T
+        im = im / e if rest > _TANH_T else im / math.exp(2.0 * rest)
+        return complex(math.copysign(1.0, x), im)
+    if abs(x) > _DBL_MIN:
+        sinh_x = math.sinh(x)
+        cosh_x = math.cosh(x)
+    else:
+        sinh_x = x
+        cosh_x = 1.0
+    if abs(sinh_x) > abs(cos_y) * _DBL_EPSILON:
+        den = sinh_x * sinh_x + cos_y * cos_y
+    else:
+        den = cos_y * cos_y
+    return complex(sinh_x * cosh_x / den, sin_y * cos_y / den)
