@@ -1286,6 +1286,13 @@ def test_len_and_shape(make):
     """)
     x, A = np.zeros(7), np.zeros((2, 3))
     roundtrip(f, 1, 0.0, x, A, expect=(1 + 723, 1.0, x, A))
+    g = make("""
+        def g(k, A):
+            k += A.shape[-1] * 10 + A.shape[-2]
+    """)
+    roundtrip(g, 0, A, expect=(32, A))
+    with pytest.raises(revbench.ReversibilityTypeError, match="axis -2 does not exist"):
+        g(0, x)
 
 
 def test_element_read_in_expression(make):

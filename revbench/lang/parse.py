@@ -935,9 +935,11 @@ class Parser:
         base = e.value
         if isinstance(base, ast.Attribute) and base.attr == "shape" and isinstance(base.value, ast.Name) \
                 and base.value.id in self.local_names:
-            k = e.slice
+            k, sign = e.slice, 1
+            if isinstance(k, ast.UnaryOp) and isinstance(k.op, ast.USub):  # x.shape[-1]
+                k, sign = k.operand, -1
             if isinstance(k, ast.Constant) and isinstance(k.value, int) and not isinstance(k.value, bool):
-                return ir.Shape(base.value.id, k.value, loc)
+                return ir.Shape(base.value.id, sign * k.value, loc)
             raise self.error(e, "x.shape[k] needs a constant axis k")
         if not (isinstance(base, ast.Name) and base.id in self.local_names):
             raise self.error(e, self._not_indexable(e))
