@@ -128,22 +128,24 @@ def _axis_step(e: ir.Elem, ax: int) -> int | None:
     return ir.slice_step(part) if part is None or isinstance(part, ir.Slice) else None
 
 
-def _progressions_meet(la: str, ha: str, sa: int, lb: str, hb: str, sb: int) -> tuple[str, str]:
+def _progressions_meet(la: str, ha: str, sa: int, lb: str, hb: str,
+                       sb: int) -> tuple[str, str, str]:
     """Code for "the indices ``la:ha:sa`` and ``lb:hb:sb`` share one" (an index ``i`` is
-    ``i:i+1:1``), and for the least shared index when they do.  The steps are constants, so
+    ``i:i+1:1``), and for the least and the greatest shared index when they do.  The steps are constants, so
     the Chinese remainder theorem is solved here, once: the shared indices are ``x0 + L j``
     with ``L = lcm(sa, sb)``, where ``x0`` is the first of them from ``max(la, lb)``; they
     share one if the starts agree modulo ``gcd(sa, sb)`` and ``x0`` comes before either ends.
     (Comparing ranges alone took ``x[0:4:2]`` and ``x[1:7:3]``, {0, 2} and {1, 4}, to meet.)"""
     if sa == sb == 1:
-        return f"{la} < {hb} and {lb} < {ha}", f"max({la}, {lb})"
+        return f"{la} < {hb} and {lb} < {ha}", f"max({la}, {lb})", f"min({ha}, {hb}) - 1"
     g = math.gcd(sa, sb)
     m, lcm = sb // g, sa * sb // g
     inv = pow(sa // g, -1, m) if m > 1 else 0  # (sa / g) * inv == 1 modulo m
     lo = f"max({la}, {lb})"
     first_a = f"({la} + {sa} * ((({lb}) - ({la})) // {g} * {inv} % {m}))"  # == lb (mod sb)
     x0 = f"({lo} + ({first_a} - {lo}) % {lcm})"
-    return f"(({lb}) - ({la})) % {g} == 0 and {x0} < min({ha}, {hb})", x0
+    last = f"({x0} + {lcm} * ((min({ha}, {hb}) - 1 - {x0}) // {lcm}))"
+    return f"(({lb}) - ({la})) % {g} == 0 and {x0} < min({ha}, {hb})", x0, last
 
 
 def _finite(v) -> bool:
@@ -839,11 +841,11 @@ class Emitter:
             for ax in range(min(len(a.indices), len(b.indices))):
                 sa, sb = (_axis_step(e, ax) for e in (a, b))
                 (la, ha), (lb, hb) = self.axis_range(a, ax), self.axis_range(b, ax)
-                meet, low = _progressions_meet(la, ha, sa or 1, lb, hb, sb or 1)
+                meet, low, high = _progressions_meet(la, ha, sa or 1, lb, hb, sb or 1)
                 conds.append(meet)
                 # the message names the shared indices along the first axis a slice spans
                 if not spanned and (ax == 0 or sa is not None or sb is not None):
-                    first = (low, f"min({ha}, {hb}) - 1")
+                    first = (low, high)
                     spanned = sa is not None or sb is not None
             self.emit(f"if {' and '.join(conds) or 'True'}:", loc)
             self.emit("    " + self.fail(k, *first), loc)

@@ -43,6 +43,15 @@ class Failure:
     index: tuple  # the element (ancilla), the axis and length (shape, slice)
 
 
+def _shared(f: Failure) -> str:
+    """The indices two sub-arrays share: the first and the last (strided ones share some
+    of those between, not all)."""
+    if f.expected == f.actual:
+        return f"they share index {fmt(f.expected)}"
+    return (f"they share elements from index {fmt(f.expected)} to {fmt(f.actual)} (the "
+            "first and the last they share)")
+
+
 def _expected_got(f: Failure) -> str:
     return f"expected {fmt(f.expected)}, got {fmt(f.actual)}"
 
@@ -129,13 +138,11 @@ CHECKS: dict[str, CheckKind] = {
     "overlap": CheckKind(
         "a whole-array update does not read a sub-array overlapping its target",
         "`{var}` and `{detail}` overlap at run time: an update cannot read its own target",
-        values=lambda f: (f"they share element(s) from index {fmt(f.expected)} to "
-                          f"{fmt(f.actual)}")),
+        values=lambda f: _shared(f)),
     "call-overlap": CheckKind(
         "sub-array arguments of one call do not overlap",
         "`{var}` and `{detail}` overlap at run time: arguments of one call must not alias",
-        values=lambda f: (f"they share element(s) from index {fmt(f.expected)} to "
-                          f"{fmt(f.actual)}")),
+        values=lambda f: _shared(f)),
     "slice": CheckKind(
         "a sub-array's bounds satisfy 0 <= a <= b <= len",
         "the sub-array `{var}` is out of range along axis {axis}",
