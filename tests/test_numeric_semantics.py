@@ -967,3 +967,19 @@ def test_complex_sqrt_and_tanh_at_the_edges_with_checks_and_gradients(make):
     """)
     for z in (0.7 - 1.3j, 30 + 0.2j, -4.0 + 1e-3j):
         revbench.check_grad(h, 0.0, z, loss="s")
+
+
+@pytest.mark.parametrize("source, args, named", [
+    ("y += np.max(x, axis=0)", (np.zeros(2), np.array([[1.0, np.inf], [2.0, 3.0]])),
+     "`+=` by `np.max(x, axis=0)`"),
+    ("y += np.cumprod(x)", (np.zeros(2), np.array([1e300, 1e300])), "`+=` by `np.cumprod(x)`"),
+    ("y += np.cumprod(x)", (np.zeros(2, np.int64), np.array([2**40, 2**40])),
+     "integer overflow in `np.cumprod(x)`"),
+])
+def test_a_check_in_a_lowered_statement_names_the_users_expression(make, source, args, named):
+    """Reductions along an axis and scans become loops over revbench's own variables: a
+    failed check names the operand as the user wrote it, never those."""
+    f = make(f"def f(y, x):\n    {source}\n")
+    with pytest.raises(revbench.ReversibilityError) as info:
+        f(*args)
+    assert named in str(info.value) and "_rb_" not in str(info.value), str(info.value)

@@ -107,6 +107,22 @@ FLOAT_HUGE = 2.0**1023
 _MUL_SAFE = 3037000499
 
 
+#: the updates, longest first: what separates a statement's target from its operand
+_UPDATE_OPS = ("//=", "**=", "+=", "-=", "*=", "/=", "^=", "%=")
+
+
+def users_words(text: str, line: str) -> str:
+    """``text`` (an expression a check names) as the user wrote it: a lowered statement's
+    expression names revbench's own variables (``np.cumprod(x)`` became a loop over
+    ``_rb_scan0``), so the message names the operand of the user's line instead."""
+    if "_rb_" not in text or not line:
+        return text
+    for op in _UPDATE_OPS:
+        if op in line:
+            return line.split(op, 1)[1].strip()
+    return line
+
+
 def to_user_error(exc: CheckFailed, tables: Mapping[int, CheckTable] | None = None
                   ) -> ReversibilityError:
     """Turn a raw :class:`CheckFailed` into the user's :class:`ReversibilityError`.
@@ -119,13 +135,15 @@ def to_user_error(exc: CheckFailed, tables: Mapping[int, CheckTable] | None = No
     if table is None:  # pragma: no cover - a module loaded without its table
         return ReversibilityError(f"a reversibility check failed: {exc.args}")
     info = table.checks[k]
-    var = info.variable
+    text = table.source_lines.get(info.line, "").strip()
+    var = users_words(info.variable, text)
     if index and info.kind == "ancilla":
         var = f"{var}[{', '.join(str(int(i)) for i in index)}]"
-    failure = checks.Failure(var, info.detail, expected, actual, tuple(index))
+    op, tab, detail = info.detail.rpartition("\t")
+    failure = checks.Failure(var, f"{op}{tab}{users_words(detail, text)}", expected, actual,
+                             tuple(index))
     what = checks.headline(info.kind, failure)
     values = CHECKS[info.kind].values(failure)
-    text = table.source_lines.get(info.line, "").strip()
     op = info.detail if info.kind in ("zero", "nonfinite") else \
         (info.detail.split(" ")[1:2] or [""])[0] if info.kind == "result" else ""
     if op and text and op not in text:  # an update run backwards (or inside `with inverted:`)
