@@ -243,6 +243,20 @@ def test_unchecked_code_has_no_overflow_checks(make):
     assert "_rb_imul" not in f.source("forward") and "_rb_iadd" not in f.source("forward")
 
 
+def test_unchecked_int64_min_divided_by_minus_one_wraps_on_both_backends(make):
+    """Unchecked integers wrap around in int64 (docs/language.md): INT64_MIN // -1 is
+    INT64_MIN on both backends (compiled division gave 0), in an expression and in `/=`."""
+    f = make("""
+        def f(y, n, a, b):
+            y += a // b
+            n /= b
+    """, check=False)
+    low = -2**63
+    assert f(0, low, low, -1)[:2] == (low, low)
+    assert f(0, 12, -7, -1)[:2] == (7, -12)
+    assert f(0, 12, 7, -2)[:2] == (-4, -6)
+
+
 # -- integer constants: static ----------------------------------------------------
 @pytest.mark.parametrize("body, text", [
     ("a += 2**70", "1180591620717411303424"),

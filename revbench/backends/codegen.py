@@ -427,6 +427,10 @@ class Emitter:
             return self.int_helper(e.op, e, left, right)
         if d == "int" and self.opt.wrap_ints and e.op in INT_HELPERS:
             return f"_rb_int_wrap({left} {e.op} {right})"
+        if d == "int" and e.op == "//" and not self.opt.check:
+            # unchecked, INT64_MIN // -1 wraps around to INT64_MIN, as plain Python's
+            # wrapped result does (compiled division gives 0 there): a // -1 is -a
+            return f"(-{left} if {right} == -1 else {left} // {right})"
         return f"({left} {e.op} {right})"
 
     def int_helper(self, op: str, e, *args: str) -> str:
@@ -616,6 +620,9 @@ class Emitter:
             return
         if self.opt.wrap_ints and dtype == "int":
             self.emit(f"{target} = _rb_int_wrap({target} {op} {value})", s.loc)
+            return
+        if dtype == "int" and op == "//":  # (unchecked INT64_MIN // -1 wraps, as in binop)
+            self.emit(f"{target} = -{target} if {value} == -1 else {target} // {value}", s.loc)
             return
         undone = not s.target.name.startswith("_rb_adj")  # adjoints are never undone
         if self.opt.check and undone and not integer:
