@@ -997,3 +997,25 @@ def test_a_check_in_a_lowered_statement_names_the_users_expression(make, source,
     with pytest.raises(revbench.ReversibilityError) as info:
         f(*args)
     assert named in str(info.value) and "_rb_" not in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("source, args", [
+    ("w += z ** 2", (0j, 1e300j)),
+    ("w += z ** -1", (0j, 0j)),
+    ("w += abs(z)", (0.0, 1.5e308 + 1.5e308j)),
+    ("w *= z", (1 + 0.5j, 1.7976931348623157e308j)),
+])
+def test_complex_overflow_is_the_same_on_both_backends(source, args):
+    """Python's complex numbers raise OverflowError (or ZeroDivisionError) where compiled
+    code and NumPy give inf or nan: the Python backend gives what Numba gives, unchecked,
+    and the same checked error."""
+    src = f"def f(w, z):\n    {source}\n"
+    for check in (False, True):
+        outcomes = []
+        for backend in BACKENDS:
+            f = revbench.define(src, {"np": np}, backend=backend, check=check)["f"]
+            try:
+                outcomes.append(("ok", repr(f(*args))))
+            except revbench.ReversibilityError as exc:
+                outcomes.append(("error", str(exc).splitlines()[0]))
+        assert outcomes[0] == outcomes[1], (check, outcomes)

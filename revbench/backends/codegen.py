@@ -412,6 +412,8 @@ class Emitter:
     def binop(self, e: ir.BinOp, ew: tuple[str, ...]) -> str:
         lt, rt, d = self.dtype(e.left), self.dtype(e.right), self.dtype(e)
         left, right = self.x(e.left, ew), self.x(e.right, ew)
+        if e.op == "**" and d == "complex" and self.opt.backend == "python":
+            return f"_rb_cpow({left}, {right})"
         if e.op == "**" and d == "float":
             if rt == "float":
                 # a negative base with a non-integer exponent: Python's float gives a
@@ -1272,6 +1274,11 @@ class Emitter:
             lines.append("from revbench.backends.runtime import int_wrap as _rb_int_wrap")
         if self.uses_libm:
             lines.append("from revbench.backends import libm as _rb_libm")
+        if self.opt.backend == "python":
+            # (Python's complex numbers raise OverflowError where compiled code and NumPy
+            # give inf: abs() of a huge complex number, a complex power that overflows)
+            lines.append("from revbench.backends.runtime import complex_pow as _rb_cpow, "
+                         "safe_abs as abs")
         return lines
 
     def s_Print(self, s: ir.Print) -> None:

@@ -226,6 +226,29 @@ def float_shift(old, value, subtract, module, k):
 # numba_backend compiles them too (and has its own + - * with LLVM's overflow
 # intrinsics), so every test is made *before* the operation: Numba's signed
 # overflow is not even guaranteed to wrap (LLVM may assume it never happens).
+def safe_abs(x):
+    """``abs(x)``, where a complex number whose modulus exceeds the float range is inf (as
+    in compiled code and NumPy) rather than Python's ``OverflowError``: the Python
+    backend's ``abs``."""
+    try:
+        return abs(x)
+    except OverflowError:
+        return math.inf
+
+
+def complex_pow(a, b):
+    """``a ** b`` with a complex result, as compiled code computes it: Python's complex
+    power, except where it raises (an overflow, 0 to a negative or complex power), there
+    NumPy's inf or nan, as Numba gives."""
+    try:
+        return a ** b
+    except (OverflowError, ZeroDivisionError):
+        import numpy as np  # (only here: the runtime is imported by every kernel)
+
+        with np.errstate(all="ignore"):
+            return complex(np.complex128(a) ** b)
+
+
 def int_wrap(v):
     """``v`` wrapped around into int64, as Numba's unchecked integers do: the Python
     backend's integers (unbounded) call this with checks off, so both backends give

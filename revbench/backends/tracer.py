@@ -42,9 +42,11 @@ from revbench.backends.runtime import (
     TABLES,
     CheckFailed,
     CheckTable,
+    complex_pow,
     int_wrap,
     loop_extreme,
     loop_sum,
+    safe_abs,
     to_user_error,
 )
 from revbench.backends.trace_data import (
@@ -93,6 +95,7 @@ class _Limit(BaseException):
 #: expressions the walker evaluates itself call (``Emitter.x`` outside a statement)
 _BASE_GLOBALS = {"_rb_math": math, "_rb_np": np, "_rb_libm": libm, "_rb_loop_sum": loop_sum,
                  "_rb_loop_extreme": loop_extreme, "_rb_int_wrap": int_wrap,
+                 "_rb_cpow": complex_pow, "abs": safe_abs,
                  "_RbCheckFailed": CheckFailed, "__builtins__": builtins.__dict__}
 _ZERO = {"bool": False, "int": 0, "float": 0.0, "complex": 0j}
 
