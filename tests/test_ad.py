@@ -370,10 +370,13 @@ def test_an_argument_named_twice_in_wrt_or_outputs_is_refused(make):
         def f(s, x):
             s += x * x
     """)
-    with pytest.raises(ValueError, match=r"wrt= names 'x' twice"):
-        grad(f, loss="s", wrt=("x", "x"))
-    with pytest.raises(ValueError, match=r"outputs= names 's' twice"):
-        revbench.jacobian(f, outputs=["s", "s"], wrt="x")
+    for wrt in (("x", "x"), ("x", 1)):  # (by name and position alike)
+        with pytest.raises(ValueError, match=r"grad: wrt names an argument twice"):
+            grad(f, loss="s", wrt=wrt)
+        with pytest.raises(ValueError, match=r"value_and_grad: wrt names an argument twice"):
+            value_and_grad(f, loss="s", wrt=wrt)
+    with pytest.raises(ValueError, match=r"jacobian: outputs names an argument twice"):
+        revbench.jacobian(f, outputs=["s", "s"], wrt="x")(0.0, 1.0)
 
 
 def test_kinks_get_the_central_difference_subgradient(make):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -1267,3 +1268,111 @@ def test_a_time_loop_is_the_loop_statement_and_its_loss(backend, strategy):
     counted = actions.simulate(schedule.actions(n, schedule.knob), n,
                                schedule.slots(n, schedule.knob))
     assert loop.stats.forward_steps == counted["forward_steps"]
+
+
+# --------------------------------------------------------------------------- #
+# Strategies of one's own, planned in Python
+# --------------------------------------------------------------------------- #
+def _keep_all(b, n):
+    for t in range(n):
+        b.fwd(t, keep=True)
+
+
+@pytest.mark.parametrize("mistake, said", [
+    ("no rev(0)", "runs 4 reverse step"),
+    ("no loss", "takes the loss 0 time"),
+    ("loss twice", "takes the loss 2 time"),
+    ("loss of s[n-1]", "takes the loss of s[4], not of the final state s[5]"),
+    ("revs first to last", "schedule error: state 1 is not held"),
+])
+def test_a_schedule_of_ones_own_that_would_give_a_wrong_gradient_is_refused(mistake, said):
+    """The rows a strategy plans in Python are checked: the loss of s[n] once, then every
+    step reversed once, last to first (a schedule without its last reverse step gave a zero
+    gradient of the initial state, silently)."""
+    from dataclasses import dataclass
+
+    from revbench.checkpoint import ScheduleError, Strategy
+
+    @dataclass(frozen=True, repr=False)
+    class Careless(Strategy):
+        """Keeps every state, and makes one mistake."""
+
+        def slots(self, n, inplace):
+            return n + 1
+
+        def schedule(self, b, n):
+            _keep_all(b, n)
+            if mistake == "revs first to last":
+                b.loss(n)
+                for t in range(n):
+                    b.rev(t)
+                return
+            if mistake != "no loss":
+                b.loss(n - 1 if mistake == "loss of s[n-1]" else n)
+            if mistake == "loss twice":
+                b.loss(n)
+            for t in range(n - 1, 0 if mistake == "no rev(0)" else -1, -1):
+                b.rev(t)
+
+    loop = oop_loop("python", 5)
+    with pytest.raises(ScheduleError, match=f"schedule of Careless\\(\\) is not valid for a loop "
+                                            f"of 5 steps: .*{re.escape(said)}"):
+        loop.value_and_grad(*oop_args(), strategy=Careless())
+
+
+def test_a_strategy_of_ones_own_that_changes_is_planned_again():
+    """A plan is remembered only for a strategy that cannot change (a frozen dataclass): a
+    plain class's settings may differ at the next call, and a plain dataclass is not even
+    hashable."""
+    from dataclasses import dataclass
+
+    from revbench.checkpoint import Strategy
+
+    class Every(Strategy):
+        """Checkpoints every k steps (a plain class)."""
+
+        def __init__(self, k):
+            self.k = k
+
+        def slots(self, n, inplace):
+            return Periodic(every=self.k).slots(n, inplace)
+
+        def schedule(self, b, n):
+            plans.periodic(b, n, self.k)
+
+    @dataclass(repr=False)
+    class EveryDC(Every):
+        """Checkpoints every k steps (a dataclass that is not frozen)."""
+
+        k: int = 2
+
+    loop = oop_loop("python", 20)
+    args = oop_args()
+    _, want = loop.value_and_grad(*args, strategy=StoreAll())
+    s = Every(5)
+    for k in (5, 2, 5):
+        s.k = k
+        _, got = loop.value_and_grad(*args, strategy=s)
+        b = plans.PlanBuilder(False, s.slots(20, False), lambda rows: None)
+        b.start()
+        plans.periodic(b, 20, k)
+        assert loop.stats.forward_steps == b.counts.forward_steps  # (this k's plan, not the last)
+        assert_grads_close(got, want, rtol=1e-12)
+    _, got = loop.value_and_grad(*args, strategy=EveryDC(3))
+    assert_grads_close(got, want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("strategy", [Online(snapshots=10**6),
+                                      revbench.checkpoint.TwoLevel(period=3, snapshots=10**6)],
+                         ids=lambda s: type(s).__name__)
+def test_more_snapshots_than_steps_hold_no_more_than_the_steps(strategy):
+    """Online and TwoLevel size their store by the loop's length where it is shorter than
+    their snapshots (they allocated c + 2 states: a 10-step loop was refused as needing
+    74 GiB, or took seconds and gigabytes)."""
+    schedule = strategy.loop_schedule()
+    assert schedule.slots(10, schedule.knob) == strategy.slots(10, False) == 12
+    loop = oop_loop("python", 10)
+    args = oop_args()
+    _, want = loop.value_and_grad(*args, strategy=StoreAll())
+    _, got = loop.value_and_grad(*args, strategy=strategy)
+    assert_grads_close(got, want, rtol=1e-12)

@@ -51,7 +51,7 @@ def jvp(f: ReversibleFunction, *args: Any, tangents: Mapping[str, Any] | Sequenc
     if len(args) != len(f.params):
         raise TypeError(f"{api} takes the {len(f.params)} argument(s) of "
                         f"{f.__name__}{f.params}, got {len(args)}")
-    out_names = f.params if outputs is None else as_names(outputs, "outputs")
+    out_names = f.params if outputs is None else as_names(outputs)
     if not out_names:
         raise ValueError(f"{api}: outputs names no argument")
     ko = [param_index(f, o, "outputs") for o in out_names]

@@ -72,6 +72,10 @@ def value_and_grad(f: ReversibleFunction, loss: Loss, wrt: Any = None, batch: An
     On the CPU, ``workers`` threads (default: every core) run chunks of the items.
     """
     require_reversible(f, _api)
+    if wrt is not None:
+        ks = [param_index(f, w, "wrt") for w in as_names(wrt)]
+        if len(set(ks)) != len(ks):
+            raise ValueError(f"{_api}: wrt names an argument twice (got wrt={wrt!r})")
     check_loss(f, loss)
     check_device(device, batch, _api, workers)
     if batch is not None:
@@ -151,7 +155,7 @@ def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any, batch: Any = None,
     require_reversible(f, "jacobian")
     check_device(device, batch, "jacobian", workers)
     many_out, many_wrt = (isinstance(w, (tuple, list)) for w in (outputs, wrt))
-    out_names, wrt_names = as_names(outputs, "outputs"), as_names(wrt)
+    out_names, wrt_names = as_names(outputs), as_names(wrt)
     for what, names in (("outputs", out_names), ("wrt", wrt_names)):
         if not names:
             raise ValueError(f"jacobian: {what} names no argument")
@@ -272,12 +276,13 @@ def vjp(f: ReversibleFunction, *args: Any, outputs: Any, wrt: Any = None, batch:
     api = f"vjp({f.__name__})"
     check_device(device, batch, api, workers)
     if batch is not None:
-        return batched_vjp(f, as_names(outputs, "outputs"), None if wrt is None else as_names(wrt), batch,
+        wrt_names = None if wrt is None else as_names(wrt)
+        return batched_vjp(f, as_names(outputs), wrt_names, batch,
                            device, reduce, deterministic, workers,
                            unbatched=lambda *a: vjp(f, *a, outputs=outputs, wrt=wrt))(*args)
     if reduce is not None:
         raise ValueError(f"{api}: reduce= sums gradients over the items of batch=: name them")
-    out_names = as_names(outputs, "outputs")
+    out_names = as_names(outputs)
     wrt_names = f.params if wrt is None else as_names(wrt)
     for what, names in (("outputs", out_names), ("wrt", wrt_names)):
         if not names:

@@ -352,18 +352,10 @@ def not_recovered(name: str, b: np.ndarray, a: np.ndarray, exact: bool, atol: fl
     return msg, expected, actual
 
 
-def as_names(which: Any, what: str = "wrt") -> tuple:
-    """``outputs=`` / ``wrt=`` (``what``) as a tuple: one name or position, or a tuple or
-    list of them, each once.  Anything else is one item, for :func:`param_index` to refuse
-    by name (a float, a dict)."""
-    names = tuple(which) if isinstance(which, (tuple, list)) else (which,)
-    seen: list = []
-    for n in names:
-        if isinstance(n, (str, int)) and not isinstance(n, bool) and n in seen:
-            raise ValueError(f"{what}= names {n!r} twice: name each argument once "
-                             f"(got {what}={which!r})")
-        seen.append(n)
-    return names
+def as_names(which: Any) -> tuple:
+    """``outputs=`` / ``wrt=`` as a tuple: one name or position, or a tuple or list of them.
+    Anything else is one item, for :func:`param_index` to refuse by name (a float, a dict)."""
+    return tuple(which) if isinstance(which, (tuple, list)) else (which,)
 
 
 def block_rows(rows: list[tuple[int, int]]) -> list[int]:

@@ -11,7 +11,7 @@ in-place steps) or Bennett's pebbling, which uncomputes intermediate states
 """
 
 from revbench.checkpoint.disk import InsufficientDiskError
-from revbench.checkpoint.loop import InsufficientMemoryError, Stats, TimeLoop
+from revbench.checkpoint.loop import InsufficientMemoryError, ScheduleError, Stats, TimeLoop
 from revbench.checkpoint.strategies import (
     STRATEGIES,
     Bennett,
@@ -30,5 +30,6 @@ from revbench.lang.markers import checkpointed
 # strategies.py is named here too -- tests/test_strategy_registry.py fails until it is)
 __all__ = ["STRATEGIES", "Bennett", "InsufficientDiskError", "InsufficientMemoryError",
            "Multistage", "Online",
-           "Periodic", "Reverse", "Revolve", "Stats", "StoreAll", "Strategy", "TimeLoop",
+           "Periodic", "Reverse", "Revolve", "ScheduleError", "Stats", "StoreAll", "Strategy",
+           "TimeLoop",
            "TwoLevel", "checkpointed"]

@@ -43,7 +43,8 @@ FWD, INV, REV, COPY, SEED, ASK, STORE, LOAD = 0, 1, 2, 3, 4, 5, 6, 7
 #: the functions of this module the schedules call: compiled with them under Numba
 #: (:func:`revbench.backends.numba_backend.helper`)
 NUMBA_CALLS = ("extra_steps", "_cost", "best_split", "bennett_bound", "new_pool", "take", "give",
-               "revolve_segment", "online_actions", "multistage_weights", "multistage_storage", "_advance")
+               "revolve_segment", "online_actions", "multistage_weights", "multistage_storage",
+               "_advance", "revolve_slots", "two_level_slots", "multistage_slots")
 
 
 # --------------------------------------------------------------------------- #
@@ -257,7 +258,10 @@ def revolve_segment(a0, e0, c, base, last, pool):
 # Online: loops whose length is known only when they end (``while``)
 # --------------------------------------------------------------------------- #
 def online_slots(n, c):
-    return c + 2
+    """``c + 2``, or fewer for a loop known to be shorter (``n``: its length, or its
+    ``max_steps``): a loop of ``n`` steps never holds more than ``n + 1`` states, in the
+    slots ``0 .. n`` (``tests/test_checkpointed_while.py``)."""
+    return c + 2 if n < 0 else min(c + 2, n + 2)
 
 
 def online_peak(n, c):
@@ -373,8 +377,9 @@ def online_bound(n, c):
 # --------------------------------------------------------------------------- #
 def two_level_slots(n, knob):
     """RAM slots: ``s[0]``, a segment's start and end, and what Revolve with ``c``
-    snapshots needs besides its start (``c - 1`` snapshots, two states being advanced)."""
-    return knob[1] + 4
+    snapshots needs besides its start (``c - 1`` snapshots, two states being advanced); for
+    a shorter loop, no more than its ``n + 1`` states, in the slots ``0 .. n``."""
+    return min(knob[1] + 4, n + 2)
 
 
 def two_level_peak(n, knob):

@@ -47,6 +47,10 @@ class ParamSpec:
     complex: bool = False
 
 
+class ScheduleError(ValueError):
+    """A strategy's schedule, planned in Python, that would not give the gradient."""
+
+
 class InsufficientMemoryError(MemoryError, ValueError):
     """A strategy would need more memory than the machine has free (raised before allocating)."""
 
@@ -251,7 +255,10 @@ class TimeLoop:
                 f"({slots * state_bytes / 2**30:.1f} GiB), more than the {free / 2**30:.1f} GiB "
                 "of memory free: use Revolve(snapshots=c) (memory c + 2 states) "
                 + ("or Reverse() (2 states)" if self.inplace else "or Bennett(k=...)"))
-        counts, value, grads, roundtrip = ex.gradient(strategy, slots)
+        try:
+            counts, value, grads, roundtrip = ex.gradient(strategy, slots)
+        except ScheduleError as exc:
+            raise exc.with_traceback(None) from None
         self.stats = Stats(strategy.label, self.n_steps, counts.forward_steps,
                            counts.inverse_steps, counts.reverse_steps, counts.peak_states,
                            counts.peak_states * state_bytes, ex.disk_bytes,
@@ -456,10 +463,10 @@ class _Executor:
         if schedule is not None:
             knob = schedule.knob
             # (Bennett's generator may be given more slots than it uses: it takes the lowest)
-            slots = max(2, min(schedule.slots(n, knob), slots))
-            peak = schedule.peak(n, knob)
+            slots = max(2, min(schedule.size(schedule.slots, n), slots))
+            peak = schedule.size(schedule.peak, n)
             self.disk_bytes = (0 if schedule.disk is None else
-                               schedule.disk(n, knob) * sum(s.nbytes for s in self.state))
+                               schedule.size(schedule.disk, n) * sum(s.nbytes for s in self.state))
         else:
             knob, peak = _planned_rows(strategy, n, self.loop.inplace, slots)
             schedule = LoopSchedule(actions.planned_actions, None, None)
@@ -524,24 +531,53 @@ class _Executor:
 
 def _planned_rows(strategy: Strategy, n: int, inplace: bool, slots: int) -> tuple[np.ndarray, int]:
     """A strategy without a compiled schedule: its rows, planned in Python by a
-    :class:`~.plan.PlanBuilder` (remembered when small), as actions; and its peak."""
-    key = (strategy, n, inplace)
-    hit = _PLAN_CACHE.get(key)
+    :class:`~.plan.PlanBuilder` and checked (:func:`_check_rows`), as actions; and its
+    peak.  Remembered when small, for a strategy that cannot change (a frozen dataclass,
+    as the built-in ones are): another's settings may differ at the next call."""
+    params = getattr(type(strategy), "__dataclass_params__", None)
+    key = (strategy, n, inplace) if params is not None and params.frozen else None
+    hit = _PLAN_CACHE.get(key) if key is not None else None
     if hit is not None:
         return hit
     batches: list[np.ndarray] = []
     b = plans.PlanBuilder(inplace, slots, batches.append)
     b.start()
-    strategy.schedule(b, n)
+    try:
+        strategy.schedule(b, n)
+    except AssertionError as exc:  # (the builder's own checks: a state not held, ...)
+        raise ScheduleError(f"the schedule of {strategy.label} is not valid for a loop of {n} "
+                            f"steps: {exc}") from None
     b.flush()
-    rows = actions.from_rows(np.concatenate(batches) if batches else
-                             np.zeros((0, 4), np.int64), inplace)
+    rows = np.concatenate(batches) if batches else np.zeros((0, 4), np.int32)
+    _check_rows(strategy, rows, n)
+    rows = actions.from_rows(rows, inplace)
     out = (rows, b.counts.peak_states)
-    if rows.shape[0] <= PLAN_CACHE_ROWS:
+    if key is not None and rows.shape[0] <= PLAN_CACHE_ROWS:
         if len(_PLAN_CACHE) >= 64:
             _PLAN_CACHE.clear()
         _PLAN_CACHE[key] = out
     return out
+
+
+def _check_rows(strategy: Strategy, rows: np.ndarray, n: int) -> None:
+    """A schedule planned in Python must take the loss of ``s[n]`` once, then reverse
+    every step once, from the last to the first: else the gradient is wrong, silently."""
+    ops, ts = rows[:, 0], rows[:, 1]
+    losses = np.flatnonzero(ops == plans.LOSS)
+    revs = np.flatnonzero(ops == plans.REV)
+    problem = None
+    if len(losses) != 1 or ts[losses[0]] != n:
+        problem = (f"it takes the loss {len(losses)} time(s)" if len(losses) != 1 else
+                   f"it takes the loss of s[{ts[losses[0]]}], not of the final state s[{n}]")
+    elif len(revs) != n or (n and (revs[0] < losses[0]
+                                   or not np.array_equal(ts[revs], np.arange(n - 1, -1, -1)))):
+        problem = (f"it runs {len(revs)} reverse step(s)" if len(revs) != n else
+                   "its reverse steps are not t = n-1, ..., 0 in turn after the loss")
+    if problem is not None:
+        raise ScheduleError(f"the schedule of {strategy.label} is not valid for a loop of {n} "
+                            f"steps: {problem}; a schedule takes the loss of s[n] once "
+                            "(builder.loss(n)), then reverses every step once, from t = n-1 "
+                            "down to 0 (builder.rev(t))")
 
 
 def _kernel(f: ReversibleFunction, kind: str, sig: tuple[VarType, ...],
@@ -556,4 +592,4 @@ def _describe(x: Any) -> str:
     return f"{type(x).__name__} {x!r}"
 
 
-__all__: Sequence[str] = ["InsufficientMemoryError", "Stats", "TimeLoop"]
+__all__: Sequence[str] = ["InsufficientMemoryError", "ScheduleError", "Stats", "TimeLoop"]

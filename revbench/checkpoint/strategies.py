@@ -177,6 +177,16 @@ class LoopSchedule:
     disk: object = None
     disk_store: object = None
 
+    def size(self, fn: object, n: int) -> int:
+        """``fn(n, knob)`` -- ``slots``, ``peak`` or ``disk`` -- compiled where it is one of
+        :mod:`.actions` (Multistage's simulate the whole schedule: seconds in Python for a
+        million steps); another, written in Python, as it is."""
+        if getattr(fn, "__module__", None) != actions.__name__:
+            return int(fn(n, self.knob))
+        from revbench.backends.numba_backend import helper
+
+        return int(helper(fn)(n, self.knob))
+
 
 def _register(cls: type[Strategy]) -> None:
     """Put ``cls`` in :data:`STRATEGIES`, after checking that it says what the registry's
@@ -369,12 +379,12 @@ class _OnDisk(Strategy):
 
     def slots(self, n_steps: int, inplace: bool) -> int:
         sched = self.loop_schedule()
-        return sched.slots(n_steps, sched.knob)
+        return sched.size(sched.slots, n_steps)
 
     def disk_states(self, n_steps: int) -> int:
         """The states it keeps on disk for a loop of ``n_steps`` steps."""
         sched = self.loop_schedule()
-        return sched.disk(n_steps, sched.knob)
+        return sched.size(sched.disk, n_steps)
 
 
 @dataclass(frozen=True, repr=False)

@@ -41,7 +41,7 @@ class Export:
         self.f = f
         self.api = f"{api}({f.__name__})"
         self.single = isinstance(outputs, (str, int, np.integer))
-        names = as_names(outputs, "outputs")
+        names = as_names(outputs)
         if not names:
             raise ValueError(f"{self.api}: outputs names no argument")
         self.outputs = tuple(param_index(f, o, "outputs") for o in names)
