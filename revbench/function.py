@@ -283,6 +283,20 @@ class ReversibleFunction(ProgramView):
         # __context__ (tools such as hypothesis tell failures apart by their context)
         raise error
 
+    def python_twin(self) -> ReversibleFunction:
+        """This function on the Python backend (itself, if it is there already), which
+        knows the line of every error: what a compiled error is replayed on."""
+        p = self._program
+        if p.backend == "python":
+            return self
+        twin = self.__dict__.get("_python_twin")
+        if twin is None:
+            twin = ReversibleFunction(
+                Program(p.ir, check=p.check, backend="python", fastmath=p.fastmath, atol=p.atol,
+                        rtol=p.rtol, namespace=p.namespace, closure=p.closure), self._direction)
+            self._python_twin = twin
+        return twin
+
     def _replay_on_python(self, args: tuple, kind: type) -> BaseException | None:
         """Compiled code raises an ``IndexError`` or a ``ZeroDivisionError`` without a line
         (Numba's says only "index is out of bounds"): run the same call again on the Python
@@ -291,13 +305,7 @@ class ReversibleFunction(ProgramView):
         by zero, the checked error at the update that took the infinite result.  None if it
         does not fail the same way within ``REPLAY_SECONDS`` (then the compiled error is
         raised as it is)."""
-        p = self._program
-        twin = self.__dict__.get("_python_twin")
-        if twin is None:
-            twin = ReversibleFunction(
-                Program(p.ir, check=p.check, backend="python", fastmath=p.fastmath, atol=p.atol,
-                        rtol=p.rtol, namespace=p.namespace, closure=p.closure), self._direction)
-            self._python_twin = twin
+        twin = self.python_twin()
         copies = tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
         atol, rtol = get_tolerance()
         try:

@@ -1376,3 +1376,24 @@ def test_more_snapshots_than_steps_hold_no_more_than_the_steps(strategy):
     _, want = loop.value_and_grad(*args, strategy=StoreAll())
     _, got = loop.value_and_grad(*args, strategy=strategy)
     assert_grads_close(got, want, rtol=1e-12)
+
+
+def test_an_index_error_at_a_later_step_names_its_line(backend):
+    """Compiled code's IndexError has no line: a TimeLoop replays the loop on the Python
+    backend, which names the line, the index and the size (only the first step was tried
+    on its own, which does not fail here)."""
+    f = _defs("""
+    def wstep(u_new, u, t, dt, W):
+        for i in range(len(u)):
+            u_new[i] += u[i] + dt * W[t]
+
+    def wloss(out, u, dt, W):
+        for i in range(len(u)):
+            out += u[i] * u[i]
+    """, backend)
+    loop = TimeLoop(f["wstep"], 6, loss=f["wloss"])
+    for call in (loop.run, loop.grad):
+        with pytest.raises(IndexError, match="index 3 is out of bounds for axis 0 with size 3") \
+                as info:
+            call(np.ones(4), 0.1, np.ones(3))
+        assert any("u_new[i] += u[i] + dt * W[t]" in note for note in info.value.__notes__)

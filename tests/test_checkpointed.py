@@ -579,3 +579,22 @@ def test_the_kernels_read_the_schedules_actions_by_their_numbers():
 
     names = ("FWD", "INV", "REV", "COPY", "SEED", "ASK", "STORE", "LOAD")
     assert [getattr(loop_code, n) for n in names] == [getattr(actions, n) for n in names]
+
+
+def test_a_dirty_ancilla_after_a_loop_names_no_internal_variable(make):
+    """Running the loop twice does not uncompute its new state: the ancilla check says so,
+    and its hint never names the loop's own variables (it named `_rb_step..._1`)."""
+    f = make(STEP + """
+def f(out, y0, h, n):
+    yT = np.zeros_like(y0)
+    for t in checkpointed(range(n), Revolve(snapshots=2), new=yT, old=y0):
+        step(yT, y0, t, h)
+    for i in range(len(yT)):
+        out += yT[i] * yT[i]
+    for t in checkpointed(range(n), Revolve(snapshots=2), new=yT, old=y0):
+        step(yT, y0, t, h)
+    del yT
+""", namespace=NS)
+    with pytest.raises(ReversibilityError, match=r"ancilla `yT.*` is not back") as info:
+        f(0.0, Y0.copy(), 0.1, 5)
+    assert "_rb_" not in str(info.value)

@@ -448,6 +448,33 @@ class _Executor:
                 return exc
             except Exception:  # (another error: the loop's own is reported)
                 return None
+        return self._replayed(kind)
+
+    def _replayed(self, kind: type) -> BaseException | None:
+        """A later step's error: the loop run again on the Python backend (the step's and
+        the loss's twins, the same generated loop), which names the line, the index and
+        the size -- for ``REPLAY_SECONDS`` at most, as a function's call is replayed."""
+        from revbench.backends.python_backend import Deadline, with_deadline
+        from revbench.function import REPLAY_SECONDS, _add_user_line_note
+
+        loop = self.loop
+        step, loss = loop.step.python_twin(), loop.loss.python_twin()
+
+        def run() -> None:
+            forward = _kernel(step, "forward", self.step_sig)
+            kernel, _ = run_kernel(self.shape, forward, "python")
+            out = [np.zeros_like(s) for s in self.state]
+            kernel(*out, *self.state, 0, loop.n_steps, 1, *self.params, self.atol, self.rtol)
+            loss(0.0, *out, *self.params)
+
+        try:
+            with_deadline(run, REPLAY_SECONDS)
+        except kind as exc:
+            if _add_user_line_note(exc):
+                exc.add_note(f"(in {loop!r}: found by running it again on the Python backend)")
+                return exc
+        except (Deadline, Exception):
+            pass
         return None
 
     def gradient(self, strategy: Strategy, slots: int) -> tuple[plans.Counts, float, tuple, float]:

@@ -63,7 +63,9 @@ def ancilla_culprit(func: ir.Function, name: str, line: int) -> str:
             s = leaves[k]
             if k in own:
                 continue
-            changed = sorted(ir.written_names(s) & read)
+            # (revbench's own variables -- a checkpointed loop's bounds -- are no culprit
+            # a user can act on)
+            changed = sorted(n for n in ir.written_names(s) & read if not n.startswith("_rb_"))
             if not changed:
                 continue
             var = changed[0]
