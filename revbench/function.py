@@ -272,7 +272,7 @@ class ReversibleFunction(ProgramView):
                     raise replayed.with_traceback(None) from None
             # (an assert's own message names its line: `... (in f, line 7)`)
             located = isinstance(exc, AssertionError) and re.search(r"\bline \d+\)", str(exc))
-            if not _add_user_line_note(exc) and hasattr(exc, "add_note") and not located:
+            if not add_user_line_note(exc) and hasattr(exc, "add_note") and not located:
                 # compiled code (an IndexError, a ZeroDivisionError, ...): no line to show,
                 # but the message must still say where it came from
                 exc.add_note(f"in reversible function {self.__name__}" + (
@@ -316,7 +316,7 @@ class ReversibleFunction(ProgramView):
         except Deadline:
             return None
         except Exception as exc:
-            if type(exc) is kind and _add_user_line_note(exc):
+            if type(exc) is kind and add_user_line_note(exc):
                 return exc
             if kind is ZeroDivisionError and isinstance(exc, CheckFailed):
                 # NumPy's float division gives inf there, which the checks catch at the
@@ -519,7 +519,7 @@ def _restore(snapshots) -> None:
         arr[...] = saved
 
 
-def _add_user_line_note(exc: BaseException) -> bool:
+def add_user_line_note(exc: BaseException) -> bool:
     """Point a Python-backend exception at the user's line, not the generated one;
     False when its traceback has no line of generated code to point at."""
     tb = exc.__traceback__

@@ -455,7 +455,7 @@ class _Executor:
         the loss's twins, the same generated loop), which names the line, the index and
         the size -- for ``REPLAY_SECONDS`` at most, as a function's call is replayed."""
         from revbench.backends.python_backend import Deadline, with_deadline
-        from revbench.function import REPLAY_SECONDS, _add_user_line_note
+        from revbench.function import REPLAY_SECONDS, add_user_line_note
 
         loop = self.loop
         step, loss = loop.step.python_twin(), loop.loss.python_twin()
@@ -470,7 +470,7 @@ class _Executor:
         try:
             with_deadline(run, REPLAY_SECONDS)
         except kind as exc:
-            if _add_user_line_note(exc):
+            if add_user_line_note(exc):
                 exc.add_note(f"(in {loop!r}: found by running it again on the Python backend)")
                 return exc
         except (Deadline, Exception):
