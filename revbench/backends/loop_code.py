@@ -175,9 +175,11 @@ def generate(name: str, params: tuple[str, ...], types: tuple[VarType, ...], n_s
         if seed is None:
             emit(f"_rb_nslots = max(2, {SLOTS_SYMBOL}(_rb_n, {knob_text}))")
         sweep.allocate("_rb_nslots")
-        lead = 1 if inplace else 2  # adjoint buffers: of s[i] and s[i+1], or one in place
+        # adjoint buffers: of s[i] and s[i+1]; in place one, a whole array (a view of a
+        # bigger one would make the step's sweep compile for, and run, strided arrays)
+        lead = "" if inplace else "(2,) + "
         for k in range(S):
-            emit(f"{sweep.adjs[k]} = _rb_np.zeros(({lead},) + {old[k]}.shape, {old[k]}.dtype)")
+            emit(f"{sweep.adjs[k]} = _rb_np.zeros({lead}{old[k]}.shape, {old[k]}.dtype)")
         sweep.n_step = len(step_params)
         sweep.step_adjoints(step_active, types, params)
 
@@ -214,11 +216,11 @@ def generate(name: str, params: tuple[str, ...], types: tuple[VarType, ...], n_s
             with w.block("if _rb_n == 0:  # no step: s[n] is old itself"):
                 for k in range(S):
                     emit(f"_rb_np.{restore}({new[k]}, {old[k]}, {new[k]})",
-                         f"{sweep.adjs[k]}[0][...] = {sign}{adjoint_param(new[k], 0, 1)}")
+                         f"{sweep.adjoint_of(k, '0')}[...] = {sign}{adjoint_param(new[k], 0, 1)}")
         for k in range(S):
             if old[k] in active:
                 a = adjoint_param(old[k], 0, 1)
-                emit(f"_rb_np.add({a}, {sweep.adjs[k]}[0], {a})")
+                emit(f"_rb_np.add({a}, {sweep.adjoint_of(k, '0')}, {a})")
         if seed is not None:
             emit("_rb_result[0] = _rb_value", "_rb_result[1] = _rb_drift")
     else:  # pragma: no cover - the loop program refuses other directions first
@@ -275,7 +277,7 @@ class _Sweep:
     def adjoint_of(self, k: int, index: str) -> str:
         """The adjoint of ``s[index]``'s part ``k``: two buffers rotate out of place, one
         in place."""
-        return f"{self.adjs[k]}[0]" if self.inplace else f"{self.adjs[k]}[{index} % 2]"
+        return self.adjs[k] if self.inplace else f"{self.adjs[k]}[{index} % 2]"
 
     def holds(self, slot: str) -> str:
         """The condition, on the state in ``slot``."""
@@ -288,6 +290,7 @@ class _Sweep:
             self.w.emit(f"raise _RbCheckFailed(_RB_MODULE, {self.limit}, _rb_limit, _rb_i)")
 
     def allocate(self, slots: str) -> None:
+        """The store, ``s[0]`` in slot 0."""
         for k in range(self.S):
             self.w.emit(f"{self.store[k]} = _rb_np.zeros(({slots},) + {self.old[k]}.shape, "
                         f"{self.old[k]}.dtype)", f"{self.store[k]}[0] = {self.old[k]}")
@@ -301,7 +304,10 @@ class _Sweep:
         out = []
         for j, p in enumerate(step_active):
             if j < lead:  # (states are float arrays: every one is active)
-                here = "_rb_up" if j < S and not self.inplace else "_rb_here"
+                if self.inplace:
+                    out.append(self.adjs[j])
+                    continue
+                here = "_rb_up" if j < S else "_rb_here"
                 out.append(f"{self.adjs[j % S]}[{here}]")
             else:
                 a = adjoint_param(p, 0, 1)
@@ -312,30 +318,30 @@ class _Sweep:
 
     def uncompute(self, call: str, check_id: list[int]) -> None:
         """``call`` brings the state in slot b back to zero: with checks, the largest
-        value left must be within the tolerance of the largest before."""
+        value left must be within the tolerance of the largest before.  Whether a value
+        is inf or nan is summed (``x * 0.0`` is nan just for those), which keeps the loops
+        as fast as plain maxima: a nan left behind is no uncomputation either, but a state
+        that was not finite gives back nan as its recomputation does -- the trajectory was
+        (the check of a value given back takes nan for nan too)."""
         w = self.w
         if self.check:
-            w.emit("_rb_scale = 0.0")
+            w.emit("_rb_scale = 0.0", "_rb_odd = 0.0")
             for s in self.store:
                 w.emit(f"_rb_v = {s}[_rb_b].reshape(-1)")
                 with w.block("for _rb_j in range(_rb_v.size):"):
-                    w.emit("_rb_x = abs(_rb_v[_rb_j])")
-                    with w.block("if _rb_x > _rb_scale or _rb_x != _rb_x:"):
-                        w.emit("_rb_scale = _rb_x")
+                    w.emit("_rb_scale = max(_rb_scale, abs(_rb_v[_rb_j]))",
+                           "_rb_odd += _rb_v[_rb_j] * 0.0")
         w.emit(call)
         if not self.check:
             return
         for k, s in enumerate(self.store):
-            w.emit("_rb_left = 0.0", f"_rb_v = {s}[_rb_b].reshape(-1)")
+            w.emit("_rb_left = 0.0", "_rb_bad = 0.0", f"_rb_v = {s}[_rb_b].reshape(-1)")
             with w.block("for _rb_j in range(_rb_v.size):"):
-                # (a nan left behind is kept: it is no uncomputation either)
-                w.emit("_rb_x = abs(_rb_v[_rb_j])")
-                with w.block("if _rb_x > _rb_left or _rb_x != _rb_x:"):
-                    w.emit("_rb_left = _rb_x")
-            # (a state that was not finite gives back nan, as its recomputation does: the
-            # trajectory was, and the check of a value given back takes nan for nan too)
-            with w.block("if not _rb_left <= _rb_gatol + _rb_grtol * _rb_scale "
-                         "and _rb_scale - _rb_scale == 0.0:"):
+                w.emit("_rb_left = max(_rb_left, abs(_rb_v[_rb_j]))",
+                       "_rb_bad += _rb_v[_rb_j] * 0.0")
+            with w.block("if _rb_bad != _rb_bad:"):
+                w.emit("_rb_left = _rb_np.inf")
+            with w.block("if _rb_left > _rb_gatol + _rb_grtol * _rb_scale and _rb_odd == 0.0:"):
                 w.emit(f"raise _RbCheckFailed(_RB_MODULE, {check_id[k]}, _rb_t, _rb_left, "
                        "_rb_scale)")
 
@@ -446,7 +452,7 @@ class _Sweep:
             with w.block(f"elif _rb_op == {REV}:  # the step's reverse sweep: adjoint s[i+1] -> s[i]"):
                 call = f"_rb_r = {self.call(BACKWARD_SYMBOL, '_rb_b', '_rb_a', self.extra)}"
                 if self.inplace:
-                    emit("_rb_here = 0", call)
+                    emit(call)
                 else:
                     emit("_rb_up = (_rb_i + 1) % 2", "_rb_here = _rb_i % 2")
                     self.uncompute(call, not_back)

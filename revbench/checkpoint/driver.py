@@ -148,7 +148,9 @@ def _compile(gen, injected: dict[str, object], backend: str, shape: LoopShape, d
         from revbench.backends.native import engine
         from revbench.backends.numba_backend import compile_numba
 
-        dispatcher = compile_numba(gen, injected, shape.check)
+        # (no bounds checks in the loop itself: its slots come from the schedule, and the
+        # steps it calls check their own indices; its checks of uncomputed states stay)
+        dispatcher = compile_numba(gen, injected, False)
         run = engine.runner(dispatcher) or dispatcher
     else:
         from revbench.backends.python_backend import compile_python
