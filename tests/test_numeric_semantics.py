@@ -939,16 +939,18 @@ def _bits(z: complex) -> tuple:
     return tuple(np.float64(p).view(np.int64) if p == p else "nan" for p in (z.real, z.imag))
 
 
-COMPLEX_EDGES = [complex(x, y) for x in (0.0, -0.0, 1.0, -2.0, 19.0, -360.0, 1e-310, 1e308,
-                                          -1e308, math.inf, -math.inf, math.nan)
+COMPLEX_EDGES = [complex(x, y) for x in (0.0, -0.0, 1.0, -2.0, 19.0, -360.0, 709.5, 710.0,
+                                          1500.0, 1e-310, 1e308, -1e308, math.inf,
+                                          -math.inf, math.nan)
                  for y in (0.0, -0.0, 0.5, -3.0, 1e-310, 1e308, math.inf, math.nan)]
 
 
-@pytest.mark.parametrize("fn", ["sqrt", "tanh"])
-def test_complex_sqrt_and_tanh_are_numpys_bit_for_bit(fn):
+@pytest.mark.parametrize("fn", ["sqrt", "tanh", "exp"])
+def test_complex_sqrt_tanh_and_exp_are_numpys_bit_for_bit(fn):
     """Numba's own complex sqrt and tanh lose digits or give nan at the ends of the range
     (sqrt(1e308 + 1e307j) halved the imaginary part; tanh(360 + 1j) was nan, tanh(19 + 0.5j)
-    above 1): compiled code calls the C library's algorithms, which NumPy calls, so both
+    above 1; exp(710+0j) was inf+nanj): compiled code calls the C library's algorithms,
+    which NumPy calls, so both
     backends give NumPy's value, bit for bit, over the whole range and the special values."""
     src = f"def f(w, z):\n    w += np.{fn}(z)\n"
     compiled = revbench.define(src, {"np": np}, backend="numba", check=False)["f"]

@@ -191,7 +191,7 @@ BUILTIN_FUNCTIONS: dict[str, FunctionRule] = {r.name: r for r in _BUILTIN}
 NUMBA_COMPLEX: dict[str, FunctionRule] = {
     name: FunctionRule(f"c{name}", f"_rb_c{name}", 1, (), hidden=True, user_function=fn,
                        fingerprint=fingerprint(fn))
-    for name, fn in (("sqrt", special.csqrt), ("tanh", special.ctanh))}
+    for name, fn in (("sqrt", special.csqrt), ("tanh", special.ctanh), ("exp", special.cexp))}
 
 #: user spelling (bare name, ``math.x``, ``np.x``, ``numpy.x``) -> canonical name
 SPELLINGS: dict[str, str] = {}

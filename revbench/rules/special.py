@@ -226,3 +226,54 @@ def ctanh(z):
     else:
         den = cos_y * cos_y
     return complex(sinh_x * cosh_x / den, sin_y * cos_y / den)
+
+
+_EXP_T = 709.0  # int((DBL_MAX_EXP - 1) * ln 2): beyond it exp(x) overflows
+
+
+def cexp(z):
+    """``np.exp(z)`` of a complex ``z``: the C library's algorithm (glibc's ``cexp``),
+    which NumPy calls (Numba's loses the last digit near overflow, and gives ``inf+nanj``
+    for ``exp(710+0j)``)."""
+    x = z.real
+    y = z.imag
+    if math.isfinite(x):
+        if not math.isfinite(y):
+            return complex(math.nan, math.nan)
+        if abs(y) > _DBL_MIN:
+            sin_y = math.sin(y)
+            cos_y = math.cos(y)
+        else:
+            sin_y = y
+            cos_y = 1.0
+        if x > _EXP_T:  # scaled in steps of exp(709), as the C library does
+            e = math.exp(_EXP_T)
+            x -= _EXP_T
+            sin_y *= e
+            cos_y *= e
+            if x > _EXP_T:
+                x -= _EXP_T
+                sin_y *= e
+                cos_y *= e
+        if x > _EXP_T:
+            return complex(_DBL_MAX * cos_y, _DBL_MAX * sin_y)
+        v = math.exp(x)
+        return complex(v * cos_y, v * sin_y)
+    if math.isinf(x):
+        if math.isfinite(y):
+            v = math.inf if x > 0.0 else 0.0
+            if y == 0.0:
+                return complex(v, y)
+            if abs(y) > _DBL_MIN:
+                sin_y = math.sin(y)
+                cos_y = math.cos(y)
+            else:
+                sin_y = y
+                cos_y = 1.0
+            return complex(math.copysign(v, cos_y), math.copysign(v, sin_y))
+        if x > 0.0:
+            return complex(math.inf, y - y)
+        return complex(0.0, math.copysign(0.0, y))
+    if y == 0.0:
+        return complex(math.nan, y)
+    return complex(math.nan, math.nan)
