@@ -115,6 +115,10 @@ def fmin(a, b):
     return a if a <= b else b
 
 
+# (Each function is self-contained -- the sine and cosine of a tiny part are written out in
+# each -- because compiled code calls it as a registered function, which cannot call
+# another Python function of this module.)
+#
 # Numba's complex ``sqrt`` loses digits at the ends of the range (``sqrt(1e308 + 1e307j)``
 # halves the imaginary part, subnormal arguments lose half their digits) and its complex
 # ``tanh`` gives nan once the real part passes about 355 and more than 1 near 19.  Compiled
