@@ -115,9 +115,10 @@ def fmin(a, b):
     return a if a <= b else b
 
 
-# (Each function is self-contained -- the sine and cosine of a tiny part are written out in
-# each -- because compiled code calls it as a registered function, which cannot call
-# another Python function of this module.)
+# (Each function is self-contained -- the sine and cosine of the imaginary part, taken as
+# the C library takes them, a tiny one being its own sine, are written in each -- because
+# compiled code calls it as a registered function, which cannot call another Python
+# function of this module.)
 #
 # Numba's complex ``sqrt`` loses digits at the ends of the range (``sqrt(1e308 + 1e307j)``
 # halves the imaginary part, subnormal arguments lose half their digits) and its complex
@@ -207,12 +208,7 @@ def ctanh(z):
         if y == 0.0:
             return z
         return complex(x if x == 0.0 else math.nan, math.nan)
-    if abs(y) > _DBL_MIN:
-        sin_y = math.sin(y)
-        cos_y = math.cos(y)
-    else:
-        sin_y = y
-        cos_y = 1.0
+    sin_y, cos_y = (math.sin(y), math.cos(y)) if abs(y) > _DBL_MIN else (y, 1.0)
     if abs(x) > _TANH_T:  # exp(2x) would overflow: the imaginary part in two divisions
         e = math.exp(2.0 * _TANH_T)
         im = 4.0 * sin_y * cos_y / e
@@ -244,12 +240,7 @@ def cexp(z):
     if math.isfinite(x):
         if not math.isfinite(y):
             return complex(math.nan, math.nan)
-        if abs(y) > _DBL_MIN:
-            sin_y = math.sin(y)
-            cos_y = math.cos(y)
-        else:
-            sin_y = y
-            cos_y = 1.0
+        sin_y, cos_y = (math.sin(y), math.cos(y)) if abs(y) > _DBL_MIN else (y, 1.0)
         if x > _EXP_T:  # scaled in steps of exp(709), as the C library does
             e = math.exp(_EXP_T)
             x -= _EXP_T
@@ -268,12 +259,7 @@ def cexp(z):
             v = math.inf if x > 0.0 else 0.0
             if y == 0.0:
                 return complex(v, y)
-            if abs(y) > _DBL_MIN:
-                sin_y = math.sin(y)
-                cos_y = math.cos(y)
-            else:
-                sin_y = y
-                cos_y = 1.0
+            sin_y, cos_y = (math.sin(y), math.cos(y)) if abs(y) > _DBL_MIN else (y, 1.0)
             return complex(math.copysign(v, cos_y), math.copysign(v, sin_y))
         if x > 0.0:
             return complex(math.inf, y - y)
