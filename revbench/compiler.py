@@ -49,6 +49,9 @@ class Compiled:
     #: tiered execution (:mod:`revbench.tiering`): "" not yet asked, "tier" calls may run
     #: interpreted while it compiles, "done" it is compiled (or must never be tiered)
     tier_state: str = ""
+    #: what it was compiled for: ``(direction, check, signature, lanes, inactive)`` (a failed
+    #: call is replayed on the Python backend with the same, to find the line)
+    request: tuple = ()
 
 
 #: Bumped whenever a reversible function is created: from then on a callee's name may
@@ -334,6 +337,8 @@ class Program:
                 inactive: frozenset[str] = frozenset(), shapes: tuple | None = None) -> Compiled:
         """The code of one specialisation (``shapes``: the arguments' shapes, which the
         ``cuda`` backend's local arrays are sized by; None elsewhere)."""
+        if direction.adjoints_only and not self.restores_only_for_checks(check):
+            direction = direction.restoring()
         # The registry version is part of the key: re-registering a user function
         # (a notebook re-running a cell) must reach code compiled before.
         inactive = frozenset(inactive)
@@ -346,6 +351,13 @@ class Program:
         with LOCK:  # one compilation at a time: the tables and modules it fills are shared
             return self._compile_locked(key, direction, backend, check, signature, lanes,
                                         inactive, shapes)
+
+    def restores_only_for_checks(self, check: bool) -> bool:
+        """Whether this program's reverse sweep can leave the arguments unrestored where
+        its caller reads only the adjoints (:attr:`Direction.adjoints_only`): without
+        checks (which compare the restored arguments with their values at entry), and where
+        the sweep is the derived one (a custom adjoint's is the user's code)."""
+        return not check and self.custom_adjoint() is None
 
     def has_compiled(self, direction: Direction, signature: tuple[VarType, ...]) -> bool:
         """Whether this process holds ``direction``'s code for ``signature`` ready to run
@@ -446,8 +458,7 @@ class Program:
                 symbol = f"_rb_call_{prog.ir.name}_{cdir}"
             return symbol
 
-        opts = codegen.Options(check=check, atol=self.atol, rtol=self.rtol,
-                               wrap_ints=not check and backend == "python", backend=backend,
+        opts = codegen.Options(check=check, atol=self.atol, rtol=self.rtol, backend=backend,
                                fastmath=self.fastmath and backend == "numba")
         if backend == "cuda":
             from revbench.backends import cuda_codegen
@@ -588,7 +599,8 @@ class Program:
             from revbench.backends.python_backend import compile_python
 
             run = compile_python(gen, injected)
-        compiled = Compiled(run, gen, table, tuple(deps))
+        compiled = Compiled(run, gen, table, tuple(deps),
+                            request=(direction, check, signature, lanes, frozenset(inactive)))
         # released with the last function using them (both backends share a table's key)
         hold_module(compiled, f"rbgen_{gen.key}_{FLAVOURS[backend]}")
         key = gen.module_key
@@ -622,6 +634,9 @@ class LoopProgram(Program):
     loop: ir.LoopDef | None = None
     step: Program | None = None
     cond: Program | None = None  # a while loop's condition
+
+    def restores_only_for_checks(self, check: bool) -> bool:
+        return False  # (its kernels are the schedule's, generated whole: loop_code)
 
     @classmethod
     def of(cls, parent: Program, loop: ir.LoopDef) -> LoopProgram:
@@ -819,6 +834,9 @@ class DerivativeProgram(Program):
     loss: str = ""  # grad: the loss; jvp: the output
     wrt: tuple[str, ...] = ()  # grad: (wrt,); jvp: the arguments given a tangent
     site: ir.Loc = ir.NO_LOC
+
+    def restores_only_for_checks(self, check: bool) -> bool:
+        return False  # (its directions are written as IR of calls, not derived)
 
     @classmethod
     def of(cls, parent: Program, callee: str) -> DerivativeProgram:

@@ -29,7 +29,7 @@ from revbench import tiering
 from revbench.backends.python_backend import Deadline, with_deadline
 from revbench.backends.runtime import TABLES, CheckFailed, to_user_error
 from revbench.compiler import BACKENDS, Program, ProgramView, lookup_name
-from revbench.config import get_tolerance
+from revbench.config import check_tolerance, get_tolerance
 from revbench.debugging.explain import Explanation, explain_program
 from revbench.lang import ir
 from revbench.lang.check import check_calls, check_function
@@ -266,7 +266,7 @@ class ReversibleFunction(ProgramView):
 
                 if is_numba_error(exc):
                     raise translate_numba_error(exc, self.__name__) from None
-                replayed = (self._replay_on_python(args, type(exc))
+                replayed = (self._replay_on_python(args, type(exc), compiled)
                             if p.replay_errors and isinstance(exc, _UNLOCATED) else None)
                 if replayed is not None:  # the same error, with its line, index and size
                     raise replayed.with_traceback(None) from None
@@ -297,19 +297,26 @@ class ReversibleFunction(ProgramView):
             self._python_twin = twin
         return twin
 
-    def _replay_on_python(self, args: tuple, kind: type) -> BaseException | None:
+    def _replay_on_python(self, args: tuple, kind: type, failed=None) -> BaseException | None:
         """Compiled code raises an ``IndexError`` or a ``ZeroDivisionError`` without a line
         (Numba's says only "index is out of bounds"): run the same call again on the Python
         backend, on copies of ``args`` (restored already), and return its error of the same
         kind -- NumPy's full message, noted with the user's line -- or, for a float divided
         by zero, the checked error at the update that took the infinite result.  None if it
         does not fail the same way within ``REPLAY_SECONDS`` (then the compiled error is
-        raised as it is)."""
+        raised as it is).  ``failed``: the compiled code that raised, whose program (a
+        ``jvp``'s tangents, a sweep's adjoints) is the one replayed; else this view's run."""
         twin = self.python_twin()
         copies = tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
         atol, rtol = get_tolerance()
         try:
-            compiled = twin._code_for_call(twin.signature_of(copies))
+            request = getattr(failed, "request", ())
+            if request:
+                direction, check, signature, lanes, inactive = request
+                compiled = twin._program.compile(direction, "python", check, signature, lanes,
+                                                 inactive)
+            else:
+                compiled = twin._code_for_call(twin.signature_of(copies))
             call_args = [a.item() if isinstance(a, np.generic) else a for a in copies]
             with contextlib.redirect_stdout(io.StringIO()):  # its prints were printed once
                 with_deadline(lambda: compiled.run(*call_args, atol, rtol), REPLAY_SECONDS)
@@ -324,8 +331,18 @@ class ReversibleFunction(ProgramView):
                 return to_user_error(exc, _tables_of(compiled))
         return None
 
+    def inactive_for(self, wrt: Any) -> frozenset[str]:
+        """The arguments a reverse sweep of ``wrt`` (names or positions; None: every
+        argument) leaves without an adjoint: the read-only ones outside it (the gradient
+        flows through every argument the function changes)."""
+        if wrt is None:
+            return frozenset()
+        keep = {self.params[param_index(self, w, "wrt")] for w in as_names(wrt)}
+        written = self._program.written_params()
+        return frozenset(p for p in self.params if p not in keep and p not in written)
+
     def kernel(self, kind: str = "forward", *example_args: Any, lanes: int = 1,
-               wrt: tuple[str, ...] | None = None):
+               wrt: Any = None):
         """The compiled code itself, for calling from your own ``@numba.njit`` loops.
 
         ``kind`` is ``"forward"``, ``"inverse"`` or ``"backward"`` (the reverse
@@ -346,23 +363,16 @@ class ReversibleFunction(ProgramView):
         if not example_args:
             raise TypeError("kernel() needs example arguments to fix the argument types")
         sig = self.signature_of(example_args)
-        p = self._program
         if not (isinstance(lanes, int) and lanes >= 1) or (lanes > 1 and kind != "backward"):
             raise ValueError("lanes must be a positive int, and only the backward kernel has lanes")
-        inactive: frozenset[str] = frozenset()
-        if wrt is not None:
-            if kind != "backward":
-                raise ValueError("only the backward kernel takes wrt")
-            unknown = set(wrt) - set(self.params)
-            if unknown:
-                raise ValueError(f"wrt names unknown arguments: {sorted(unknown)}")
-            inactive = frozenset(n for n in self.params
-                                 if n not in wrt and n not in p.written_params())
-        return self.compiled_kernel(kind, sig, lanes, inactive).run
+        if wrt is not None and kind != "backward":
+            raise ValueError("only the backward kernel takes wrt")
+        return self.compiled_kernel(kind, sig, lanes, self.inactive_for(wrt)).run
 
     def compiled_kernel(self, kind: str, signature: tuple[VarType, ...], lanes: int = 1,
                         inactive: frozenset[str] = frozenset(), backend: str | None = None,
-                        shapes: tuple | None = None, before_sweep: bool = False):
+                        shapes: tuple | None = None, before_sweep: bool = False,
+                        adjoints_only: bool = False):
         """The :class:`~revbench.compiler.Compiled` behind :meth:`kernel` (its ``run`` and
         its generated code's content key), for drivers that generate code calling it
         (``backend="cuda"``: a device function, specialised on the arguments' ``shapes``).
@@ -370,32 +380,45 @@ class ReversibleFunction(ProgramView):
         ``before_sweep``: a forward kernel whose every run the reverse sweep of the same
         step, from the same values, follows (a checkpointing driver's forward steps): with
         checks on it leaves the ancillas' ``del`` checks, and the uncomputation only they
-        read, to that sweep (:attr:`Direction.before_sweep`), as ``grad``'s run does."""
+        read, to that sweep (:attr:`Direction.before_sweep`), as ``grad``'s run does.
+        ``adjoints_only``: a backward kernel whose caller reads only the adjoints it
+        returns, not the arguments it restores (:attr:`Direction.adjoints_only`)."""
         p = self._program
         direction = self._direction.relative(kind)
         if before_sweep and kind == "forward":
             direction = _lean(p, direction)
+        if adjoints_only and kind == "backward":
+            direction = direction.backward(adjoints_only=True)
         return p.compile(direction, backend or p.backend, p.check, signature, lanes, inactive,
                          shapes)
 
     # -- introspection -----------------------------------------------------------------
-    def source(self, kind: str = "forward", *example_args: Any) -> str:
+    def source(self, kind: str = "forward", *example_args: Any, wrt: Any = None) -> str:
         """The generated Python source of this function's forward, inverse or adjoint.
 
         ``kind`` is relative to this view (``(~f).source("forward")`` is f's
         inverse code).  The code depends on the argument types: pass example
         arguments, or the types of the last call (or a guess from the body) are used.
+        ``"adjoint"`` is the reverse sweep that ``grad(f, loss, wrt=wrt)`` runs: without an
+        adjoint for the read-only arguments outside ``wrt``, and, with ``check=False``,
+        without restoring the arguments (nothing reads them after it; ``f.kernel("backward")``
+        restores them).
         """
         if kind not in SOURCE_KINDS:
             raise ValueError(f"kind must be one of {SOURCE_KINDS}, got {kind!r}")
+        if wrt is not None and kind != "adjoint":
+            raise ValueError("only the adjoint takes wrt")
         p = self._program
         direction = self._direction.relative(kind)
+        if kind == "adjoint":
+            direction = direction.backward(adjoints_only=p.restores_only_for_checks(p.check))
         if example_args:
             sig = self.signature_of(example_args)
         else:
             sigs = [k[3] for k in p._cache if k[1] == p.backend and k[2] == p.check]
             sig = sigs[-1] if sigs else guess_signature(p.ir)
-        gen, _ = p.generate(direction, p.backend, p.check, sig, compile_callees=False)
+        gen, _ = p.generate(direction, p.backend, p.check, sig, compile_callees=False,
+                            inactive=self.inactive_for(wrt))
         return gen.source
 
     def explain(self, *example_args: Any, loss: str | None = None) -> Explanation:
@@ -437,6 +460,27 @@ def positional_only(name: str, params: tuple[str, ...], kwargs: dict) -> TypeErr
                      f"got keyword argument(s) {', '.join(kwargs)}")
 
 
+def param_index(f: ReversibleFunction, which: Any, what: str) -> int:
+    """The position of ``f``'s argument ``which`` (a name or a position); ``what``
+    (``"loss"``, ``"wrt"``, ...) names it in the error."""
+    params = f.params
+    if isinstance(which, str):
+        if which not in params:
+            raise ValueError(f"{what} {which!r} is not an argument of {f.__name__}{params}")
+        return params.index(which)
+    if isinstance(which, (int, np.integer)) and not isinstance(which, bool):
+        if not -len(params) <= which < len(params):
+            raise ValueError(f"{what} position {which} is out of range for {f.__name__}{params}")
+        return int(which) % len(params)
+    raise TypeError(f"{what} must be an argument name or position, got {which!r}")
+
+
+def as_names(which: Any) -> tuple:
+    """``outputs=`` / ``wrt=`` as a tuple: one name or position, or a tuple or list of them.
+    Anything else is one item, for :func:`param_index` to refuse by name (a float, a dict)."""
+    return tuple(which) if isinstance(which, (tuple, list)) else (which,)
+
+
 def copy_arg(a: Any) -> Any:
     """A copy of an argument that code could change (arrays); scalars as they are."""
     return a.copy() if isinstance(a, np.ndarray) else a
@@ -452,6 +496,11 @@ def _tables_of(compiled) -> dict:
             tables[c.generated.module_key] = c.table
             todo.extend(dep[3] for dep in c.deps)
     return tables
+
+
+#: the modules of revbench's own functions that generated code calls (the checked
+#: arithmetic, digamma, np.sign, ...): both backends run them from the same source
+_OWN_HELPERS = frozenset({"revbench.backends.runtime", "revbench.rules.special"})
 
 
 def _tierable(p: Program, compiled) -> bool:
@@ -472,7 +521,7 @@ def _tierable(p: Program, compiled) -> bool:
             return False
         for rule in c.generated.globals_needed.values():
             fn = getattr(rule, "user_function", None)
-            if fn is not None and getattr(fn, "__module__", "") != "revbench.backends.runtime":
+            if fn is not None and getattr(fn, "__module__", "") not in _OWN_HELPERS:
                 return False
         todo.extend((dep[1], dep[3]) for dep in c.deps)
     return True
@@ -548,8 +597,8 @@ def validate_options(check: Any, backend: Any, atol: Any, rtol: Any, fastmath: A
         if not isinstance(v, bool):
             raise TypeError(f"{name} must be True or False, got {v!r}")
     for name, v in (("atol", atol), ("rtol", rtol)):
-        if v is not None and not (isinstance(v, (int, float)) and v >= 0):
-            raise ValueError(f"{name} must be a non-negative number, got {v!r}")
+        if v is not None:
+            check_tolerance(name, v)
 
 
 def _make(ir_func, *, check, backend, atol, rtol, namespace, closure, fastmath: bool = False,

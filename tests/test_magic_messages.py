@@ -72,12 +72,12 @@ def fails_at(ran: Ran, line: int, text: str, caret: int | None = None, number: i
 
 
 @pytest.mark.parametrize("option, col, says", [
-    ("atol=-1", 17, "@reversible(atol=-1): atol must be a non-negative number, got -1"),
+    ("atol=-1", 17, "@reversible(atol=-1): atol must be a finite number >= 0, got -1"),
     ("check=None", 18, "@reversible(check=None): check must be True or False, got None"),
     ('backend="cuda"', 20, "@reversible(backend='cuda'): backend must be one of"),
-    ("rtol='small'", 17, "rtol must be a non-negative number, got 'small'"),
+    ("rtol='small'", 17, "rtol must be a finite number >= 0, got 'small'"),
     ("check=1", 18, "check must be True or False, got 1"),
-    ("atol=[1e-3]", 17, "atol must be a non-negative number"),
+    ("atol=[1e-3]", 17, "atol must be a finite number >= 0"),
     ("atol={[1]: 2}", 17, "must be a literal value"),
     ("atol=x", 17, "must be a literal value"),
     ("False", 12, "@reversible takes its options by name"),
@@ -114,7 +114,7 @@ def test_define_reports_a_bad_option_at_its_line():
     err = info.value
     assert (err.filename, err.lineno, err.offset) == ("<opts>", 13, 18)
     assert err.text.strip() == "@reversible(atol=-1)"
-    assert "atol must be a non-negative number, got -1" in err.msg
+    assert "atol must be a finite number >= 0, got -1" in err.msg
 
 
 # --------------------------------------------------------------------------- #

@@ -22,7 +22,8 @@ from revbench.transforms.pipeline import (
 
 NAMES = ["forward", "inverse", "backward", "backward-inverse", "tangent-forward",
          "tangent-inverse", "tangent-backward", "tangent-backward-inverse", "hvp", "hvp-inverse",
-         "forward-before-sweep", "inverse-before-sweep"]
+         "forward-before-sweep", "inverse-before-sweep", "backward-adjoints",
+         "backward-inverse-adjoints"]
 
 
 def test_every_direction_has_one_name_and_parses_back():
@@ -55,6 +56,13 @@ def test_relations_between_directions():
         BACKWARD.before_its_sweep()
     with pytest.raises(ValueError):
         Direction(sweep=True, before_sweep=True)
+    only = FORWARD.backward(adjoints_only=True)
+    assert only.sweep and only.adjoints_only and only.restoring() == BACKWARD
+    assert only.name == "backward-adjoints" and only.program == FORWARD
+    with pytest.raises(ValueError):
+        Direction(adjoints_only=True)  # (a plain run restores nothing: only sweeps)
+    with pytest.raises(ValueError):
+        Direction(sweep=True, tangent=True, adjoints_only=True)
 
 
 @pytest.mark.parametrize("view", [FORWARD, INVERSE])
@@ -76,7 +84,8 @@ def test_the_pass_table_names_only_known_passes_and_keeps_their_order():
             assert ("prune-before-sweep" in optimising) == (check and d.before_sweep)
             if "tangent" in meaning:
                 assert meaning[-1] == "tangent"  # the tangent of the finished program
-    assert pipeline.passes(BACKWARD, True) == (("adjoint",), ("drop-zero-adjoints", "prune-replays", "hoist"))
+    assert pipeline.passes(BACKWARD, True) == (
+        ("adjoint",), ("drop-zero-adjoints", "prune-replays", "cse", "hoist"))
     assert pipeline.passes(HVP, True)[0] == ("adjoint", "drop-zero-adjoints", "prepend-run",
                                              "tangent")
 

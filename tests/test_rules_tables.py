@@ -163,7 +163,9 @@ def test_the_power_partials_guard_a_zero_base_except_for_whole_exponents():
     x = ir.Var("x")
     assert operators.power_base_partial(x, ir.Const(1)) == ir.Const(1.0)
     two = operators.power_base_partial(x, ir.Const(2))
-    assert two == ir.BinOp("*", ir.Const(2), ir.BinOp("**", x, ir.BinOp("-", ir.Const(2), ir.Const(1))))
+    assert two == ir.BinOp("*", ir.Const(2), x)  # 2 x, not 2 x ** (2 - 1)
+    three = operators.power_base_partial(x, ir.Const(3))  # the exponent folded: a constant
+    assert three == ir.BinOp("*", ir.Const(3), ir.BinOp("**", x, ir.Const(2)))
     # a reverse sweep's `x ** (3 - 1)`: the exponent is folded, no guard
     folded = operators.power_base_partial(x, ir.BinOp("-", ir.Const(3), ir.Const(1)))
     assert not isinstance(folded, ir.IfExp)

@@ -173,7 +173,9 @@ class _Batched:
             return hit
         f, b = self.f, self.b
         fwd = f.compiled_kernel("forward", lay.sig)
-        bwd = f.compiled_kernel("backward", lay.sig, lay.lanes, b.inactive)
+        # (the driver reads a sweep's restored arguments only to check them)
+        bwd = f.compiled_kernel("backward", lay.sig, lay.lanes, b.inactive,
+                                adjoints_only=not lay.check)
         source = _driver_source(lay, f.params)
         header = (f"# revbench batched driver for {f.__name__}\n"
                   f"# kernels: {fwd.generated.key} {bwd.generated.key}\n")

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from revbench.config import get_tolerance
-from revbench.function import ReversibleFunction, copy_arg
+from revbench.function import ReversibleFunction, as_names, copy_arg, param_index
 from revbench.lang.errors import ReversibilityError, ReversibilityTypeError
 from revbench.lang.types import VarType, python_scalar
 from revbench.transforms.adjoint import DIFFERENTIABLE
@@ -58,21 +58,6 @@ def require_reversible(f: Any, api: str) -> None:
             else repr(f)
         raise TypeError(f"{api} needs a reversible function (decorated with @reversible, or made "
                         f"by revbench.define), got {what}")
-
-
-def param_index(f: ReversibleFunction, which: Any, what: str) -> int:
-    """The position of ``f``'s argument ``which`` (a name or a position); ``what``
-    (``"loss"``, ``"wrt"``, ...) names it in the error."""
-    params = f.params
-    if isinstance(which, str):
-        if which not in params:
-            raise ValueError(f"{what} {which!r} is not an argument of {f.__name__}{params}")
-        return params.index(which)
-    if isinstance(which, (int, np.integer)) and not isinstance(which, bool):
-        if not -len(params) <= which < len(params):
-            raise ValueError(f"{what} position {which} is out of range for {f.__name__}{params}")
-        return int(which) % len(params)
-    raise TypeError(f"{what} must be an argument name or position, got {which!r}")
 
 
 def check_loss(f: ReversibleFunction, loss: Loss) -> None:
@@ -172,14 +157,10 @@ class Backward:
     def __init__(self, f: ReversibleFunction, wrt: Any = None):
         require_reversible(f, "AD")
         self.f = f
-        self.direction = f._direction.backward()
-        self.inactive: frozenset[str] = frozenset()
-        if wrt is not None:
-            names = as_names(wrt)
-            keep = {f.params[param_index(f, w, "wrt")] for w in names}
-            # only read-only arguments can be left out: the gradient flows through the rest
-            written = f._program.written_params()
-            self.inactive = frozenset(p for p in f.params if p not in keep and p not in written)
+        # every caller runs the sweep on a copy of the state, and reads the arguments it
+        # restores only to check them (with checks on): without checks, they go unrestored
+        self.direction = f._direction.backward(adjoints_only=not f._program.check)
+        self.inactive = f.inactive_for(wrt)
 
     def prepare(self, args: tuple, lanes: int = 1):
         f = self.f
@@ -350,12 +331,6 @@ def not_recovered(name: str, b: np.ndarray, a: np.ndarray, exact: bool, atol: fl
         msg = (f"recovered {actual!r}, value at entry {expected!r} (difference {largest:.3g}; "
                f"{tol})")
     return msg, expected, actual
-
-
-def as_names(which: Any) -> tuple:
-    """``outputs=`` / ``wrt=`` as a tuple: one name or position, or a tuple or list of them.
-    Anything else is one item, for :func:`param_index` to refuse by name (a float, a dict)."""
-    return tuple(which) if isinstance(which, (tuple, list)) else (which,)
 
 
 def block_rows(rows: list[tuple[int, int]]) -> list[int]:

@@ -28,9 +28,10 @@ from revbench.lang.text import conditional_syntax, expr_text
 from revbench.lang.types import NUMPY_NAMES, TypedFunction, VarType
 from revbench.rules import functions as fn_rules
 from revbench.rules.instructions import ADD, DIV, MUL, SUB, UPDATES
-from revbench.transforms import hoist
+from revbench.transforms import cse, hoist
 from revbench.transforms.invert import invert_body
 from revbench.transforms.pipeline import Direction
+from revbench.transforms.prune import size_names
 from revbench.transforms.tangent import TANGENT_PREFIX
 
 CODEGEN_VERSION = "3"  # 2: checked int64 helpers (their Numba versions are not in the text);
@@ -55,8 +56,9 @@ def _helpers_fingerprint() -> str:
 
 
 HELPERS_FINGERPRINT = _helpers_fingerprint()
-#: the locals repeated elements are loaded into (transforms/hoist.py), in a check's text
-_LOADED = re.compile(rf"\b{hoist.LOCAL_PREFIX}\d+\b")
+#: the locals repeated elements are loaded into (transforms/hoist.py), and shared values
+#: are held in (transforms/cse.py), in a check's text
+_LOADED = re.compile(rf"\b(?:{hoist.LOCAL_PREFIX}|{cse.PREFIX})\d+\b")
 #: a tangent variable in a check's text (forward mode), as a message writes it
 _TANGENT = re.compile(rf"\b{TANGENT_PREFIX}(\w+)")
 
@@ -170,7 +172,23 @@ INT_HELPERS: dict[str, fn_rules.FunctionRule] = {
         ("**", "ipow", runtime.int_pow, 4), ("neg", "ineg", runtime.int_neg, 3),
         ("abs", "iabs", runtime.int_abs, 3))
 }
+#: operator -> the helper generated code calls for it on integers with checks off, where
+#: the result may not fit: it wraps around in int64 (``runtime.int_wadd`` ...; docs/language.md
+#: section 9).  Every backend calls the same names: one rule, not four spellings of it.
+WRAP_HELPERS: dict[str, fn_rules.FunctionRule] = {
+    op: _helper_rule(name, fn, nargs) for op, name, fn, nargs in (
+        ("+", "wadd", runtime.int_wadd, 2), ("-", "wsub", runtime.int_wsub, 2),
+        ("*", "wmul", runtime.int_wmul, 2), ("**", "wpow", runtime.int_wpow, 2),
+        ("neg", "wneg", runtime.int_wneg, 1), ("abs", "wabs", runtime.int_wabs, 1))
+}
+#: -2**63 as code: the literal 9223372036854775808 does not fit in int64 (Numba typed it as
+#: unsigned and `n += -2**63` left n unchanged; the native generator refused it)
 _INT64_MIN_CODE = "(-9223372036854775807 - 1)"
+#: the exact number of elements of a ``range`` (``runtime.range_len``): what a loop whose
+#: bounds may be negative counts with
+RANGE_LEN = _helper_rule("range_len", runtime.range_len, 3)
+#: a float to an int power (``runtime.float_int_power``): the products compiled code makes
+FLOAT_INT_POWER = _helper_rule("fpowi", runtime.float_int_power, 2, result="float")
 #: what a checked float ``+=`` / ``-=`` calls: the update and its test in one call
 FLOAT_SHIFT = _helper_rule("float_shift", runtime.float_shift, 5, result="float")
 
@@ -199,9 +217,6 @@ class Options:
     check: bool = True
     atol: float | None = None  # None: the global tolerance, passed at call time
     rtol: float | None = None
-    #: unchecked integers wrap around in int64 (the Python backend's ints would grow;
-    #: Numba's wrap by themselves, so its code needs no wrapping)
-    wrap_ints: bool = False
     #: the backend that runs the code: plain Python wants whole-array NumPy calls where
     #: Numba wants explicit loops
     backend: str = "numba"
@@ -269,6 +284,8 @@ class Emitter:
         self._ranges: dict[str, ranges.LoopRange] = {}
         #: arrays allocated inside loops reuse one buffer per allocation site: (name, ndim, dtype)
         self.buffers: list[tuple[str, int, str]] = []
+        #: the ancillas that hold sizes (``n, d = x.shape``): never negative (for ranges)
+        self._sizes: frozenset[str] | None = None
 
     # -- plumbing -------------------------------------------------------------
     def emit(self, text: str, loc: ir.Loc | None = None) -> None:
@@ -309,6 +326,8 @@ class Emitter:
             v = e.value
             if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
                 return "_rb_math.nan" if v != v else ("_rb_math.inf" if v > 0 else "(-_rb_math.inf)")
+            if type(v) is int and v == runtime.INT64_MIN:
+                return _INT64_MIN_CODE
             r = repr(v)
             return f"({r})" if r.startswith("-") else r
         if isinstance(e, ir.Var):
@@ -330,8 +349,8 @@ class Emitter:
             operand = self.cast(self.x(e.operand, ew), t, "int")
             if t in ("int", "bool") and self.opt.check:
                 return self.int_helper("neg", e, operand)
-            if t in ("int", "bool") and self.opt.wrap_ints:
-                return f"_rb_int_wrap(-{operand})"
+            if t in ("int", "bool"):
+                return self.wrap_helper("neg", operand)
             return f"(-{operand})"
         if isinstance(e, ir.Func):
             rule = fn_rules.lookup(e.name)
@@ -351,8 +370,8 @@ class Emitter:
                 args = [self.cast(c, t, d) for c, t in zip(args, dts)]
                 if rule.name == "abs" and d == "int" and self.opt.check:
                     return self.int_helper("abs", e, *args)  # abs(-2**63) overflows
-                if rule.name == "abs" and d == "int" and self.opt.wrap_ints:
-                    return f"_rb_int_wrap(abs({args[0]}))"
+                if rule.name == "abs" and d == "int":
+                    return self.wrap_helper("abs", *args)
             if (self.opt.backend == "numba" and rule.name in fn_rules.NUMBA_COMPLEX
                     and "complex" in dts):
                 helper = fn_rules.NUMBA_COMPLEX[rule.name]
@@ -420,20 +439,31 @@ class Emitter:
                 # complex number, Numba nan; NumPy's float64 gives nan (and libm's pow
                 # elsewhere, as Numba: np.power itself may differ in the last digit)
                 return f"(_rb_np.float64({left}) ** {right})"
-            # (an int exponent too: Python's float power raises OverflowError where Numba's
-            # and NumPy's give inf, which the checks then stop at the update)
-            return f"(_rb_np.float64({left}) ** {self.cast(right, rt, 'int')})"
+            # An int exponent: |k| products, as compiled code multiplies (NumPy's scalar
+            # power is the C library's pow, another last bit; Numba's own raises for 0.0 **
+            # -3): runtime.float_int_power, except a literal k >= 0 in compiled code, which
+            # both compilers unroll into the same products
+            k = ranges.const_int(e.right)
+            if self.opt.backend != "python" and k is not None and k >= 0:
+                return f"(_rb_np.float64({left}) ** {right})"
+            self.user_functions[FLOAT_INT_POWER.impl] = FLOAT_INT_POWER
+            return f"{FLOAT_INT_POWER.impl}({self.cast(left, lt, 'float')}, {self.cast(right, rt, 'int')})"
         left, right = self.cast(left, lt, "int"), self.cast(right, rt, "int")
-        if d == "int" and self.opt.check and e.op in INT_HELPERS \
-                and not ranges.cannot_overflow(e, self._ranges):
-            return self.int_helper(e.op, e, left, right)
-        if d == "int" and self.opt.wrap_ints and e.op in INT_HELPERS:
-            return f"_rb_int_wrap({left} {e.op} {right})"
-        if d == "int" and e.op == "//" and not self.opt.check:
-            # unchecked, INT64_MIN // -1 wraps around to INT64_MIN, as plain Python's
-            # wrapped result does (compiled division gives 0 there): a // -1 is -a
-            return f"(-{left} if {right} == -1 else {left} // {right})"
+        if d == "int" and e.op in INT_HELPERS and not ranges.cannot_overflow(e, self._ranges):
+            if self.opt.check:
+                return self.int_helper(e.op, e, left, right)
+            if e.op == "//":
+                # unchecked, INT64_MIN // -1 wraps around to INT64_MIN: a // -1 is -a
+                # (compiled division gives 0 there)
+                return f"({self.wrap_helper('neg', left)} if {right} == -1 else {left} // {right})"
+            return self.wrap_helper(e.op, left, right)
         return f"({left} {e.op} {right})"
+
+    def wrap_helper(self, op: str, *args: str) -> str:
+        """``op`` on int64 operands, unchecked: the result wrapped around in int64."""
+        rule = WRAP_HELPERS[op]
+        self.user_functions[rule.impl] = rule
+        return f"{rule.impl}({', '.join(args)})"
 
     def int_helper(self, op: str, e, *args: str) -> str:
         """``op`` on int64 operands, checked: it raises where the exact result does not fit."""
@@ -572,8 +602,8 @@ class Emitter:
             self.user_functions[rule.impl] = rule
             k = self.check("overflow", expr_text(e), loc, f"+\t{expr_text(e)}")
             self.emit(f"{acc} = {self.helper_call(rule.impl, f'{acc}, {item}', k)}", loc)
-        elif t == "int" and self.opt.wrap_ints:
-            self.emit(f"{acc} = _rb_int_wrap({acc} + {item})", loc)
+        elif t == "int":
+            self.emit(f"{acc} = {self.wrap_helper('+', acc, item)}", loc)
         else:
             self.emit(f"{acc} += {item}", loc)
         self.level -= ndim
@@ -620,11 +650,12 @@ class Emitter:
         if self.opt.check and dtype == "int":
             self.int_update_checked(s, target, value)
             return
-        if self.opt.wrap_ints and dtype == "int":
-            self.emit(f"{target} = _rb_int_wrap({target} {op} {value})", s.loc)
-            return
         if dtype == "int" and op == "//":  # (unchecked INT64_MIN // -1 wraps, as in binop)
-            self.emit(f"{target} = -{target} if {value} == -1 else {target} // {value}", s.loc)
+            self.emit(f"{target} = {self.wrap_helper('neg', target)} if {value} == -1 else "
+                      f"{target} // {value}", s.loc)
+            return
+        if dtype == "int" and op in WRAP_HELPERS:
+            self.emit(f"{target} = {self.wrap_helper(op, target, value)}", s.loc)
             return
         undone = not s.target.name.startswith("_rb_adj")  # adjoints are never undone
         if self.opt.check and undone and not integer:
@@ -867,9 +898,10 @@ class Emitter:
             wi, wj = (f"({self.x(e)} if {self.x(e)} >= 0 else {self.x(e)} + {n})" for e in (i, j))
             ia.append(wi)
             conds.append(f"{wi} == {wj}")
-        first = ia[0] if len(ia) == 1 else "(" + ", ".join(ia) + ")"
+        # (the element's index as numbers: the first as the expected and actual value, the
+        # others after them -- compiled code reports scalars, not tuples)
         self.emit(f"if {' and '.join(conds)}:", loc)
-        self.emit("    " + self.fail(k, first, first), loc)
+        self.emit("    " + self.fail(k, ia[0], ia[0], *ia[1:]), loc)
 
     def s_Swap(self, s: ir.Swap) -> None:
         ta = self.env[s.a.name]
@@ -898,6 +930,10 @@ class Emitter:
         init = s.init
         if s.name.startswith(hoist.LOCAL_PREFIX):
             self.loaded[s.name] = expr_text(init)
+        elif s.name.startswith(cse.PREFIX):  # (a value: parenthesised where it is an operand)
+            text = _LOADED.sub(lambda m: self.loaded.get(m[0], m[0]), expr_text(init))
+            atomic = isinstance(init, (ir.Func, ir.Reduce, ir.Var, ir.Elem, ir.Const))
+            self.loaded[s.name] = text if atomic else f"({text})"
         if self.opt.check and isinstance(init, ir.ArrayAlloc) and init.kind == "zeros":
             self.size_checks(s.name, init, s.loc)
         if self._loops and isinstance(init, ir.ArrayAlloc) and init.kind != "copy":
@@ -1162,19 +1198,46 @@ class Emitter:
 
     def s_For(self, s: ir.For) -> None:
         a, b, st = self.for_bounds(s)
-        const_step = s.step.value if isinstance(s.step, ir.Const) else None
+        const_step = ranges.const_int(s.step)
+        # Compiled code counts a range's elements as ``stop - start``, which overflows
+        # where the range spans more than int64 does (range(-2**63, 2**63 - 1, 2**62): 4
+        # elements, and Numba ran 0).  Where the bounds' forms show that it cannot, the
+        # loop is written plainly; elsewhere the loop counts with the exact length (RANGE_LEN), and its
+        # variable is start + k * step, which fits since it is an element of the range.
+        # (What the bounds can be: lang/ranges.py.)
+        if self._sizes is None:
+            self._sizes = size_names(self.f)
+        from_zero = (a, const_step) == ("0", 1)  # range(b): counted as b, which fits
+        plain = (from_zero and not s.reverse) or ranges.counts_plainly(s, self._ranges,
+                                                                        self._sizes)
+        count = None
+        if not plain:
+            count = self.tmp("n")
+            if from_zero:
+                self.emit(f"{count} = max({b}, 0)", s.loc)
+            else:
+                self.user_functions[RANGE_LEN.impl] = RANGE_LEN
+                self.emit(f"{count} = {RANGE_LEN.impl}({a}, {b}, {st})", s.loc)
         promoted = []
         for elem in self.accumulators(s):
             acc = self.tmp("adj_acc" if elem.name.startswith("_rb_adj") else "acc")
             if not promoted:
-                nonempty = (f"{a} < {b}" if const_step == 1 else f"{a} > {b}" if const_step == -1
-                            else f"len(range({a}, {b}, {st})) > 0")
+                nonempty = (f"{count} > 0" if count else f"{a} < {b}" if const_step == 1 else
+                            f"{a} > {b}" if const_step == -1 else f"len(range({a}, {b}, {st})) > 0")
             self.emit(f"{acc} = {ZERO_CODE[self.env[elem.name].dtype]}", s.loc)
             self.emit(f"if {nonempty}:", s.loc)
             self.emit(f"    {acc} = {self.x(elem)}", s.loc)
             promoted.append((elem, acc))
         self._promoted.update(promoted)
-        if not s.reverse:
+        if count is not None:
+            k = self.tmp("k")
+            walk = f"{count} - 1, -1, -1" if s.reverse else count
+            self.emit(f"for {k} in range({walk}):", s.loc)
+            value = (k if from_zero else f"{a} + {k}" if const_step == 1 else
+                     f"{a} - {k}" if const_step == -1
+                     else self.wrap_helper("+", a, self.wrap_helper("*", k, st)))
+            self.emit(f"    {s.var} = {value}", s.loc)
+        elif not s.reverse:
             walk = b if (a, const_step) == ("0", 1) else f"{a}, {b}" if const_step == 1 else \
                 f"{a}, {b}, {st}"
             self.emit(f"for {s.var} in range({walk}):", s.loc)
@@ -1270,8 +1333,6 @@ class Emitter:
                          "interrupted as _rb_interrupted")
         if self.opt.check:
             lines.append("from revbench.backends.runtime import CheckFailed as _RbCheckFailed")
-        if self.opt.wrap_ints:
-            lines.append("from revbench.backends.runtime import int_wrap as _rb_int_wrap")
         if self.uses_libm:
             lines.append("from revbench.backends import libm as _rb_libm")
         if self.opt.backend == "python":

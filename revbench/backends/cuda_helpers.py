@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import math
 
-from numba import cuda
+from numba import config as numba_config
+from numba import cuda, int64, uint64
 
-from revbench.backends import runtime
+from revbench.backends import numba_checks, runtime
 from revbench.backends.runtime import INT64_MAX, INT64_MIN
 from revbench.rules import special
 
@@ -92,11 +93,13 @@ def _rb_imod0(a, b, module, k, st):
 # -- functions CUDA's math library lacks ---------------------------------------------
 @device("float64(float64)")
 def _rb_fsign(x):
-    """``np.sign`` of a float: -1, 0 (of the zero's sign) or 1; nan for nan."""
+    """``np.sign`` of a float: -1, +0.0 (for either zero, as NumPy) or 1; nan for nan."""
     if x > 0:
         return 1.0
     if x < 0:
         return -1.0
+    if x == 0:
+        return 0.0
     return x
 
 
@@ -199,9 +202,68 @@ def float_shift(old, value, subtract, module, k, st):
     return new
 
 
-#: the CPU helper's name (:data:`revbench.backends.codegen.INT_HELPERS`) -> its device twin
+# -- unchecked int64 arithmetic, wrapping around (runtime.int_wadd's rule) -------------
+# A device's int64 ``+ - *`` carry LLVM's ``nsw`` flag (no overflow assumed), as the CPU's
+# do under Numba; unsigned arithmetic carries none, and int64 <-> uint64 keeps the bits.
+# The simulator runs the helpers as Python, where the runtime's exact versions are the rule.
+if numba_config.ENABLE_CUDASIM:
+    wadd, wsub, wmul, wneg, wabs, wpow, range_len, fpowi = (
+        cuda.jit(device=True)(f) for f in (runtime.int_wadd, runtime.int_wsub, runtime.int_wmul,
+                                           runtime.int_wneg, runtime.int_wabs, runtime.int_wpow,
+                                           runtime.range_len, runtime.float_int_power))
+else:  # pragma: no cover - compiled for a GPU (tests/test_gpu.py lowers them with NVVM)
+    @device("int64(int64, int64)")
+    def wadd(a, b):
+        return int64(uint64(a) + uint64(b))
+
+    @device("int64(int64, int64)")
+    def wsub(a, b):
+        return int64(uint64(a) - uint64(b))
+
+    @device("int64(int64, int64)")
+    def wmul(a, b):
+        return int64(uint64(a) * uint64(b))
+
+    @device("int64(int64)")
+    def wneg(a):
+        return int64(uint64(0) - uint64(a))
+
+    @device("int64(int64)")
+    def wabs(a):
+        return wneg(a) if a < 0 else a
+
+    @device("int64(int64, int64)")
+    def wpow(a, n):
+        r, b = uint64(1), uint64(a)
+        while n > 0:
+            if n & 1:
+                r = r * b
+            n >>= 1
+            b = b * b
+        return int64(r)
+
+    #: a float to an int power: the CPU's compiled rule (numba_checks), for the device
+    fpowi = device("float64(float64, int64)")(numba_checks._float_int_power)
+
+    @device("int64(int64, int64, int64)")
+    def range_len(a, b, s):
+        """``runtime.range_len`` (a zero step is a check of its own before the loop; a
+        thread cannot raise, and a range too long to count could never end anyway)."""
+        if s == 0 or (s > 0 and b <= a) or (s < 0 and b >= a):
+            return 0
+        if s > 0:
+            span, step = uint64(b) - uint64(a), uint64(s)
+        else:
+            span, step = uint64(a) - uint64(b), uint64(0) - uint64(s)
+        return int64((span - uint64(1)) // step + uint64(1))
+
+
+#: the CPU helper's name (:data:`revbench.backends.codegen.INT_HELPERS` and
+#: ``WRAP_HELPERS``) -> its device twin
 CHECKED = {"iadd": iadd, "isub": isub, "imul": imul, "ifloordiv": ifloordiv, "ipow": ipow,
-           "ineg": ineg, "iabs": iabs, "float_shift": float_shift}
+           "ineg": ineg, "iabs": iabs, "float_shift": float_shift, "wadd": wadd, "wsub": wsub,
+           "wmul": wmul, "wneg": wneg, "wabs": wabs, "wpow": wpow, "range_len": range_len,
+           "fpowi": fpowi}
 
 
 @cuda.jit

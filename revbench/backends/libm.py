@@ -102,24 +102,34 @@ def atanh(x: float) -> float:
     return _NAN
 
 
-def _c_lgamma():
-    """The C library's ``lgamma``, which Numba compiles ``math.lgamma`` to (CPython's
-    :func:`math.lgamma` is its own algorithm: they differ in the last bit for about half
-    of all arguments); None where no C library can be loaded."""
+def _c_function(symbol: str, nargs: int = 1):
+    """The C library's function ``symbol`` (of ``nargs`` doubles), which compiled code
+    calls; None where no C library can be loaded."""
     import ctypes
     import ctypes.util
 
     for name in (ctypes.util.find_library("m"), None):
         try:
-            fn = ctypes.CDLL(name).lgamma
+            fn = getattr(ctypes.CDLL(name), symbol)
         except (OSError, AttributeError):
             continue
-        fn.restype, fn.argtypes = ctypes.c_double, [ctypes.c_double]
+        fn.restype, fn.argtypes = ctypes.c_double, [ctypes.c_double] * nargs
         return fn
     return None
 
 
-_C_LGAMMA = _c_lgamma()
+#: CPython's :func:`math.lgamma` and :func:`math.hypot` are algorithms of its own: they
+#: differ from the C library's, which Numba compiles them to, in the last bit (lgamma for
+#: about half of all arguments, hypot for one in two hundred)
+_C_LGAMMA = _c_function("lgamma")
+_C_HYPOT = _c_function("hypot", 2)
+
+
+def hypot(x: float, y: float) -> float:
+    """sqrt(x*x + y*y) without overflow, as compiled code computes it (the C library's)."""
+    if _C_HYPOT is not None:
+        return _C_HYPOT(x, y)
+    return math.hypot(x, y)
 
 
 def lgamma(x: float) -> float:
@@ -137,4 +147,4 @@ def lgamma(x: float) -> float:
 #: arguments under the Python backend
 FUNCTIONS = frozenset({
     "exp", "expm1", "log", "log2", "log10", "log1p", "sqrt", "sin", "cos", "tan", "tanh",
-    "atan", "asinh", "sinh", "cosh", "asin", "acos", "acosh", "atanh", "lgamma"})
+    "atan", "asinh", "sinh", "cosh", "asin", "acos", "acosh", "atanh", "lgamma", "hypot"})

@@ -24,6 +24,8 @@ import operator
 import types
 from collections.abc import Callable
 
+import numpy as np
+
 from revbench.backends import runtime
 
 
@@ -66,6 +68,41 @@ def _sub(a, b):
 
 def _finite(v):
     return abs(v.real) < math.inf and abs(v.imag) < math.inf
+
+
+def _range_len_unsigned(a, b, s):
+    """``runtime.range_len`` in machine integers: the span in unsigned arithmetic, which
+    holds every distance between two int64 (compiled by Numba)."""
+    if s == 0:
+        raise ValueError("range() arg 3 must not be zero")
+    if (s > 0 and b <= a) or (s < 0 and b >= a):
+        return 0
+    if s > 0:
+        span, step = np.uint64(b) - np.uint64(a), np.uint64(s)
+    else:
+        span, step = np.uint64(a) - np.uint64(b), np.uint64(0) - np.uint64(s)
+    n = (span - np.uint64(1)) // step + np.uint64(1)
+    if n > np.uint64(runtime.INT64_MAX):
+        raise ValueError(runtime.RANGE_TOO_LONG)
+    return np.int64(n)
+
+
+def _float_int_power(a, n):
+    """``runtime.float_int_power`` as Numba compiles it (Numba's own ``a ** n`` raises for
+    a zero to a negative power and for ``n = -2**63``)."""
+    if n > runtime.POWER_PRODUCTS or n < -runtime.POWER_PRODUCTS:
+        return math.pow(a, float(n))
+    x, r, e = float(a), 1.0, abs(n)
+    while e:
+        if e & 1:
+            r *= x
+        e >>= 1
+        x *= x
+    if n >= 0:
+        return r
+    if r == 0.0:
+        return math.copysign(math.inf, r)
+    return 1.0 / r
 
 
 @functools.cache
@@ -122,7 +159,68 @@ def _intrinsics() -> dict[Callable, Callable]:
         typer.__name__ = typer.__qualname__ = name
         return intrinsic(prefer_literal=False)(typer)
 
-    return {runtime.float_shift: rb_float_shift,
+    def as_int64(context, builder, args, types):
+        return [context.cast(builder, v, t, nb.int64) for v, t in zip(args, types)]
+
+    def wrapping(name: str, lower: Callable, arity: int):
+        """An unchecked int64 operation (``runtime.int_wadd`` ...) as a machine integer
+        instruction *without* ``nsw``: Numba's own carries it, so LLVM may assume that the
+        result did not wrap (and fold a test of it away)."""
+        def typed(operands):
+            if not all(isinstance(t, (nb.Integer, nb.Boolean)) for t in operands):
+                return None
+
+            def codegen(context, builder, sig, args):
+                return lower(builder, *as_int64(context, builder, args, sig.args))
+
+            return signature(nb.int64, *operands), codegen
+
+        # (an intrinsic's typer has a fixed arity: Numba takes a *args one for a star call)
+        if arity == 1:
+            def typer(typingctx, a):
+                return typed((a,))
+        else:
+            def typer(typingctx, a, b):
+                return typed((a, b))
+        typer.__name__ = typer.__qualname__ = name
+        return intrinsic(prefer_literal=False)(typer)
+
+    def negate(builder, a):
+        return builder.sub(a.type(0), a)
+
+    def absolute(builder, a):
+        return builder.select(builder.icmp_signed("<", a, a.type(0)), negate(builder, a), a)
+
+    @intrinsic(prefer_literal=True)
+    def rb_wpow(typingctx, a, n):
+        """``a ** n`` for a literal ``n >= 0``: square-and-multiply, each product wrapping."""
+        if not (isinstance(a, (nb.Integer, nb.Boolean)) and isinstance(n, nb.IntegerLiteral)
+                and n.literal_value >= 0):
+            return None
+        power = n.literal_value
+
+        def codegen(context, builder, sig, args):
+            base = context.cast(builder, args[0], a, nb.int64)
+            result, k = base.type(1), power
+            while k:
+                if k & 1:
+                    result = builder.mul(result, base)
+                k >>= 1
+                if k:
+                    base = builder.mul(base, base)
+            return result
+
+        return signature(nb.int64, a, n), codegen
+
+    return {runtime.range_len: numba.njit(_range_len_unsigned),
+            runtime.float_int_power: numba.njit(_float_int_power),
+            runtime.float_shift: rb_float_shift,
             runtime.int_add: checked_int("sadd_with_overflow", "rb_iadd"),
             runtime.int_sub: checked_int("ssub_with_overflow", "rb_isub"),
-            runtime.int_mul: checked_int("smul_with_overflow", "rb_imul")}
+            runtime.int_mul: checked_int("smul_with_overflow", "rb_imul"),
+            runtime.int_wadd: wrapping("rb_wadd", lambda b, x, y: b.add(x, y), 2),
+            runtime.int_wsub: wrapping("rb_wsub", lambda b, x, y: b.sub(x, y), 2),
+            runtime.int_wmul: wrapping("rb_wmul", lambda b, x, y: b.mul(x, y), 2),
+            runtime.int_wneg: wrapping("rb_wneg", negate, 1),
+            runtime.int_wabs: wrapping("rb_wabs", absolute, 1),
+            runtime.int_wpow: rb_wpow}

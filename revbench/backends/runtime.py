@@ -259,6 +259,90 @@ def int_wrap(v):
     return ((v - INT64_MIN) & 0xFFFFFFFFFFFFFFFF) + INT64_MIN
 
 
+# -- unchecked int64 arithmetic: two's complement, wrapping around -------------------
+# What ``check=False`` code calls for an integer ``+ - *``, unary ``-``, ``abs`` and ``**``
+# that may overflow (docs/language.md section 9).  These are the rule, in exact Python
+# arithmetic; the compiled versions do the same with machine integers *without* LLVM's
+# ``nsw`` flag (Numba's own ``a * b`` carries it: LLVM then assumes no overflow, so a
+# product that wraps to 0 passed a zero-divisor test, and the division trapped).  The
+# Numba versions are intrinsics (:mod:`numba_checks`), the native code generator lowers
+# the names itself, the GPU's are in :mod:`cuda_helpers`; tests compare all of them
+# with these over the int64 edges.
+def int_wadd(a, b):
+    return int_wrap(int(a) + int(b))
+
+
+def int_wsub(a, b):
+    return int_wrap(int(a) - int(b))
+
+
+def int_wmul(a, b):
+    return int_wrap(int(a) * int(b))
+
+
+def int_wneg(a):
+    return int_wrap(-int(a))
+
+
+def int_wabs(a):
+    """``abs(a)`` wrapped: ``abs(-2**63)`` is ``-2**63``."""
+    return int_wrap(abs(int(a)))
+
+
+def int_wpow(a, n):
+    """``a ** n`` for a constant ``n >= 0``, wrapped: the same as multiplying ``n`` times,
+    each product wrapped (wrapping is arithmetic modulo 2**64)."""
+    return int_wrap(pow(int(a), int(n), 1 << 64))
+
+
+#: beyond this many products a float to an int power is the C library's ``pow``
+POWER_PRODUCTS = 0x10000
+
+
+def float_int_power(a, n):
+    """``a ** n`` of a float ``a`` and an int ``n`` (docs/language.md section 9): ``|n|``
+    square-and-multiply products from 1.0, the reciprocal for a negative ``n`` -- the
+    algorithm compiled code runs (Numba's ``int_power``) -- and IEEE results where it ends
+    in a zero or an infinity (``0.0 ** -3`` is inf, not an error); beyond
+    :data:`POWER_PRODUCTS` products, the C library's ``pow``.  (NumPy's scalar power is
+    ``pow`` throughout, which differs from the products in the last bit.)"""
+    a, n = float(a), int(n)
+    if not -POWER_PRODUCTS <= n <= POWER_PRODUCTS:
+        import numpy as np  # (only here: the runtime is imported by every kernel)
+
+        with np.errstate(all="ignore"):
+            return float(np.float64(a) ** float(n))
+    r, e = 1.0, abs(n)
+    while e:
+        if e & 1:
+            r *= a
+        e >>= 1
+        a *= a
+    if n >= 0:
+        return r
+    if r == 0.0:
+        return math.copysign(math.inf, r)
+    return 1.0 / r
+
+
+#: what a loop over a range too long to count says (it could never run to its end)
+RANGE_TOO_LONG = "a range() with more than 2**63 - 1 elements cannot be looped over"
+
+
+def range_len(a, b, s):
+    """The number of elements of ``range(a, b, s)``, as Python counts them: what a loop
+    whose bounds may be negative counts with (``stop - start`` overflows int64 where the
+    range spans more than it).  Compiled code computes it in unsigned arithmetic
+    (:mod:`numba_checks`, the native generator's ``rb_range_len``)."""
+    a, b, s = int(a), int(b), int(s)
+    if s == 0:
+        raise ValueError("range() arg 3 must not be zero")
+    n = max(0, (b - a + s - (1 if s > 0 else -1)) // s)
+    if n > INT64_MAX:
+        raise ValueError(RANGE_TOO_LONG)
+    return n
+
+
 def int_overflowed(a, b, module, k):
     """Raise check ``k``: ``a op b`` does not fit in int64 (what compiled code calls, out
     of line, when LLVM's overflow flag is set: :mod:`revbench.backends.numba_checks`)."""

@@ -43,7 +43,6 @@ from revbench.backends.runtime import (
     CheckFailed,
     CheckTable,
     complex_pow,
-    int_wrap,
     loop_extreme,
     loop_sum,
     safe_abs,
@@ -94,7 +93,7 @@ class _Limit(BaseException):
 #: what generated code finds in its module (``Emitter.imports``), and the sums the
 #: expressions the walker evaluates itself call (``Emitter.x`` outside a statement)
 _BASE_GLOBALS = {"_rb_math": math, "_rb_np": np, "_rb_libm": libm, "_rb_loop_sum": loop_sum,
-                 "_rb_loop_extreme": loop_extreme, "_rb_int_wrap": int_wrap,
+                 "_rb_loop_extreme": loop_extreme,
                  "_rb_cpow": complex_pow, "abs": safe_abs,
                  "_RbCheckFailed": CheckFailed, "__builtins__": builtins.__dict__}
 _ZERO = {"bool": False, "int": 0, "float": 0.0, "complex": 0j}
@@ -164,8 +163,7 @@ class _Code:
         self.env: dict[str, VarType] = typed.env
         self.check = check
         self.def_line = function_span(prog.ir)[0]
-        opts = codegen.Options(check=check, atol=prog.atol, rtol=prog.rtol, wrap_ints=not check,
-                               backend="python")
+        opts = codegen.Options(check=check, atol=prog.atol, rtol=prog.rtol, backend="python")
         self.em = codegen.Emitter(typed, direction, opts, self.callee_symbol, prog.callee_writes)
         #: the emitter of the checks an ancilla's ``del`` makes, which tell whether it is
         #: clean (back at its value) even where the code itself does not check

@@ -126,3 +126,46 @@ def cannot_overflow(e: ir.BinOp, ranges: dict[str, LoopRange]) -> bool:
         return delta == 1 and ranges[var].below_stop
     low = lower_bound((var, 0), ranges)  # v + delta < v: only the low end can overflow
     return low is not None and low + delta >= INT64_MIN
+
+
+
+def interval(e: ir.Expr, ranges: dict[str, LoopRange],
+             sizes: frozenset[str] = frozenset()) -> tuple[int, int]:
+    """The least and the greatest value an integer expression can take, as far as its form
+    tells: a constant, a length or a shape (or a name that holds one, ``sizes``), a loop
+    variable of ``ranges``, sums and differences of those; anything else is any int64."""
+    c = const_int(e)
+    if c is not None:
+        return c, c
+    if isinstance(e, (ir.Len, ir.Shape)) or (isinstance(e, ir.Var) and e.name in sizes):
+        return 0, INT64_MAX
+    if isinstance(e, ir.Var) and e.name in ranges:
+        r = ranges[e.name]
+        return (INT64_MIN if r.lower is None else r.lower), \
+            (INT64_MAX - 1 if r.below_stop else INT64_MAX)
+    if isinstance(e, ir.BinOp) and e.op in ("+", "-"):
+        (a, b), (c, d) = interval(e.left, ranges, sizes), interval(e.right, ranges, sizes)
+        lo, hi = (a + c, b + d) if e.op == "+" else (a - d, b - c)
+        if INT64_MIN <= lo and hi <= INT64_MAX:
+            return lo, hi
+    return INT64_MIN, INT64_MAX
+
+
+def counts_plainly(s: ir.For, ranges: dict[str, LoopRange], sizes: frozenset[str]) -> bool:
+    """Whether compiled code may walk ``s``'s range as ``range(start, stop, step)`` (and
+    backwards as ``range(stop - 1, start - 1, -1)`` and the like): its length is counted
+    from ``stop - start``, which must not overflow, and the reversed bounds are the bounds
+    moved by one step, which must fit.  Where the bounds may be any int64 (two arguments),
+    the loop counts with the exact length instead (``runtime.range_len``)."""
+    step = const_int(s.step)
+    if step is None:
+        return False
+
+    def fits(lo: int, hi: int) -> bool:
+        return INT64_MIN <= lo and hi <= INT64_MAX
+
+    (a0, a1), (b0, b1) = interval(s.start, ranges, sizes), interval(s.stop, ranges, sizes)
+    if not (fits(b0 - a1, b1 - a0) and fits(a0 - b1, a1 - b0)):
+        return False
+    moves = (1, -1) if step in (1, -1) else (-step,)
+    return all(fits(lo + m, hi + m) for lo, hi in ((a0, a1), (b0, b1)) for m in moves)

@@ -52,6 +52,14 @@ def _shared(f: Failure) -> str:
             "first and the last they share)")
 
 
+def _same_element(f: Failure) -> str:
+    """Where two elements met: the index (of every axis: the first is the failure's
+    value, the others its index)."""
+    if not f.index:
+        return f"both are index {fmt(f.expected)}"
+    return f"both are index ({', '.join(fmt(i) for i in (f.expected, *f.index))})"
+
+
 def _expected_got(f: Failure) -> str:
     return f"expected {fmt(f.expected)}, got {fmt(f.actual)}"
 
@@ -130,11 +138,11 @@ CHECKS: dict[str, CheckKind] = {
     "alias": CheckKind(
         "an update does not read the element it writes through another index",
         "`{var}` and `{detail}` are the same element at run time: an update cannot read "
-        "its own target", values=lambda f: f"both are index {fmt(f.expected)}"),
+        "its own target", values=_same_element),
     "call-alias": CheckKind(
         "element arguments of one call are different elements",
         "`{var}` and `{detail}` are the same element at run time: arguments of one "
-        "call must not alias", values=lambda f: f"both are index {fmt(f.expected)}"),
+        "call must not alias", values=_same_element),
     "overlap": CheckKind(
         "a whole-array update does not read a sub-array overlapping its target",
         "`{var}` and `{detail}` overlap at run time: an update cannot read its own target",

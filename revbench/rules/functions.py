@@ -161,8 +161,9 @@ _BUILTIN: list[FunctionRule] = [
                  user_function=special.trigamma, fingerprint=fingerprint(special.trigamma)),
     # sign(x): -1, 0 or 1 (nan for nan); its derivative is 0 wherever it has one (everywhere
     # but 0, where the jump has none: 0 there too, as JAX gives)
-    FunctionRule("sign", "_rb_np.sign", 1, ("sign",), result="same", complex_ok=False,
-                 partials=(lambda x: _c(0.0),)),
+    FunctionRule("sign", "_rb_sign", 1, ("sign",), result="same", complex_ok=False,
+                 partials=(lambda x: _c(0.0),), user_function=special.sign,
+                 fingerprint=fingerprint(special.sign)),
     FunctionRule("conj", "_rb_np.conj", 1, ("conj", "conjugate"), result="keep",
                  partials=(lambda x: _c(1.0),), complex_vjp=(lambda seed, z: _f("conj", seed),)),
     # the parts of a complex number; of a real number, the number and 0.  A real

@@ -122,7 +122,11 @@ def power_base_partial(a: Expr, b: Expr) -> Expr:
     and 1 for b == 1."""
     k = b if isinstance(b, Const) else fold(b)
     if _is_whole_at_least_1(k):
-        return Const(1.0) if k.value == 1 else BinOp("*", k, BinOp("**", a, BinOp("-", k, _ONE)))
+        if k.value == 1:
+            return Const(1.0)
+        if k.value == 2:
+            return BinOp("*", k, a)  # (2 a, not 2 a**1)
+        return BinOp("*", k, BinOp("**", a, Const(k.value - 1)))  # (the exponent folded)
     d = BinOp("*", b, BinOp("**", a, BinOp("-", b, _ONE)))
     if isinstance(b, Const):
         at_zero: Expr = Const(1.0) if is_const(b, 1) else Const(0.0)

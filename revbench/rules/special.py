@@ -21,6 +21,11 @@ from __future__ import annotations
 import math
 
 _SHIFT = 10.0  # the series is used from here on
+#: every float at or beyond 2**52 in magnitude is an integer: the poles are tested there
+#: without ``math.floor``, whose int result compiled code makes with ``fptosi`` -- undefined
+#: beyond 2**63, so the native code generator found -1e20 no pole (digamma finite there)
+_ALL_INTEGERS = 4503599627370496.0  # (a plain global: every backend compiles these functions)
+
 
 
 def digamma(x: float) -> float:
@@ -29,8 +34,8 @@ def digamma(x: float) -> float:
         return math.nan
     if x == math.inf:
         return math.inf
-    if x <= 0.0 and x == math.floor(x):
-        return math.nan  # a pole
+    if x <= 0.0 and (x <= -_ALL_INTEGERS or x == math.floor(x)):
+        return math.nan  # a pole (0, -1, -2, ...)
     result = 0.0
     if x < 0.0:  # psi(x) = psi(1 - x) - pi / tan(pi x)
         result = -math.pi / math.tan(math.pi * x)
@@ -50,8 +55,8 @@ def trigamma(x: float) -> float:
         return math.nan
     if x == math.inf:
         return 0.0
-    if x <= 0.0 and x == math.floor(x):
-        return math.nan  # a pole
+    if x <= 0.0 and (x <= -_ALL_INTEGERS or x == math.floor(x)):
+        return math.nan  # a pole (0, -1, -2, ...)
     result = 0.0
     if x < 0.0:  # psi'(x) = pi^2 / sin^2(pi x) - psi'(1 - x)
         s = math.sin(math.pi * x)
@@ -77,6 +82,18 @@ def trigamma(x: float) -> float:
 # and a program written with them must get NumPy's answer: ``np.maximum`` / ``np.minimum``
 # give nan when either number is nan, ``np.fmax`` / ``np.fmin`` the other number.  Written
 # for ints too (``a != a`` is never true), so one function serves every type.
+
+
+def sign(x):
+    """``np.sign(x)``: 1, -1 or 0 of ``x``'s own type (``x ** 0`` is 1 or 1.0), nan for nan,
+    and +0.0 for either zero, as NumPy gives (the C-style ``x`` for a zero kept -0.0)."""
+    if x > 0:
+        return x ** 0
+    if x < 0:
+        return -(x ** 0)
+    if x == 0:
+        return x - x  # (-0.0 - -0.0 is +0.0)
+    return x
 
 
 def maximum(a, b):

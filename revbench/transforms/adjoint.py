@@ -42,6 +42,12 @@ def adj_name(name: str) -> str:
     return f"_rb_adj_{name}"
 
 
+def is_adjoint(name: str) -> bool:
+    """Whether ``name`` is an adjoint variable, of any lane (``_rb_adj_x``, ``_rb_adj3_x``)
+    or an adjoint ancilla the sweep computes (``_rb_adj__rb_g2``)."""
+    return name.startswith("_rb_adj")
+
+
 @dataclass
 class AdjointContext:
     """What the rule tables need to state an adjoint: adjoint variables, partials.

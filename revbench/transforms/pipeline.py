@@ -44,26 +44,35 @@ class Direction:
     tangent program of the above; ``hvp``: the tangent of the run followed by its
     reverse sweep (excludes ``sweep`` and ``tangent``); ``before_sweep``: a plain run that
     a reverse sweep follows at once, in the same call (``grad``, ``value_and_grad``,
-    ``jacobian``), which leaves the checks of its ancillas' ``del`` to that sweep."""
+    ``jacobian``), which leaves the checks of its ancillas' ``del`` to that sweep;
+    ``adjoints_only``: a reverse sweep whose caller reads only the adjoints it returns,
+    not the arguments it restores (``grad`` and the like, with ``check=False``: nothing
+    compares them with their values at entry), so it need not restore them."""
 
     inverse: bool = False
     sweep: bool = False
     tangent: bool = False
     hvp: bool = False
     before_sweep: bool = False
+    adjoints_only: bool = False
 
     def __post_init__(self) -> None:
         if self.hvp and (self.sweep or self.tangent):
             raise ValueError("an hvp direction is neither a sweep nor a tangent")
         if self.before_sweep and (self.sweep or self.tangent or self.hvp):
             raise ValueError("only a plain run comes before a sweep")
+        if self.adjoints_only and not (self.sweep and not self.tangent):
+            raise ValueError("only a reverse sweep can give its adjoints alone")
 
     # -- names: in generated files' headers, error messages and the cache's keys ---------
     @property
     def name(self) -> str:
         """``forward``, ``inverse``, ``backward``, ``backward-inverse``, ``hvp``,
-        ``hvp-inverse``, ``tangent-`` and one of the first four, or ``forward-before-sweep``
-        and ``inverse-before-sweep``."""
+        ``hvp-inverse``, ``tangent-`` and one of the first four, ``forward-before-sweep``
+        and ``inverse-before-sweep``, or ``backward-adjoints`` and
+        ``backward-inverse-adjoints`` (:attr:`adjoints_only`)."""
+        if self.adjoints_only:
+            return ("backward-inverse" if self.inverse else "backward") + "-adjoints"
         if self.before_sweep:
             return ("inverse" if self.inverse else "forward") + "-before-sweep"
         if self.hvp:
@@ -114,9 +123,16 @@ class Direction:
             raise ValueError(f"{self.name} is not a plain run")
         return replace(self, before_sweep=True)
 
-    def backward(self) -> Direction:
-        """The reverse sweep of this direction's program."""
-        return Direction(inverse=self.inverse, sweep=True)
+    def backward(self, adjoints_only: bool = False) -> Direction:
+        """The reverse sweep of this direction's program (``adjoints_only``: one whose
+        caller reads only its adjoints, :attr:`adjoints_only`)."""
+        return Direction(inverse=self.inverse, sweep=True, adjoints_only=adjoints_only)
+
+    def restoring(self) -> Direction:
+        """This direction, restoring the arguments where it is a sweep of adjoints only:
+        what every program runs where restoring costs nothing (checks on, a custom
+        adjoint, a checkpointed loop's own kernels)."""
+        return replace(self, adjoints_only=False)
 
     def with_tangent(self) -> Direction:
         """The tangent program of this direction's program."""
@@ -154,7 +170,8 @@ HVP_INVERSE = Direction(inverse=True, hvp=True)
 FIRST_ORDER = (FORWARD, INVERSE, BACKWARD, BACKWARD_INVERSE)
 #: every direction a program compiles to
 ALL = (*FIRST_ORDER, *(d.with_tangent() for d in FIRST_ORDER), HVP, HVP_INVERSE,
-       FORWARD.before_its_sweep(), INVERSE.before_its_sweep())
+       FORWARD.before_its_sweep(), INVERSE.before_its_sweep(),
+       FORWARD.backward(adjoints_only=True), INVERSE.backward(adjoints_only=True))
 _BY_NAME = {d.name: d for d in ALL}
 
 
@@ -224,11 +241,26 @@ def _tangent(typed: TypedFunction, host: Host, req: Request, d: Direction) -> Ty
 
 def _prune(typed: TypedFunction, host: Host, req: Request, d: Direction) -> TypedFunction:
     """With ``check=False``: the statements nothing reads -- a reverse sweep's
-    uncomputation, a forward run's ``~routine`` -- no runtime check needs them."""
+    uncomputation, a forward run's ``~routine`` -- no runtime check needs them.  A sweep
+    of adjoints only (:attr:`Direction.adjoints_only`) need not restore the arguments:
+    only its adjoints are read after it (the uncompute of the loss goes too)."""
+    from revbench.transforms.adjoint import is_adjoint
     from revbench.transforms.prune import prune
 
+    live = None
+    if d.adjoints_only:
+        live = {p for p in typed.func.params if is_adjoint(p)}
     return replace(typed, func=prune(typed.func, host.callee_writes_only,
-                                     host.callee_writes_mirrored))
+                                     host.callee_writes_mirrored, live=live))
+
+
+def _cse(typed: TypedFunction, host: Host, req: Request, d: Direction) -> TypedFunction:
+    """Each value once per step: a subexpression several statements in a row evaluate
+    from the same operands is computed once, into a local they share
+    (:mod:`revbench.transforms.cse`; types again: it adds locals)."""
+    from revbench.transforms.cse import share_values
+
+    return infer(share_values(typed), typed.params)
 
 
 def _prune_before_sweep(typed: TypedFunction, host: Host, req: Request,
@@ -267,6 +299,7 @@ PASSES: dict[str, Pass] = {
     "prune": _prune,
     "prune-before-sweep": _prune_before_sweep,
     "prune-replays": _prune_replays,
+    "cse": _cse,
     "hoist": _hoist,
 }
 
@@ -293,7 +326,7 @@ def passes(direction: Direction, check: bool) -> tuple[tuple[str, ...], tuple[st
         optimising.append("prune-before-sweep")
     elif direction.sweep and not direction.second_order:
         optimising.append("prune-replays")
-    optimising.append("hoist")
+    optimising += ["cse", "hoist"]
     return tuple(meaning), tuple(optimising)
 
 

@@ -276,15 +276,16 @@ def _call_live(call: ir.Call, live: set[str], known: _Known) -> bool:
 
 
 def prune(func: ir.Function, writes: Writes | None = None,
-          mirrored_writes: Writes | None = None) -> ir.Function:
+          mirrored_writes: Writes | None = None, live: set[str] | None = None) -> ir.Function:
     """``func`` without the statements whose results neither a parameter nor a kept
     statement reads.  Only for code without runtime checks (checks read values).
     ``writes`` tells which parameters each call's callee changes; without it every call
     is kept.  ``mirrored_writes``: the same for a call in a routine's uncompute, which
     repeats the checks of shapes its compute made (``csr_matvec``'s ``assert``s of
-    lengths need not keep the uncompute of a ``lu`` about to be freed)."""
+    lengths need not keep the uncompute of a ``lu`` about to be freed).  ``live``: the
+    parameters whose final values the caller reads (default: all of them)."""
     known = _Known(size_names(func), writes, mirrored_writes=mirrored_writes)
-    body, _ = prune_body(func.body, set(func.params), known)
+    body, _ = prune_body(func.body, set(func.params) if live is None else set(live), known)
     return replace(func, body=_drop_deallocs(body, set()))
 
 

@@ -134,6 +134,10 @@ _MODULES = {"_rb_np": "_rb_np", "_rb_math": "_rb_math", "_rb_libm": "_rb_np", "n
 #: checked integer helpers (``codegen.INT_HELPERS``): name -> operand count
 _INT_HELPERS = {"_rb_iadd": 2, "_rb_isub": 2, "_rb_imul": 2, "_rb_ifloordiv": 2,
                 "_rb_ipow": 2, "_rb_ineg": 1, "_rb_iabs": 1}
+#: unchecked integer helpers (``codegen.WRAP_HELPERS``): name -> operand count; each is one
+#: machine instruction without ``nsw`` (they wrap around in int64)
+_WRAP_HELPERS = {"_rb_wadd": 2, "_rb_wsub": 2, "_rb_wmul": 2, "_rb_wpow": 2, "_rb_wneg": 1,
+                 "_rb_wabs": 1}
 
 
 @dataclass
@@ -698,6 +702,12 @@ class FunctionLowering:
         if step_const is None:
             self.emit(f"store i64 {step}, ptr {bounds_slot[1]}")
         self.declare_var(st.target.id, I64)
+        # A next value beyond int64 ends the loop, as in Python (range(2**63 - 2, 2**63 - 1,
+        # 2) has one element): with a step of 1 or -1 it cannot happen (i < stop <= the
+        # largest int64), any other step notes the overflow of its add in ``past``.
+        past = self.slot("i1", "past") if step_const not in (1, -1) else None
+        if past is not None:
+            self.emit(f"store i1 false, ptr {past}")
         head, body, end = self.label("for"), self.label("fbody"), self.label("fend")
         self.br(head)
         self.start(head)
@@ -717,12 +727,26 @@ class FunctionLowering:
             self.emit(f"{down} = icmp sgt i64 {i}, {stop}")
             self.emit(f"{pos} = icmp sgt i64 {step}, 0")
             self.emit(f"{go} = select i1 {pos}, i1 {up}, i1 {down}")
+        if past is not None:
+            was, beyond, inside = self.tmp(), self.tmp(), self.tmp()
+            self.emit(f"{was} = load i1, ptr {past}")
+            self.emit(f"{beyond} = xor i1 {was}, true")
+            self.emit(f"{inside} = and i1 {go}, {beyond}")
+            go = inside
         self.cbr(go, body, end)
         self.start(body)
         self.store_var(st.target.id, Val(I64, i))
         nxt = self.tmp()
-        # (the next value overflowing int64 would end a Python loop: no wrap-around here)
-        self.emit(f"{nxt} = add i64 {i}, {step_text}")
+        if past is None:
+            self.emit(f"{nxt} = add i64 {i}, {step_text}")
+        else:
+            intr = "llvm.sadd.with.overflow.i64"
+            self.mod.declare(intr, f"declare {{i64, i1}} @{intr}(i64, i64)")
+            pair, over = self.tmp(), self.tmp()
+            self.emit(f"{pair} = call {{i64, i1}} @{intr}(i64 {i}, i64 {step_text})")
+            self.emit(f"{nxt} = extractvalue {{i64, i1}} {pair}, 0")
+            self.emit(f"{over} = extractvalue {{i64, i1}} {pair}, 1")
+            self.emit(f"store i1 {over}, ptr {past}")
         self.emit(f"store i64 {nxt}, ptr {counter}")
         self.loop_body(st.body, head, end)
         self.start(end)
@@ -1166,7 +1190,9 @@ class FunctionLowering:
         if base.t != F64 and base.t != I64 and base.t != BOOL:
             raise Unsupported("power")
         if base.t != F64:
-            raise Unsupported("int ** literal")
+            if exp < 0:
+                raise Unsupported("int ** negative literal")
+            return self.int_literal_power(self.convert(base, I64), exp)
         if abs(exp) > 0x10000:
             return self.int_power(base, const(I64, exp))
         invert, n = exp < 0, abs(exp)
@@ -1325,6 +1351,12 @@ class FunctionLowering:
         name = f.id
         if name not in self.vars and self.python_callee(name) is not None:
             return self.inline_call(self.python_callee(name), e.args)
+        if name == "_rb_range_len" and len(e.args) == 3:  # (runtime.range_len)
+            n = self.range_length(e)
+            huge = self.tmp()
+            self.emit(f"{huge} = icmp slt i64 {n.ref}, 0")  # (more than INT64_MAX elements)
+            self.fail_if(huge, "value", self.mod.message(runtime.RANGE_TOO_LONG))
+            return n
         if name == "len" and e.args and isinstance(e.args[0], ast.Call):
             args = []
         else:
@@ -1335,6 +1367,10 @@ class FunctionLowering:
             return self.float_shift(args)
         if name in _INT_HELPERS:
             return self.int_helper(name, args)
+        if name in _WRAP_HELPERS:
+            return self.wrap_helper(name, args, e.args)
+        if name == "_rb_fpowi" and len(args) == 2:  # (runtime.float_int_power)
+            return self.int_power(self.convert(args[0], F64), self.convert(args[1], I64))
         if name == "abs" and len(args) == 1:
             v = args[0]
             if v.t == F64:
@@ -1500,8 +1536,6 @@ class FunctionLowering:
             op = ast.Add() if name == "add" else ast.Sub()
             self.store_into(args[0], args[1], op)
             return args[0]
-        if name == "sign" and len(args) == 1 and args[0].t in (F64, I64):
-            return self.sign(args[0])
         if name in ("real", "imag") and len(args) == 1 and args[0].t == F64:
             return args[0] if name == "real" else const(F64, 0.0)  # (of a real number)
         # (math's and NumPy's functions of a float are the same C functions in Numba)
@@ -1513,21 +1547,6 @@ class FunctionLowering:
             a, b = self.convert(args[0], F64), self.convert(args[1], F64)
             return self.call_math(_LIBM2[name], a, b)
         raise Unsupported(f"numpy/math {name}")
-
-    def sign(self, v: Val) -> Val:
-        """``np.sign`` as Numba computes it: 1, -1, else the argument itself (0, -0.0, nan)."""
-        pos, neg, inner, r = self.tmp(), self.tmp(), self.tmp(), self.tmp()
-        if v.t == F64:
-            self.emit(f"{pos} = fcmp ogt double {v.ref}, 0.0")
-            self.emit(f"{neg} = fcmp olt double {v.ref}, 0.0")
-            self.emit(f"{inner} = select i1 {neg}, double -1.0, double {v.ref}")
-            self.emit(f"{r} = select i1 {pos}, double 1.0, double {inner}")
-            return Val(F64, r)
-        self.emit(f"{pos} = icmp sgt i64 {v.ref}, 0")
-        self.emit(f"{neg} = icmp slt i64 {v.ref}, 0")
-        self.emit(f"{inner} = select i1 {neg}, i64 -1, i64 0")
-        self.emit(f"{r} = select i1 {pos}, i64 1, i64 {inner}")
-        return Val(I64, r)
 
     def call_math(self, fn: str, *args: Val) -> Val:
         params = ", ".join("double" for _ in args)
@@ -1638,6 +1657,43 @@ class FunctionLowering:
             self.fail_if(bad, "check", 0, (a, b), check_no=k, module=module)
             return Val(I64, r)
         raise Unsupported(name)
+
+    def wrap_helper(self, name: str, args: list[Val], nodes: list[ast.expr]) -> Val:
+        """The unchecked int64 operations (``runtime.int_wadd`` ...): wrapping around."""
+        if len(args) != _WRAP_HELPERS[name]:
+            raise Unsupported(name)
+        ops = [self.convert(a, I64) for a in args]
+        if name == "_rb_wneg":
+            r = self.tmp()
+            self.emit(f"{r} = sub i64 0, {ops[0].ref}")
+            return Val(I64, r)
+        if name == "_rb_wabs":
+            return self._iabs(ops[0])
+        if name == "_rb_wpow":
+            n = nodes[1]
+            if not (isinstance(n, ast.Constant) and type(n.value) is int and n.value >= 0):
+                raise Unsupported("int ** variable")
+            return self.int_literal_power(ops[0], n.value)
+        ins = {"_rb_wadd": "add", "_rb_wsub": "sub", "_rb_wmul": "mul"}[name]
+        r = self.tmp()
+        self.emit(f"{r} = {ins} i64 {ops[0].ref}, {ops[1].ref}")
+        return Val(I64, r)
+
+    def int_literal_power(self, base: Val, n: int) -> Val:
+        """``base ** n`` of an int64 for a literal ``n >= 0``: square and multiply, each
+        product wrapping around (``runtime.int_wpow``: the exact power modulo 2**64)."""
+        result, b, k = "1", base.ref, n
+        while k:
+            if k & 1:
+                r = self.tmp()
+                self.emit(f"{r} = mul i64 {result}, {b}")
+                result = r
+            k >>= 1
+            if k:
+                sq = self.tmp()
+                self.emit(f"{sq} = mul i64 {b}, {b}")
+                b = sq
+        return Val(I64, result)
 
     def _iabs(self, a: Val) -> Val:
         neg, n, r = self.tmp(), self.tmp(), self.tmp()

@@ -90,14 +90,15 @@ entry:
   ret i64 %r
 }"""
 
-#: a float to a (non-literal) int power, as Numba's ``int_power_impl``
+#: a float to a (non-literal) int power: ``runtime.float_int_power`` (the products of
+#: Numba's ``int_power_impl``; ``|b| > 65536``, -2**63 included, is the C library's pow)
 FLOAT_INT_POWER = """
 define internal double @rb_fpowi(double %a, i64 %b) {
 entry:
   %neg = icmp slt i64 %b, 0
   %nb = sub i64 0, %b
   %e0 = select i1 %neg, i64 %nb, i64 %b
-  %big = icmp sgt i64 %e0, 65536
+  %big = icmp ugt i64 %e0, 65536
   br i1 %big, label %generic, label %loop
 generic:
   %fb = sitofp i64 %b to double

@@ -1,0 +1,273 @@
+"""The edges of the arithmetic, the same on every execution (docs/language.md section 9).
+
+Each program runs on the three paths a user can get -- the Python backend, the default
+compiled path (revbench's own code generator) and Numba alone (``REVBENCH_NATIVE=0``,
+what the default path runs for any kernel the generator leaves to Numba) -- and all three
+must give the same result or the same error, bit for bit, and the one the documentation
+states.  The cases are the disagreements a differential campaign found: a process killed
+by SIGFPE, unchecked integers that did not wrap, a pole that was finite, loops that ran 0
+times or never ended, a check that sent a kernel to Numba.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import textwrap
+
+import numpy as np
+import pytest
+
+import revbench
+from revbench.backends import runtime
+from revbench.backends.native import engine
+
+PATHS = ("python", "native", "numba")
+I64_MIN, I64_MAX = -(2**63), 2**63 - 1
+
+
+def same(a, b) -> bool:
+    """Bit-for-bit equality of nested results (nan equal to nan, signed zeros apart)."""
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, np.ndarray):
+        return (isinstance(b, np.ndarray) and a.dtype == b.dtype and a.shape == b.shape
+                and a.tobytes() == b.tobytes())
+    if isinstance(a, float) and isinstance(b, float):
+        return np.float64(a).tobytes() == np.float64(b).tobytes()
+    return type(a) is type(b) and a == b
+
+
+def run_on(path: str, monkeypatch, source: str, args: tuple, check: bool, op=None):
+    """``op(f)(*args)`` (default: a forward call) on one path: ``("returned", value)`` or
+    ``("raised", type name, message)``."""
+    monkeypatch.setenv("REVBENCH_NATIVE", "0" if path == "numba" else "1")
+    f = revbench.define(textwrap.dedent(source), {"np": np, "math": math}, check=check,
+                        backend="python" if path == "python" else "numba",
+                        filename="edges.py")["f"]
+    call = f if op is None else op(f)
+    try:
+        return ("returned", call(*args))
+    except Exception as exc:
+        return ("raised", type(exc).__name__, str(exc))
+
+
+def on_every_path(monkeypatch, source: str, args: tuple, check: bool = True, op=None):
+    """The outcome all three paths agree on (the test fails where they do not)."""
+    outcomes = {p: run_on(p, monkeypatch, source, args, check, op) for p in PATHS}
+    first = outcomes["python"]
+    for o in outcomes.values():
+        assert o[0] == first[0], outcomes
+        if o[0] == "returned":
+            assert same(o[1], first[1]), outcomes
+        else:
+            assert o[1:] == first[1:], outcomes
+    return first
+
+
+def wrapped(v: int) -> int:
+    return ((v - I64_MIN) % 2**64) + I64_MIN
+
+
+# -- unchecked integers wrap around in int64, on every path ------------------------------
+EDGES = (I64_MIN, I64_MIN + 1, -(2**32), -3037000500, -7, -1, 0, 1, 3, 3037000500, 2**32,
+         I64_MAX - 1, I64_MAX)
+
+
+@pytest.mark.parametrize("expr, exact", [
+    ("a + b", lambda a, b: a + b), ("a - b", lambda a, b: a - b),
+    ("a * b", lambda a, b: a * b), ("-a + b", lambda a, b: -a + b),
+    ("abs(a) - b", lambda a, b: abs(a) - b), ("a ** 3 + b", lambda a, b: a ** 3 + b),
+])
+def test_unchecked_integer_arithmetic_wraps_the_same_on_every_path(monkeypatch, expr, exact):
+    source = f"def f(n, a, b):\n    n += {expr}\n"
+    pairs = list(itertools.product(EDGES[::3], EDGES[1::3]))
+    for a, b in pairs:
+        out = on_every_path(monkeypatch, source, (0, a, b), check=False)
+        assert out == ("returned", (wrapped(exact(a, b)), a, b)), (a, b, out)
+
+
+def test_the_helpers_are_the_rule_of_section_9():
+    for a, b in itertools.product(EDGES, EDGES):
+        assert runtime.int_wadd(a, b) == wrapped(a + b)
+        assert runtime.int_wsub(a, b) == wrapped(a - b)
+        assert runtime.int_wmul(a, b) == wrapped(a * b)
+    for a in EDGES:
+        assert runtime.int_wneg(a) == wrapped(-a) and runtime.int_wabs(a) == wrapped(abs(a))
+        for n in (0, 1, 2, 5, 63, 64, 1000):
+            assert runtime.int_wpow(a, n) == wrapped(a ** n if n < 70 else pow(a, n, 2**64))
+
+
+def test_a_divisor_that_wraps_to_zero_raises_instead_of_killing_the_process(monkeypatch):
+    """d * d wraps to 0 for d = 2**32: a ZeroDivisionError everywhere (Numba's product
+    carried nsw, LLVM assumed it nonzero, and the division trapped: SIGFPE)."""
+    for source, args in (("def f(m, n, d):\n    m += n % (d * d)\n", (0, 7, 2**32)),
+                         ("def f(m, n, d):\n    m += n // (d * d)\n", (0, 7, 2**32)),
+                         ("def f(n, c):\n    n /= c ** 64\n", (7, -4))):
+        out = on_every_path(monkeypatch, source, args, check=False)
+        assert out[:2] == ("raised", "ZeroDivisionError"), out
+
+
+def test_a_product_that_wraps_negative_is_floored_as_it_wrapped(monkeypatch):
+    a, b = 3037000500, -19129707703304192  # a * a wraps to a negative number
+    q = (-b) // wrapped(a * a)
+    assert q == -1
+    for source, n in (("def f(n, a, b):\n    n -= (-b) // (a * a)\n", -8 - q),
+                      ("def f(n, a, b):\n    n -= ((-b) // (a * a)) ** 5\n", -8 - q ** 5)):
+        assert on_every_path(monkeypatch, source, (-8, a, b), check=False) == \
+            ("returned", (n, a, b))
+
+
+def test_the_smallest_int64_literal_is_an_int64(monkeypatch):
+    source = "def f(n):\n    n += -2**63\n"
+    assert on_every_path(monkeypatch, source, (-8,), check=False) == \
+        ("returned", (wrapped(-8 - 2**63),))
+    assert on_every_path(monkeypatch, source, (5,), check=False) == ("returned", (5 - 2**63,))
+    assert on_every_path(monkeypatch, source, (5,), check=True) == ("returned", (5 - 2**63,))
+    out = on_every_path(monkeypatch, source, (-8,), check=True)
+    assert out[:2] == ("raised", "ReversibilityError") and "integer overflow" in out[2]
+    inverse = on_every_path(monkeypatch, source, (wrapped(-8 - 2**63),), check=False,
+                            op=lambda f: ~f)
+    assert inverse == ("returned", (-8,))
+
+
+# -- ranges near the ends of int64 ----------------------------------------------------------
+LOOP = "def f(n, a, b, st):\n    for i in range(a, b, st):\n        n += 1\n"
+
+
+@pytest.mark.parametrize("a, b, st", [
+    (I64_MIN, I64_MAX, 2**62),            # spans more than int64: stop - start overflows
+    (I64_MAX - 1, I64_MAX, 2),             # the counter would step past int64 (a hang)
+    (I64_MIN + 1, I64_MIN, -2),
+    (-5, I64_MAX, 2**61), (I64_MAX, I64_MIN, -(2**62)), (1, I64_MIN, 1), (-3, 4, 1),
+    (4, -3, -1), (I64_MIN, -(2**62), 2**60),
+])
+def test_a_range_near_the_ends_of_int64_runs_its_python_length(monkeypatch, a, b, st):
+    n = len(range(a, b, st))
+    for check in (True, False):
+        assert on_every_path(monkeypatch, LOOP, (0, a, b, st), check) == \
+            ("returned", (n, a, b, st))
+        assert on_every_path(monkeypatch, LOOP, (n, a, b, st), check, op=lambda f: ~f) == \
+            ("returned", (0, a, b, st))
+
+
+def test_constant_ranges_near_the_end_of_int64_end(monkeypatch):
+    for st in (2, 3):
+        source = f"def f(n):\n    for i in range({I64_MAX - 2}, {I64_MAX}, {st}):\n        n += 1\n"
+        for check in (True, False):
+            assert on_every_path(monkeypatch, source, (0,), check) == ("returned", (1,))
+
+
+def test_a_range_too_long_to_count_is_refused_alike(monkeypatch):
+    out = on_every_path(monkeypatch, LOOP, (0, I64_MIN, I64_MAX, 1), check=False)
+    assert out == ("raised", "ValueError", runtime.RANGE_TOO_LONG)
+
+
+# -- special functions at their poles -------------------------------------------------------
+def test_digamma_at_a_huge_negative_pole_is_nan_on_every_path(monkeypatch):
+    """``math.floor`` of -1e20 is undefined in machine integers (fptosi): the pole test
+    must not rely on it (native code found -1e20 no pole once a kernel held digamma twice)."""
+    twice = "def f(y, x, t):\n    y += digamma(x)\n    t += digamma(x)\n"
+    for x in (-1e20, -2.0**60, -2.0**52, -3.0, -0.0):
+        out = on_every_path(monkeypatch, twice, (0.0, x, 0.0), check=False)
+        assert out[0] == "returned" and math.isnan(out[1][0]) and math.isnan(out[1][2])
+    jvp = on_every_path(monkeypatch, "def f(y, x):\n    y += digamma(x)\n", (0.0, -1e20),
+                        check=False, op=lambda f: lambda *a: revbench.jvp(
+                            f, *a, tangents={"x": 0.75}, outputs="y"))
+    assert jvp[0] == "returned" and all(math.isnan(v[0]) for v in jvp[1])
+
+
+# -- what sends a kernel to Numba ---------------------------------------------------------------
+def test_an_alias_check_over_a_3d_array_compiles_natively(monkeypatch):
+    source = """
+    def f(A, p, R):
+        for b in range(1, A.shape[0]):
+            for i in range(A.shape[1]):
+                for j in range(A.shape[2]):
+                    for k in range(A.shape[2]):
+                        A[b, i, j] += A[p[b], i, k] * R[b, k, j]
+    """
+    before = dict(engine.refused)
+    ok = on_every_path(monkeypatch, source, (np.ones((3, 4, 4)), np.array([0, 0, 1]),
+                                             np.ones((3, 4, 4))))
+    assert ok[0] == "returned"
+    assert engine.refused == before, engine.refused
+    bad = on_every_path(monkeypatch, source, (np.ones((3, 4, 4)), np.array([0, 1, 1]),
+                                              np.ones((3, 4, 4))))
+    assert bad[:2] == ("raised", "ReversibilityError")
+    assert "both are index (1, 0, 0)" in bad[2] and "line 7" in bad[2]
+
+
+# -- a float to an int power, np.sign, the C library's functions --------------------------------
+def test_a_float_to_an_int_power_is_the_same_products_everywhere(monkeypatch):
+    """|k| products from 1.0 (Numba's algorithm), IEEE results at the ends: ``0.0 ** -3`` is
+    inf (Numba raised), ``2.0 ** -2**63`` is 0.0 (Numba raised OverflowError); the Python
+    backend had NumPy's pow, another last bit for about two powers in three."""
+    xs = [float(x) for x in np.random.default_rng(3).uniform(0.5, 2.0, 20)]
+    for k in (3, 7, -5, 0, 70000, -(2**63)):
+        for source in ("def f(y, x, k):\n    y += x ** k\n",
+                       f"def f(y, x, k):\n    y += x ** {k}\n"):
+            for x in xs[:4] + [0.0, -0.0, math.inf, -2.5]:
+                on_every_path(monkeypatch, source, (0.0, x, k), check=False)
+    assert on_every_path(monkeypatch, "def f(y, x, k):\n    y += x ** k\n", (0.0, 0.0, -1),
+                         check=False) == ("returned", (math.inf, 0.0, -1))
+    assert on_every_path(monkeypatch, "def f(y, x, k):\n    y += x ** k\n", (0.0, 2.0, -2**63),
+                         check=True) == ("returned", (0.0, 2.0, -2**63))
+    grad = on_every_path(monkeypatch, "def f(y, x):\n    y += (-x) ** -1\n", (0.0, 1e-300),
+                         check=False, op=lambda f: revbench.grad(f, loss="y"))
+    assert grad == ("returned", (1.0, math.inf))
+
+
+def test_np_sign_of_a_zero_is_plus_zero_everywhere(monkeypatch):
+    out = on_every_path(monkeypatch, "def f(y, x):\n    y += math.atan2(np.sign(x), -1.0)\n",
+                        (0.0, -0.0), check=False)
+    assert out == ("returned", (math.pi, -0.0))  # NumPy's sign(-0.0) is +0.0
+    for x in (-2.5, 0.0, 3.0, math.nan, -math.inf):
+        on_every_path(monkeypatch, "def f(y, x):\n    y += np.sign(x)\n", (0.0, x))
+    for n in (-7, 0, 9):
+        assert on_every_path(monkeypatch, "def f(m, n):\n    m += np.sign(n)\n", (0, n)) == \
+            ("returned", (int(np.sign(n)), n))
+
+
+def test_a_zero_divisor_behind_a_power_or_a_sign_raises_everywhere(monkeypatch):
+    """(The Python backend followed NumPy's scalar rules there: a value instead of the error.)"""
+    for source, args, check in (("def f(n, a, b):\n    n += a % np.sign(b)\n", (0, 7, 0), True),
+                                ("def f(y, x, z):\n    y += (x ** 2) / z\n", (0.0, 3.0, 0.0), False),
+                                ("def f(y, x, z):\n    y += (x ** 2) // z\n", (0.0, 3.0, 0.0), False)):
+        out = on_every_path(monkeypatch, source, args, check)
+        assert out[:2] == ("raised", "ZeroDivisionError"), out
+
+
+def test_hypot_is_the_c_librarys_on_the_python_backend_too(monkeypatch):
+    src = ("def f(y, x, z, k, flag):\n    t = math.hypot(np.minimum(np.arcsinh(z), x), "
+           "(max(z, z) ** -0.5))\n    y += t\n    del t\n")
+    on_every_path(monkeypatch, src, (1e308, -0.377, 1.0, 0, False), check=False,
+                  op=lambda f: revbench.grad(f, loss="y"))
+    rng = np.random.default_rng(4)
+    for x, y in rng.normal(size=(30, 2)) * 10.0 ** rng.integers(-300, 300, size=(30, 2)):
+        on_every_path(monkeypatch, "def f(r, x, y):\n    r += math.hypot(x, y)\n",
+                      (0.0, float(x), float(y)), check=False)
+
+
+def test_errors_of_a_compiled_jvp_name_their_line_as_a_call_does(monkeypatch):
+    swap = "def f(x, k, j):\n    x[k], x[j] = x[j], x[k]\n"
+    out = on_every_path(monkeypatch, swap, (np.array([-0.08, 0.9]), 2, -3), op=lambda f: (
+        lambda *a: revbench.jvp(f, *a, tangents={"x": np.ones(2)}, outputs="x")))
+    assert out[:2] == ("raised", "IndexError") and "index -3 is out of bounds" in out[2]
+    out = on_every_path(monkeypatch, "def f(y, x, z):\n    y += x / z\n", (0.0, 1.0, 0.0),
+                        check=False, op=lambda f: (
+                            lambda *a: revbench.jvp(f, *a, tangents={"x": 1.0}, outputs="y")))
+    assert out == ("raised", "ZeroDivisionError", "float division by zero")
+
+
+@pytest.mark.parametrize("bad", [True, False, math.nan, math.inf, -1e-9, "1e-8", 1j])
+def test_a_tolerance_is_a_finite_real_number_at_least_zero(bad):
+    """``atol=True`` was taken as 1.0: an ancilla left at 0.87 was freed without a word."""
+    with pytest.raises(ValueError, match="must be a finite number >= 0"):
+        revbench.reversible(atol=bad)
+    with pytest.raises(ValueError, match="must be a finite number >= 0"):
+        revbench.set_tolerance(rtol=bad)
+    ok = revbench.define("def f(y, x):\n    t = 0.0\n    t += x\n    y += t\n    del t\n",
+                         atol=np.float64(0.5))["f"]
+    with pytest.raises(revbench.ReversibilityError, match="ancilla `t`"):
+        ok(0.0, 0.87)
