@@ -789,7 +789,7 @@ class LoopProgram(Program):
                     deps.append((None, prog, key, sub))
         gen = loop_code.generate(self.ir.name, self.ir.params, signature, S, direction, check,
                                  schedule.knob, frozenset(inactive), f.params, step_active,
-                                 line, self.ir.filename, self.label, self.atol, self.rtol,
+                                 line, self.label, self.atol, self.rtol,
                                  schedule.uncomputes, schedule_name(actions), condition,
                                  None if schedule.disk is None
                                  else (getattr(self.loop.strategy, "directory", None),),

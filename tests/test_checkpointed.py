@@ -598,3 +598,32 @@ def f(out, y0, h, n):
     with pytest.raises(ReversibilityError, match=r"ancilla `yT.*` is not back") as info:
         f(0.0, Y0.copy(), 0.1, 5)
     assert "_rb_" not in str(info.value)
+
+
+def test_a_loop_in_another_file_shares_its_compiled_kernels():
+    """The same loop defined in two files (a notebook names each session's cells anew)
+    is the same code: its kernels' keys do not depend on the file, so a new session
+    loads them from the cache (the file was in their header, and every Jupyter session
+    compiled them again)."""
+    from revbench.lang.types import VarType
+    from revbench.transforms.pipeline import BACKWARD, FORWARD
+
+    src = '''
+from revbench.checkpoint import Revolve, checkpointed
+def euler(y_new, y, t, h):
+    for i in range(len(y)):
+        y_new[i] += y[i] + h * np.sin(y[i])
+def g(out, yT, y0, h, n):
+    for t in checkpointed(range(n), Revolve(snapshots=4), new=yT, old=y0):
+        euler(yT, y0, t, h)
+    for i in range(len(yT)):
+        out += yT[i] * yT[i]
+'''
+    keys = []
+    for filename in ("/tmp/ipykernel_1/cell1.py", "/tmp/ipykernel_2/cell1.py"):
+        g = revbench.define(src, {"np": np}, filename=filename)["g"]
+        loop = g._program.lookup(g._program.ir.loops[0].name)._program
+        sig = (VarType("float", 1), VarType("float", 1), *[VarType("int")] * 3, VarType("float"))
+        keys.append([loop.generate(d, "numba", True, sig, compile_callees=False)[0].key
+                     for d in (FORWARD, BACKWARD)])
+    assert keys[0] == keys[1]

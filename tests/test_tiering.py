@@ -230,13 +230,19 @@ def test_the_interpreters_real_functions_are_the_compiled_ones_bit_for_bit(name)
     """What makes an interpreted first call's results those of the compiled code:
     NumPy's own scalar exp differs from the C library's on ~4% of arguments."""
     # as generated code spells it (revbench.rules.functions): np.<name>, or math.lgamma
-    spelled = "math.lgamma" if name == "lgamma" else f"np.{NUMPY_NAME.get(name, name)}"
-    compiled = numba.njit(eval(f"lambda v: {spelled}(v)", {"np": np, "math": math}))
+    spelled = {"lgamma": "math.lgamma", "hypot": "math.hypot"}.get(
+        name, f"np.{NUMPY_NAME.get(name, name)}")
+    two = name == "hypot"  # (a function of two numbers: the second from the values too)
+    compiled = numba.njit(eval(f"lambda v, w: {spelled}(v{', w' if two else ''})",
+                               {"np": np, "math": math}))
     rng = np.random.default_rng(7)
     values = np.concatenate([EDGES, rng.normal(size=300) * 3, rng.uniform(-1, 1, 200),
                              rng.uniform(0, 800, 100)])
+    others = np.concatenate([EDGES[::-1], rng.normal(size=len(values) - len(EDGES))
+                             * 10.0 ** rng.integers(-300, 300, size=len(values) - len(EDGES))])
     with np.errstate(all="ignore"):
-        for v in values:
-            want, got = compiled(float(v)), getattr(libm, name)(float(v))
+        for v, w in zip(values, others):
+            args = (float(v), float(w)) if two else (float(v),)
+            want, got = compiled(float(v), float(w)), getattr(libm, name)(*args)
             assert (math.isnan(want) and math.isnan(got)) or (
                 want == got and math.copysign(1, want) == math.copysign(1, got)), (name, v)

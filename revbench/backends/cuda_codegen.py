@@ -42,7 +42,7 @@ Shape = tuple[int, ...] | None
 INDEX_HELPER = "_rb_ix"
 #: revbench's own functions written in Python that the GPU runs too
 #: (:data:`revbench.backends.cuda_helpers.SPECIAL`; the CPU's rule table names them)
-SPECIAL_FUNCTIONS = ("digamma", "trigamma", "minimum", "maximum", "fmin", "fmax")
+SPECIAL_FUNCTIONS = ("digamma", "trigamma", "minimum", "maximum", "fmin", "fmax", "sign")
 #: (operator, the result's dtype) -> the helper that reports a zero divisor
 DIV_HELPERS = {("/", "float"): "_rb_fdiv", ("//", "int"): "_rb_ifloordiv0",
                ("%", "int"): "_rb_imod0", ("//", "float"): "_rb_ffloordiv0",
@@ -256,10 +256,6 @@ class CudaEmitter(Emitter):
                 return self.cast(self.x(e.args[0], ew), self.dtype(e.args[0]), "float")
             if rule.name == "imag":
                 return "0.0"
-            if rule.name == "sign":  # (not in CUDA's math library)
-                helper = "_rb_fsign" if self.dtype(e.args[0]) == "float" else "_rb_isign"
-                self.helpers.add(helper)
-                return f"{helper}({self.x(e.args[0], ew)})"
             if rule.impl.startswith("_rb_np."):
                 dts = [self.dtype(a) for a in e.args]
                 args = [self.cast(self.x(a, ew), t, "float") for a, t in zip(e.args, dts)]

@@ -91,31 +91,14 @@ def _rb_imod0(a, b, module, k, st):
 
 
 # -- functions CUDA's math library lacks ---------------------------------------------
-@device("float64(float64)")
-def _rb_fsign(x):
-    """``np.sign`` of a float: -1, +0.0 (for either zero, as NumPy) or 1; nan for nan."""
-    if x > 0:
-        return 1.0
-    if x < 0:
-        return -1.0
-    if x == 0:
-        return 0.0
-    return x
-
-
-@device("int64(int64)")
-def _rb_isign(x):
-    """``np.sign`` of an int: -1, 0 or 1."""
-    return 1 if x > 0 else (-1 if x < 0 else 0)
-
-
 #: revbench's own functions written in Python (:mod:`revbench.rules.special`: ``lgamma``'s
-#: derivatives, digamma and trigamma; NumPy's extremes of two numbers, for ints and floats
-#: alike, so compiled for the types they meet), compiled for the device from the same code
+#: derivatives, digamma and trigamma; NumPy's extremes of two numbers and ``np.sign``, for
+#: ints and floats alike, so compiled for the types they meet), compiled for the device
+#: from the same code
 SPECIAL = {**{name: device("float64(float64)")(getattr(special, name))
               for name in ("digamma", "trigamma")},
            **{name: cuda.jit(device=True)(getattr(special, name))
-              for name in ("minimum", "maximum", "fmin", "fmax")}}
+              for name in ("minimum", "maximum", "fmin", "fmax", "sign")}}
 
 
 # -- checked int64 arithmetic and float shifts (runtime.py's, reporting) -------------

@@ -89,7 +89,7 @@ class LossSeed:
 def generate(name: str, params: tuple[str, ...], types: tuple[VarType, ...], n_state: int,
              direction: Direction, check: bool, knob: object, inactive: frozenset[str],
              step_params: tuple[str, ...], step_active: tuple[str, ...], line: int,
-             filename: str, label: str, atol: float | None = None,
+             label: str, atol: float | None = None,
              rtol: float | None = None, uncomputes: bool = False,
              schedule: str = "", condition: str | None = None,
              disk: tuple[str | None] | None = None, inplace: bool = False,
@@ -231,7 +231,7 @@ def generate(name: str, params: tuple[str, ...], types: tuple[VarType, ...], n_s
     kind = "in-place" if inplace else "out-of-place"
     comments = [
         f"# revbench {direction.name} code for the checkpointed loop {name} "
-        f"({filename}:{line}) under {label}; schedule {schedule}; {kind} steps"
+        f"(line {line}) under {label}; schedule {schedule}; {kind} steps"
         + ("; seeded by its loss" if seed is not None else ""),
         f"# signature: ({sig}); checks {'on' if check else 'off'}; without adjoints: "
         f"{', '.join(sorted(inactive)) or '-'}; codegen v{CODEGEN_VERSION}",

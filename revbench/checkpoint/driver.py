@@ -81,7 +81,7 @@ def run_kernel(shape: LoopShape, forward: tuple[Any, str], backend: str):
     types = (*shape.state_types, *shape.state_types, *[VarType("int")] * 3, *shape.free_types)
     gen = loop_code.generate(
         f"{shape.step_name}_timeloop", params, types, S, FORWARD, shape.check, 0, frozenset(),
-        shape.step_params, (), shape.line, shape.filename, "TimeLoop.run", shape.atol,
+        shape.step_params, (), shape.line, "TimeLoop.run", shape.atol,
         shape.rtol, inplace=shape.inplace, calls={loop_code.FORWARD_SYMBOL: forward[1]})
     return _compile(gen, {loop_code.FORWARD_SYMBOL: forward[0]}, backend, shape, "forward")
 
@@ -106,7 +106,7 @@ def gradient_kernel(shape: LoopShape, kernels: dict[str, tuple[Any, str]], sched
 
     gen = loop_code.generate(
         f"{shape.step_name}_timeloop", params, types, S, BACKWARD, shape.check, None,
-        frozenset(), shape.step_params, step_active, shape.line, shape.filename, label,
+        frozenset(), shape.step_params, step_active, shape.line, label,
         shape.atol, shape.rtol, schedule.uncomputes, schedule_name(schedule.actions),
         disk=None if schedule.disk is None else (directory,), inplace=shape.inplace,
         seed=loop_code.LossSeed(free_active),

@@ -31,8 +31,10 @@ from the step's output is one reverse step and no forward step.
 
 from __future__ import annotations
 
+import threading
 from array import array
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 
@@ -321,7 +323,8 @@ def revolve(b: PlanBuilder, n: int, snapshots: int) -> None:
 
     ``MultistageCheckpointSchedule`` with RAM snapshots only gives the optimal
     number of forward steps and plans 10^5 steps in about a second (its ``Revolve``
-    class is far slower).  Its actions map onto the builder: ``Forward`` advances
+    class is far slower); its ``n_advance`` runs as plain Python here
+    (:func:`_library_plans`).  Its actions map onto the builder: ``Forward`` advances
     (keeping the states it marks as snapshots), ``Reverse`` runs reverse steps,
     ``Copy``/``Move`` restart from a snapshot (``Move`` frees it afterwards; for an in-place
     step only once its reverse step has run, so the recovered state is checked against it).
@@ -338,35 +341,64 @@ def revolve(b: PlanBuilder, n: int, snapshots: int) -> None:
 
     snaps: set[int] = set()
     moved: set[int] = set()
-    for action in MultistageCheckpointSchedule(n, snapshots, 0):
-        if isinstance(action, Forward):
-            if action.write_ics:
-                snaps.add(action.n0)
-            for t in range(action.n0, action.n1):
-                last = t == action.n1 - 1
-                keep = t in snaps or (last and action.write_adj_deps and not b.inplace)
-                b.fwd(t, keep=keep)
-        elif isinstance(action, Reverse):
-            for t in range(action.n1 - 1, action.n0 - 1, -1):
-                b.rev(t)
-            snaps -= moved
-            moved.clear()
-            # the state left at the front of the adjoint is recomputed when needed again
-            for t in [t for t in b.held if t not in snaps and t != 0]:
-                b.drop(t)
-        elif isinstance(action, Move):
-            if b.inplace:  # keep it until reversed: the recovered state is checked against it
-                moved.add(action.n)
-            else:
-                snaps.discard(action.n)
-        elif isinstance(action, Copy):
-            pass  # forward steps from a snapshot keep it: nothing to do
-        elif isinstance(action, EndForward):
-            b.loss(n)
-        elif isinstance(action, EndReverse):
-            break
-        else:  # pragma: no cover - checkpoint_schedules grew a new action
-            raise NotImplementedError(f"unexpected checkpoint_schedules action {action!r}")
+    with _library_plans():  # (the loop within: the planner is a generator)
+        for action in MultistageCheckpointSchedule(n, snapshots, 0):
+            if isinstance(action, Forward):
+                if action.write_ics:
+                    snaps.add(action.n0)
+                for t in range(action.n0, action.n1):
+                    last = t == action.n1 - 1
+                    keep = t in snaps or (last and action.write_adj_deps and not b.inplace)
+                    b.fwd(t, keep=keep)
+            elif isinstance(action, Reverse):
+                for t in range(action.n1 - 1, action.n0 - 1, -1):
+                    b.rev(t)
+                snaps -= moved
+                moved.clear()
+                # the state left at the front of the adjoint is recomputed when needed again
+                for t in [t for t in b.held if t not in snaps and t != 0]:
+                    b.drop(t)
+            elif isinstance(action, Move):
+                if b.inplace:  # keep it until reversed: the recovered state is checked against it
+                    moved.add(action.n)
+                else:
+                    snaps.discard(action.n)
+            elif isinstance(action, Copy):
+                pass  # forward steps from a snapshot keep it: nothing to do
+            elif isinstance(action, EndForward):
+                b.loss(n)
+            elif isinstance(action, EndReverse):
+                break
+            else:  # pragma: no cover - checkpoint_schedules grew a new action
+                raise NotImplementedError(f"unexpected checkpoint_schedules action {action!r}")
+
+
+_LIBRARY_LOCK = threading.Lock()
+
+
+@contextmanager
+def _library_plans() -> Iterator[None]:
+    """checkpoint_schedules' multistage planner with its ``n_advance`` uncompiled.
+
+    The planner is Python and calls ``n_advance``, a ``numba.njit`` function, once per
+    ``Forward`` action: from Python, Numba's dispatch costs about what the arithmetic
+    does (10^5 steps plan in about a second either way), but its first call compiles it
+    (4-9 s, in every process: the library does not cache it).  Within the block the
+    module's ``n_advance`` is its own Python function (``py_func``): the same code, the
+    same plan."""
+    import checkpoint_schedules.multistage as library
+
+    with _LIBRARY_LOCK:
+        compiled = library.n_advance
+        python = getattr(compiled, "py_func", None)
+        if python is None:  # (the library without Numba: already plain Python)
+            yield
+            return
+        library.n_advance = python
+        try:
+            yield
+        finally:
+            library.n_advance = compiled
 
 
 def _chunks(n: int, k: int) -> list[int]:

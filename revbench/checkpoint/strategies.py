@@ -176,12 +176,16 @@ class LoopSchedule:
     #: and ``disk_store(n, like, directory, label)``, which maps a store of them
     disk: object = None
     disk_store: object = None
+    #: its ``slots``, ``peak`` and ``disk`` simulate the whole schedule (Multistage's: seconds
+    #: in Python for a million steps): :meth:`size` compiles them
+    compiled_sizes: bool = False
 
     def size(self, fn: object, n: int) -> int:
-        """``fn(n, knob)`` -- ``slots``, ``peak`` or ``disk`` -- compiled where it is one of
-        :mod:`.actions` (Multistage's simulate the whole schedule: seconds in Python for a
-        million steps); another, written in Python, as it is."""
-        if getattr(fn, "__module__", None) != actions.__name__:
+        """``fn(n, knob)`` -- ``slots``, ``peak`` or ``disk`` -- compiled where the schedule
+        says its sizes simulate it (``compiled_sizes``) and ``fn`` is one of :mod:`.actions`;
+        otherwise run as it is, in Python.  (The other schedules' sizes are closed forms of
+        microseconds: compiling each took a quarter of a second, in every process.)"""
+        if not self.compiled_sizes or getattr(fn, "__module__", None) != actions.__name__:
             return int(fn(n, self.knob))
         from revbench.backends.numba_backend import helper
 
@@ -429,7 +433,8 @@ class Multistage(_OnDisk):
         actions.load_advance()  # (the library's step, before the schedule compiles)
         return LoopSchedule(actions.multistage_actions, actions.multistage_slots,
                             actions.multistage_peak, (self.snapshots, self.disk),
-                            disk=actions.multistage_disk, disk_store=disk.mapped)
+                            disk=actions.multistage_disk, disk_store=disk.mapped,
+                            compiled_sizes=True)
 
 
 @dataclass(frozen=True, repr=False)

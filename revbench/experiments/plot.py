@@ -163,9 +163,15 @@ def plot_pebbles(strategies: list[Any], n_steps: int = 16, inplace: bool = False
     colors = {FWD: "tab:blue", INV: "tab:orange", REV: "tab:red"}
     for ax, s in zip(axes[0], strategies):
         hist = [h for h in pebble_history(s, n_steps, inplace) if h[0] in colors]
-        for y, (op, t, held) in enumerate(hist):
-            ax.scatter(held, [y] * len(held), s=6, color="0.6")
-            ax.scatter([t + 0.5], [y], s=14, marker=">" if op == FWD else "<", color=colors[op])
+        # one collection for the held states and one for each kind of step (an artist per
+        # action took seconds to make and lay out)
+        ax.scatter([t for _, _, held in hist for t in held],
+                   [y for y, (_, _, held) in enumerate(hist) for _ in held], s=6, color="0.6")
+        for op, color in colors.items():
+            rows = [(y, t) for y, (o, t, _) in enumerate(hist) if o == op]
+            if rows:
+                ax.scatter([t + 0.5 for _, t in rows], [y for y, _ in rows], s=14,
+                           marker=">" if op == FWD else "<", color=color)
         ax.invert_yaxis()
         ax.set_xlabel("state index t")
         fwd = sum(op == FWD for op, _, _ in hist)

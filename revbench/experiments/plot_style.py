@@ -83,6 +83,17 @@ def _renderer(fig: Any):
     return fig.canvas.get_renderer()
 
 
+def _laid_out(fig: Any):
+    """The renderer, once ``fig``'s layout engine has placed the axes (what
+    :func:`place_labels` measures: axes and markers, not the text drawn around them) --
+    without drawing the whole figure, which costs as much again."""
+    engine = fig.get_layout_engine()
+    if engine is None:
+        return _renderer(fig)
+    engine.execute(fig)
+    return fig.canvas.get_renderer()
+
+
 def _overlap(a: Any, b: Any, pad: float = 0.0) -> bool:
     return (a.x0 < b.x1 - pad and b.x0 < a.x1 - pad and a.y0 < b.y1 - pad and b.y0 < a.y1 - pad)
 
@@ -146,7 +157,7 @@ def place_labels(ax: Any, points: list[tuple[float, float, str, Any]],
     laid out."""
     import numpy as np
 
-    renderer = _renderer(ax.figure)
+    renderer = _laid_out(ax.figure)
     frame = ax.get_window_extent(renderer)
     markers = _marker_boxes(ax)
     where = ax.transData.transform(np.array([(x, y) for x, y, _, _ in points], float).reshape(-1, 2))

@@ -290,6 +290,11 @@ class Update:
     loc: Loc = field(default=NO_LOC, compare=False)
     alias_checks: tuple[Elem, ...] = ()
     shown: Target | None = field(default=None, compare=False)
+    #: set by the adjoint transform on the undo of a fresh update (``t += e`` from a zero,
+    #: :mod:`revbench.transforms.fresh`): it brings ``t`` back to exactly zero, so where no
+    #: check reads the difference (``check=False``) it may be ``t -= t`` instead
+    #: (:mod:`revbench.transforms.prune`), which needs no ``e``
+    restores_zero: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)

@@ -43,11 +43,14 @@ class AdjointContext(Protocol):
 
     def adj(self, t: Target) -> Target | None: ...
 
-    def accumulate(self, e: Expr, seed: Expr, op: str) -> list[Stmt]: ...
+    def accumulate(self, e: Expr, seed: Expr, op: str,
+                   result: Target | None = None) -> list[Stmt]: ...
 
     def conj(self, e: Expr) -> Expr: ...
 
     def mul(self, a: Expr, b: Expr) -> Expr: ...
+
+    def held_result(self, s: Update) -> Target | None: ...
 
 
 @dataclass(frozen=True)
@@ -78,8 +81,14 @@ def _undo(s: Update) -> Update:
 
 
 def _adjoint_add_sub(ctx: AdjointContext, s: Update) -> list[Stmt]:
-    out: list[Stmt] = [_undo(s)]
     ybar = ctx.adj(s.target)
+    held = ctx.held_result(s) if ybar is not None else None
+    if held is not None:
+        # the target holds e's value (it was zero before: a fresh ancilla), which the
+        # partials read there -- before the undo, which then brings it back to an exact zero
+        return [*ctx.accumulate(s.value, ybar, s.op, result=held),
+                replace(_undo(s), restores_zero=True)]
+    out: list[Stmt] = [_undo(s)]
     if ybar is not None:
         out += ctx.accumulate(s.value, ybar, s.op)  # x_bar +=/-= y_bar * de/dx
     return out

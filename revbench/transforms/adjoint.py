@@ -33,6 +33,7 @@ from revbench.lang.types import TypedFunction, VarType
 from revbench.rules import functions as fn_rules
 from revbench.rules import operators as op_rules
 from revbench.rules.instructions import ADD, UPDATES
+from revbench.transforms.fresh import fresh_updates
 from revbench.transforms.invert import invert_body
 
 DIFFERENTIABLE = ("float", "complex")
@@ -63,6 +64,14 @@ class AdjointContext:
     def __post_init__(self) -> None:
         self._loops = count()
         self.at: ir.Loc = ir.NO_LOC  # the statement being swept (for messages)
+        #: the updates whose target holds their value after them (ids: transforms/fresh.py)
+        self.fresh: set[int] = set(fresh_updates(self.typed.func.body))
+
+    def held_result(self, s: ir.Update) -> ir.Target | None:
+        """The target of ``s`` where, at its adjoint, it holds ``s.value``: a fresh ``+=``
+        (its target was zero before it, :mod:`revbench.transforms.fresh`), whose partials
+        then read the value from there instead of computing it again."""
+        return s.target if id(s) in self.fresh else None
 
     def no_partial(self, name: str, k: int) -> ReversibilityTypeError:
         """A registered function without the partial derivative a gradient needs: the
@@ -163,8 +172,15 @@ class AdjointContext:
             return
         # constants, len, shape, comparisons, bool ops: no gradient
 
-    def accumulate(self, e: ir.Expr, seed: ir.Expr, op: str) -> list[ir.Stmt]:
-        """Statements ``x_bar op seed * conj(de/dx)`` for every x read by ``e``."""
+    def accumulate(self, e: ir.Expr, seed: ir.Expr, op: str,
+                   result: ir.Target | None = None) -> list[ir.Stmt]:
+        """Statements ``x_bar op seed * conj(de/dx)`` for every x read by ``e``.
+        ``result``: where ``e``'s value is held (:meth:`held_result`): a partial that is
+        written with ``e`` itself (``1 - tanh(z)**2``, ``exp(z)``, ``-(a / b) / b``, the
+        maximum a ``np.max`` found) reads it there."""
+        if result is not None:
+            return [_substituted(st, e, result)
+                    for st in self.accumulate(e, seed, op)]
         loc = getattr(e, "loc", ir.NO_LOC)
         out: list[ir.Stmt] = []
         for c in self.contributions(e, seed):
@@ -247,6 +263,24 @@ class AdjointContext:
 
     def fresh_loop_var(self) -> str:
         return f"_rb_w{next(self._loops)}"
+
+
+def _replaced(e: ir.Expr, old: ir.Expr, new: ir.Expr) -> ir.Expr:
+    if e == old:
+        return new
+    return ir.map_children(e, lambda c: _replaced(c, old, new))
+
+
+def _substituted(s: ir.Stmt, old: ir.Expr, new: ir.Expr) -> ir.Stmt:
+    """An adjoint statement (an update, an ancilla's allocation, a loop of them) with every
+    occurrence of the value ``old`` read from ``new`` instead."""
+    if isinstance(s, ir.Update):
+        return replace(s, value=_replaced(s.value, old, new))
+    if isinstance(s, ir.Alloc) and not isinstance(s.init, ir.ArrayAlloc):
+        return replace(s, init=_replaced(s.init, old, new))
+    if isinstance(s, ir.For):
+        return replace(s, body=tuple(_substituted(b, old, new) for b in s.body))
+    return s
 
 
 @dataclass(frozen=True)
@@ -358,6 +392,8 @@ class Adjoint:
         idx = tuple(self.ctx.fresh_loop_var() for _ in range(ndim))
         at = tuple(ir.Var(i) for i in idx)
         scalar = ir.Update(element_at(s.target, at, self.env), s.op, element_at(s.value, at, self.env), s.loc)
+        if id(s) in self.ctx.fresh:  # (each element of a fresh whole-array update is fresh)
+            self.ctx.fresh.add(id(scalar))
         for i in idx:
             self.env[i] = VarType("int")
         inner: tuple[ir.Stmt, ...] = tuple(UPDATES[s.op].adjoint(self.ctx, scalar))

@@ -198,6 +198,10 @@ def _prune_stmt(s: ir.Stmt, live: set[str], known: _Known) -> tuple[ir.Stmt | No
     if isinstance(s, ir.Update):
         if s.target.name not in live and dead_goes:
             return None, live
+        if s.restores_zero and not known.checked:
+            # an undo back to an exact zero (a fresh ancilla's): t -= t, without computing
+            # the value again (only a check would tell the two apart)
+            s = replace(s, value=s.target, restores_zero=False)
         return s, live | _stmt_reads(s)
     if isinstance(s, ir.Swap):
         if s.a.name not in live and s.b.name not in live and dead_goes:
