@@ -209,7 +209,8 @@ def f(loss, w, x):
         z += np.sum(np.exp(w * x[0] - m))
         q = np.zeros(len(w))
         q += w * x[1] / z
-    loss += np.sum(q * q) + m
+        mm = np.max(w * x[3])
+    loss += np.sum(q * q) + m + mm * mm
     ~routine
 """
 
@@ -217,9 +218,10 @@ def f(loss, w, x):
 @pytest.mark.parametrize("backend", ["python", "numba"])
 @pytest.mark.parametrize("check", [True, False])
 def test_reading_a_result_where_it_is_held_changes_no_bit(backend, check, monkeypatch):
-    """tanh, exp, sqrt, a quotient and a maximum held in fresh ancillas: their partials read
-    from the ancilla give the bits that computing them again gives (with x == 0 in the
-    data: sqrt's guard)."""
+    """tanh, exp, sqrt, a quotient and maxima held in fresh ancillas (updated once from
+    zero, or allocated from the value and never changed): their partials read from the
+    ancilla give the bits that computing them again gives (with x == 0 in the data: sqrt's
+    guard)."""
     rng = np.random.default_rng(5)
     x = np.abs(rng.normal(size=(6, 3)))
     x[2, 1] = 0.0
@@ -228,6 +230,7 @@ def test_reading_a_result_where_it_is_held_changes_no_bit(backend, check, monkey
     src = f.source("adjoint", *args)
     assert src.count("tanh(") == (2 if check else 1), src  # (checked: the exact undo)
     assert check or re.search(r"(\w+) = m\n", src), src  # the maximum, read from m
+    assert re.search(r"(\w+) = mm\n", src), src  # (an allocated one: mm, even checked)
     got = bits(revbench.value_and_grad(f, loss="loss")(*args)[1])
     import revbench.transforms.adjoint as adjoint_module
     monkeypatch.setattr(adjoint_module, "fresh_updates", lambda body: frozenset())

@@ -167,5 +167,6 @@ def counts_plainly(s: ir.For, ranges: dict[str, LoopRange], sizes: frozenset[str
     (a0, a1), (b0, b1) = interval(s.start, ranges, sizes), interval(s.stop, ranges, sizes)
     if not (fits(b0 - a1, b1 - a0) and fits(a0 - b1, a1 - b0)):
         return False
-    moves = (1, -1) if step in (1, -1) else (-step,)
-    return all(fits(lo + m, hi + m) for lo, hi in ((a0, a1), (b0, b1)) for m in moves)
+    # (backwards, the bounds move one step back: range(stop - 1, start - 1, -1) for a step
+    # of 1, range(start + (n - 1) * step, start - step, -step) for others)
+    return all(fits(lo - step, hi - step) for lo, hi in ((a0, a1), (b0, b1)))

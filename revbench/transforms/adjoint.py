@@ -336,8 +336,9 @@ class Adjoint:
             if isinstance(init, ir.ArrayAlloc):
                 if init.kind == "copy" and ctx.differentiable(init.source):
                     out.append(ir.Update(ir.Var(adj_name(init.source)), ADD, tbar, s.loc))
-            else:
-                out += ctx.accumulate(init, tbar, ADD)
+            else:  # (an ancilla nothing changed holds its value: its partials read it)
+                held = ir.Var(s.name, s.loc) if id(s) in ctx.fresh else None
+                out += ctx.accumulate(init, tbar, ADD, result=held)
         out.append(ir.Dealloc(s.name, s.init, s.loc))
         if tbar is not None:
             out.append(ir.Dealloc(tbar.name, None, s.loc, discard=True))

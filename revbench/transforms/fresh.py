@@ -38,7 +38,9 @@ from revbench.rules.instructions import ADD
 
 def fresh_updates(body: tuple[ir.Stmt, ...]) -> frozenset[int]:
     """The ``id`` of every fresh update (see the module docstring) in ``body``, nested
-    bodies included."""
+    bodies included -- and of every allocation ``t = e`` whose ancilla nothing writes
+    before its ``del`` (but blocks that run backwards): ``t`` holds ``e`` bit for bit
+    wherever the sweep meets it, ``m = np.max(z)``'s maximum included."""
     found: set[int] = set()
     _scan(body, found)
     return frozenset(found)
@@ -56,8 +58,20 @@ def _scan(body: tuple[ir.Stmt, ...], found: set[int]) -> None:
             update = _the_one_write(s.name, body[k + 1:])
             if update is not None:
                 found.add(id(update))
+        elif isinstance(s, ir.Alloc) and not isinstance(s.init, ir.ArrayAlloc) \
+                and _never_written(s.name, body[k + 1:]):
+            found.add(id(s))
         for block in ir.child_blocks(s):
             _scan(block, found)
+
+
+def _never_written(name: str, rest: tuple[ir.Stmt, ...]) -> bool:
+    for s in rest:
+        if isinstance(s, ir.Dealloc) and s.name == name:
+            return True
+        if not isinstance(s, ir.Inverted) and _writes(s, name):
+            return False
+    return True
 
 
 def _writes(s: ir.Stmt, name: str) -> bool:
