@@ -97,6 +97,8 @@ for _p in (str(HERE), str(REPO)):
 import _common  # noqa: E402
 import numba  # noqa: E402
 import numpy as np  # noqa: E402
+from natural_reference import mlp_value  # noqa: E402 (the MLP's hand-written loops)
+from natural_reference import mlp_value_and_grad as mlp_grad  # noqa: E402
 
 from revbench import reversible, value_and_grad  # noqa: E402
 from revbench.checkpoint import Revolve, checkpointed  # noqa: E402 (used in the language)
@@ -249,56 +251,6 @@ def logreg_grad(w, X, y):
         for j in range(X.shape[1]):
             gw[j] += dz * X[i, j]
     return loss, gw
-
-
-@njit
-def _mlp_sample(W1, b1, W2, b2, x, y, h, o):
-    for i in range(W1.shape[0]):
-        a = b1[i]
-        for j in range(W1.shape[1]):
-            a += W1[i, j] * x[j]
-        h[i] = math.tanh(a)
-    total = 0.0
-    for k in range(W2.shape[0]):
-        v = b2[k] - y[k]
-        for i in range(W1.shape[0]):
-            v += W2[k, i] * h[i]
-        o[k] = v
-        total += v * v
-    return total
-
-
-@njit
-def mlp_value(W1, b1, W2, b2, X, Y):
-    h, o = np.empty(W1.shape[0]), np.empty(W2.shape[0])
-    total = 0.0
-    for s in range(X.shape[0]):
-        total += _mlp_sample(W1, b1, W2, b2, X[s], Y[s], h, o)
-    return total
-
-
-@njit
-def mlp_grad(W1, b1, W2, b2, X, Y):
-    n_hidden, n_in = W1.shape
-    gW1, gb1 = np.zeros_like(W1), np.zeros_like(b1)
-    gW2, gb2 = np.zeros_like(W2), np.zeros_like(b2)
-    h, gh, o = np.empty(n_hidden), np.empty(n_hidden), np.empty(W2.shape[0])
-    total = 0.0
-    for s in range(X.shape[0]):
-        total += _mlp_sample(W1, b1, W2, b2, X[s], Y[s], h, o)
-        gh[:] = 0.0
-        for k in range(W2.shape[0]):
-            go = 2.0 * o[k]
-            gb2[k] += go
-            for i in range(n_hidden):
-                gW2[k, i] += go * h[i]
-                gh[i] += go * W2[k, i]
-        for i in range(n_hidden):
-            ga = gh[i] * (1.0 - h[i] * h[i])
-            gb1[i] += ga
-            for j in range(n_in):
-                gW1[i, j] += ga * X[s, j]
-    return total, gW1, gb1, gW2, gb2
 
 
 @njit

@@ -17,6 +17,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from test_native import same  # (bit for bit: nan equal to nan, signed zeros apart)
 
 import revbench
 from revbench.backends import runtime
@@ -24,18 +25,6 @@ from revbench.backends.native import engine
 
 PATHS = ("python", "native", "numba")
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
-
-
-def same(a, b) -> bool:
-    """Bit-for-bit equality of nested results (nan equal to nan, signed zeros apart)."""
-    if isinstance(a, tuple) and isinstance(b, tuple):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    if isinstance(a, np.ndarray):
-        return (isinstance(b, np.ndarray) and a.dtype == b.dtype and a.shape == b.shape
-                and a.tobytes() == b.tobytes())
-    if isinstance(a, float) and isinstance(b, float):
-        return np.float64(a).tobytes() == np.float64(b).tobytes()
-    return type(a) is type(b) and a == b
 
 
 def run_on(path: str, monkeypatch, source: str, args: tuple, check: bool, op=None):

@@ -226,7 +226,7 @@ else:  # pragma: no cover - compiled for a GPU (tests/test_gpu.py lowers them wi
         return int64(r)
 
     #: a float to an int power: the CPU's compiled rule (numba_checks), for the device
-    fpowi = device("float64(float64, int64)")(numba_checks._float_int_power)
+    fpowi = device("float64(float64, int64)")(numba_checks.float_int_power())
 
     @device("int64(int64, int64, int64)")
     def range_len(a, b, s):

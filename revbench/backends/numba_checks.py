@@ -87,22 +87,12 @@ def _range_len_unsigned(a, b, s):
     return np.int64(n)
 
 
-def _float_int_power(a, n):
-    """``runtime.float_int_power`` as Numba compiles it (Numba's own ``a ** n`` raises for
-    a zero to a negative power and for ``n = -2**63``)."""
-    if n > runtime.POWER_PRODUCTS or n < -runtime.POWER_PRODUCTS:
-        return math.pow(a, float(n))
-    x, r, e = float(a), 1.0, abs(n)
-    while e:
-        if e & 1:
-            r *= x
-        e >>= 1
-        x *= x
-    if n >= 0:
-        return r
-    if r == 0.0:
-        return math.copysign(math.inf, r)
-    return 1.0 / r
+def float_int_power() -> Callable:
+    """``runtime.float_int_power`` as Numba compiles it: the same function, reading
+    ``math.pow`` (which gives IEEE results in compiled code) for ``ieee_pow`` (Numba's own
+    ``a ** n`` raises for a zero to a negative power and for ``n = -2**63``); the GPU
+    compiles it too (``cuda_helpers``)."""
+    return copy_function(runtime.float_int_power, "rb_float_int_power", ieee_pow=math.pow)
 
 
 @functools.cache
@@ -213,7 +203,7 @@ def _intrinsics() -> dict[Callable, Callable]:
         return signature(nb.int64, a, n), codegen
 
     return {runtime.range_len: numba.njit(_range_len_unsigned),
-            runtime.float_int_power: numba.njit(_float_int_power),
+            runtime.float_int_power: numba.njit(float_int_power()),
             runtime.float_shift: rb_float_shift,
             runtime.int_add: checked_int("sadd_with_overflow", "rb_iadd"),
             runtime.int_sub: checked_int("ssub_with_overflow", "rb_isub"),

@@ -299,6 +299,16 @@ def int_wpow(a, n):
 POWER_PRODUCTS = 0x10000
 
 
+def ieee_pow(a, b):
+    """The C library's ``pow``, with IEEE results where :func:`math.pow` raises (``0.0 **
+    -1.0`` is inf): compiled code's ``math.pow`` (Numba compiles :func:`float_int_power` with
+    ``math.pow`` in its place, :mod:`numba_checks`)."""
+    import numpy as np  # (only here: the runtime is imported by every kernel)
+
+    with np.errstate(all="ignore"):
+        return float(np.float64(a) ** b)
+
+
 def float_int_power(a, n):
     """``a ** n`` of a float ``a`` and an int ``n`` (docs/language.md section 9): ``|n|``
     square-and-multiply products from 1.0, the reciprocal for a negative ``n`` -- the
@@ -307,11 +317,8 @@ def float_int_power(a, n):
     :data:`POWER_PRODUCTS` products, the C library's ``pow``.  (NumPy's scalar power is
     ``pow`` throughout, which differs from the products in the last bit.)"""
     a, n = float(a), int(n)
-    if not -POWER_PRODUCTS <= n <= POWER_PRODUCTS:
-        import numpy as np  # (only here: the runtime is imported by every kernel)
-
-        with np.errstate(all="ignore"):
-            return float(np.float64(a) ** float(n))
+    if n > POWER_PRODUCTS or n < -POWER_PRODUCTS:
+        return ieee_pow(a, float(n))
     r, e = 1.0, abs(n)
     while e:
         if e & 1:
