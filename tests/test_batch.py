@@ -17,7 +17,7 @@ import pytest
 from test_ad_roundtrip import CHAOS
 
 import revbench
-from revbench import batch as batch_module
+from revbench.ad import batch as batch_module
 
 SRC = '''
 def project(r, cam, X, w, feat):

@@ -789,10 +789,10 @@ def test_store_all_that_does_not_fit_in_memory_is_refused_before_allocating(back
     loop = oop_loop(backend, 10**9)
     args = (np.zeros(n_state), 0.01, np.ones(n_state), np.zeros(n_state, dtype=np.int64))
     snap = snapshot(args)
-    t0 = time.perf_counter()
     with pytest.raises(InsufficientMemoryError, match=r"StoreAll\(\).*Revolve") as info:
         loop.value_and_grad(*args, strategy=StoreAll())
-    assert time.perf_counter() - t0 < 10
+    # (revbench's refusal, before anything is allocated: NumPy's own MemoryError for the
+    # 80 TB of states would be no ValueError)
     assert isinstance(info.value, MemoryError) and isinstance(info.value, ValueError)
     with pytest.raises(MemoryError, match="Revolve"):
         loop.value_and_grad(*args, strategy=Periodic(every=1))
@@ -1131,8 +1131,7 @@ def test_second_process_loads_the_driver_from_disk(tmp_path, native):
         for p in drivers:
             index = list((p.parent / "__pycache__").glob(f"{p.stem}.*__backward-*.nbi"))
             assert index, f"no Numba cache index for {p.name}"
-    print("first and second process:", runs)
-    assert runs[1][1] < runs[0][1], runs
+    print("first and second process:", runs)  # (their times: for reading, not asserted)
 
 
 def test_in_place_reverse_step_that_misses_the_stored_state_raises(make):

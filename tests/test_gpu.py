@@ -366,7 +366,7 @@ PTX_SCRIPT = textwrap.dedent('''
     # no GPU here: tell numba-cuda which one to compile for (an H100's sm_90)
     dispatcher.get_current_device = lambda: types.SimpleNamespace(compute_capability=(9, 0))
     import revbench
-    from revbench import gpu
+    from revbench.ad import gpu
     src = open(sys.argv[1]).read()
     ns = revbench.define(src, check=sys.argv[2] == "1")
     compiled = []

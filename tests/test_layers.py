@@ -41,8 +41,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("apps", ("revbench.jupyter", "revbench.interop", "revbench.experiments",
               "revbench.workloads", "revbench.course")),
     # (the moved modules' old names: one-line shims, kept for one release)
-    ("facade", ("revbench", "revbench.demo", "revbench.batch", "revbench.gpu",
-                "revbench.second_order", "revbench.tracing", "revbench.explain")),
+    ("facade", ("revbench", "revbench.demo")),
 )
 
 #: private names still imported across modules, with why: (importer, imported module)
@@ -384,20 +383,3 @@ def test_checker_reports_private_names(tmp_path):
     assert [str(i) for i in private_imports(imports, files)] == ["pkg.mid, line 1, imports pkg.low (_x)"]
 
 
-def test_moved_modules_keep_their_old_names_for_one_release():
-    """``revbench.batch`` & co. moved into ``revbench.ad``: the old names are the same
-    module objects (so patching either patches both), and importing them changes none of
-    the public functions of the same package."""
-    import importlib
-
-    import revbench
-
-    for name in ("batch", "gpu", "second_order"):
-        old = importlib.import_module(f"revbench.{name}")
-        assert old is importlib.import_module(f"revbench.ad.{name}")
-    for name in ("tracing", "explain"):
-        old = importlib.import_module(f"revbench.{name}")
-        assert old is importlib.import_module(f"revbench.debugging.{name}")
-    assert callable(revbench.external) and revbench.external.__module__ == "revbench.ad.external"
-    assert callable(revbench.debug) and callable(revbench.trace)  # (not the packages' names)
-    assert revbench.hvp.__module__ == "revbench.ad.second_order"

@@ -657,7 +657,7 @@ class Emitter:
         if dtype == "int" and op in WRAP_HELPERS:
             self.emit(f"{target} = {self.wrap_helper(op, target, value)}", s.loc)
             return
-        undone = not s.target.name.startswith("_rb_adj")  # adjoints are never undone
+        undone = not ir.is_adjoint(s.target.name)  # adjoints are never undone
         if self.opt.check and undone and not integer:
             if rule.nonzero_operand:
                 self.float_scale_checked(s, target, op, value)
@@ -1220,7 +1220,7 @@ class Emitter:
                 self.emit(f"{count} = {RANGE_LEN.impl}({a}, {b}, {st})", s.loc)
         promoted = []
         for elem in self.accumulators(s):
-            acc = self.tmp("adj_acc" if elem.name.startswith("_rb_adj") else "acc")
+            acc = self.tmp("adj_acc" if ir.is_adjoint(elem.name) else "acc")
             if not promoted:
                 nonempty = (f"{count} > 0" if count else f"{a} < {b}" if const_step == 1 else
                             f"{a} > {b}" if const_step == -1 else f"len(range({a}, {b}, {st})) > 0")

@@ -21,6 +21,7 @@ from __future__ import annotations
 from revbench.backends.codegen import CODEGEN_VERSION, Generated, assemble
 from revbench.backends.runtime import CheckInfo
 from revbench.backends.source import SourceWriter
+from revbench.lang import ir
 from revbench.lang.types import TypedFunction
 from revbench.rules.adjoints import AdjointRule
 from revbench.transforms.pipeline import Direction
@@ -33,7 +34,7 @@ ADJOINT_SYMBOL, INVERSE_SYMBOL, AS_TUPLE_SYMBOL = "_rb_adjoint", "_rb_inverse", 
 def adjoint_param(name: str, lane: int, lanes: int) -> str:
     """The backward kernel's parameter for ``name``'s adjoint in a lane (the names of
     :func:`revbench.transforms.adjoint.adjoint_params`)."""
-    return f"_rb_adj_{name}" if lanes == 1 else f"_rb_adj{lane}_{name}"
+    return ir.adjoint_name(name, None if lanes == 1 else lane)
 
 
 def generate(typed: TypedFunction, rule: AdjointRule, direction: Direction, check: bool, lanes: int,

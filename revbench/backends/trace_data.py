@@ -136,7 +136,7 @@ class SwapDelta(NamedTuple):
 
 #: a generated name (loop indices of the reverse sweep, adjoints, temporaries)
 GENERATED = "_rb"
-ADJOINT = "_rb_adj_"
+ADJOINT = ir.ADJOINT_PREFIX
 
 DEFAULT_MAX_STEPS = 100_000
 

@@ -99,7 +99,7 @@ _BASE_GLOBALS = {"_rb_math": math, "_rb_np": np, "_rb_libm": libm, "_rb_loop_sum
 _ZERO = {"bool": False, "int": 0, "float": 0.0, "complex": 0j}
 
 _GENERATED_INDEX = re.compile(r"\[_rb_w\d+(?:, _rb_w\d+)*\]")
-_ADJOINT_NAME = re.compile(r"\b_rb_adj_(\w+)")
+_ADJOINT_NAME = re.compile(rf"\b{ir.ADJOINT_PREFIX}(\w+)")
 
 
 def readable(text: str) -> str:

@@ -17,6 +17,26 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Union
 
+#: the prefix of adjoint variables, the one place it is spelled: the adjoint of ``x`` is
+#: ``_rb_adj_x``; with several adjoint lanes (a Jacobian's rows at once), lane ``k``'s is
+#: ``_rb_adj{k}_x`` (:func:`adjoint_name`, :func:`is_adjoint`)
+ADJOINT_PREFIX = "_rb_adj_"
+
+
+def adjoint_name(name: str, lane: int | None = None) -> str:
+    """The adjoint variable of ``name`` (of lane ``lane`` where there are several)."""
+    return f"{ADJOINT_PREFIX}{name}" if lane is None else f"_rb_adj{lane}_{name}"
+
+
+def is_adjoint(name: str) -> bool:
+    """Whether ``name`` is an adjoint variable, of any lane, or an adjoint ancilla the
+    sweep computes (``_rb_adj__rb_g2``)."""
+    return _ADJOINT_NAME.match(name) is not None
+
+
+_ADJOINT_NAME = re.compile(r"_rb_adj\d*_")
+
+
 #: the functions outlined from a checkpointed loop (its step, its condition, the loop
 #: itself) -> (the function it is written in, the loop's line): what messages name
 OUTLINED: dict[str, tuple[str, int]] = {}
@@ -743,6 +763,7 @@ def written_names(s: Stmt) -> set[str]:
 
 
 __all__ = [
+    "ADJOINT_PREFIX",
     "NO_LOC",
     "REDUCE_SPELLINGS",
     "STATEMENTS",
@@ -779,7 +800,9 @@ __all__ = [
     "Update",
     "Var",
     "While",
+    "adjoint_name",
     "child_blocks",
+    "is_adjoint",
     "is_subarray",
     "map_children",
     "names_read",

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from revbench.lang import ir
 
 #: the prefix the adjoint transform gives adjoint variables (``_rb_adj_x``)
-ADJOINT_PREFIX = "_rb_adj_"
+ADJOINT_PREFIX = ir.ADJOINT_PREFIX
 _GENERATED = re.compile(r"_rb_([a-z]+)(\d+)")
 #: generated names, by their letter: the transforms' loop indices read as ``k₀``
 _GENERATED_LETTERS = {"w": "k"}

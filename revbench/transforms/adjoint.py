@@ -40,13 +40,10 @@ DIFFERENTIABLE = ("float", "complex")
 
 
 def adj_name(name: str) -> str:
-    return f"_rb_adj_{name}"
+    return ir.adjoint_name(name)
 
 
-def is_adjoint(name: str) -> bool:
-    """Whether ``name`` is an adjoint variable, of any lane (``_rb_adj_x``, ``_rb_adj3_x``)
-    or an adjoint ancilla the sweep computes (``_rb_adj__rb_g2``)."""
-    return name.startswith("_rb_adj")
+is_adjoint = ir.is_adjoint
 
 
 @dataclass
@@ -438,12 +435,12 @@ def adjoint(typed: TypedFunction, lanes: int = 1,
 # --------------------------------------------------------------------------- #
 # Several adjoint lanes: every statement on adjoints is repeated once per lane
 # --------------------------------------------------------------------------- #
-_ADJ = "_rb_adj_"
+_ADJ = ir.ADJOINT_PREFIX
 
 
 def lane_name(name: str, k: int) -> str:
     """``_rb_adj_x`` -> ``_rb_adj{k}_x``."""
-    return f"_rb_adj{k}_{name[len(_ADJ):]}" if name.startswith(_ADJ) else name
+    return ir.adjoint_name(name[len(_ADJ):], k) if name.startswith(_ADJ) else name
 
 
 def _is_adjoint(name: str) -> bool:

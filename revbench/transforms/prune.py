@@ -211,7 +211,7 @@ def _prune_stmt(s: ir.Stmt, live: set[str], known: _Known) -> tuple[ir.Stmt | No
         gone = {s.name, shape_of(s.name)}
         # an adjoint is the sweep's own arithmetic, not the program's: where nothing reads it,
         # nothing the program would raise is lost with it (a seed `adj / c if c > 0 else 0`)
-        if not (gone & live) and dead_goes and (_is_adjoint(s.name)
+        if not (gone & live) and dead_goes and (ir.is_adjoint(s.name)
                                                 or not _may_raise(s.init, known.sizes)):
             return None, live
         return s, (live - gone) | uses(s.init)
@@ -386,10 +386,6 @@ def _drop_deallocs(body: tuple[ir.Stmt, ...], allocated: set[str]) -> tuple[ir.S
 # with one of them.
 
 
-def _is_adjoint(name: str) -> bool:
-    return name.startswith("_rb_adj")
-
-
 def is_zero(e: ir.Expr, zeros: frozenset[str]) -> bool:
     """Whether ``e`` is a product (or sum) of which a factor is known to be zero: a
     variable, an element or a sub-array of an array known zero, a fresh ``np.zeros``."""
@@ -431,7 +427,7 @@ def _drop_zero_stmt(s: ir.Stmt, zeros: frozenset[str], writes: Writes | None
                     ) -> tuple[ir.Stmt | None, frozenset[str]]:
     if isinstance(s, ir.Update):
         name = s.target.name
-        if _is_adjoint(name) and s.op in (ADD, SUB) and is_zero(s.value, zeros):
+        if ir.is_adjoint(name) and s.op in (ADD, SUB) and is_zero(s.value, zeros):
             return None, zeros
         return s, zeros - {name}
     if isinstance(s, ir.Alloc):
