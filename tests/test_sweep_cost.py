@@ -269,3 +269,30 @@ def f(y, x):
 """, backend=backend)
     with pytest.raises(revbench.ReversibilityError, match="ancilla `t`"):
         revbench.grad(f, loss="y")(0.0, 0.7)
+
+
+@pytest.mark.parametrize("check", [True, False])
+def test_data_the_program_only_reads_is_neither_copied_nor_changed(check):
+    """A data matrix outside ``wrt=`` is passed to the kernels as it is: no copy of it and
+    no adjoint of its shape (tracemalloc sees NumPy's allocations), and it comes back
+    unchanged, after a gradient and after a failed one."""
+    import tracemalloc
+
+    f = define(LOGREG, check=check)
+    loss, w, X, y = logreg_args(n=20_000, d=16)  # X: 2.5 MB
+    before = X.copy()
+    vg = revbench.value_and_grad(f, loss="loss", wrt="w")
+    vg(loss, w, X, y)  # (compiled)
+    tracemalloc.start()
+    try:
+        vg(loss, w, X, y)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < X.nbytes / 4, peak
+    assert np.array_equal(X, before)
+    bad = define(LOGREG.replace("loss += np.log1p(np.exp(z))", "loss += 1.0 / (z - z) + np.log1p(np.exp(z))"),
+                 check=check)
+    with pytest.raises((ZeroDivisionError, revbench.ReversibilityError)):
+        revbench.value_and_grad(bad, loss="loss", wrt="w")(loss, w, X, y)
+    assert np.array_equal(X, before)
