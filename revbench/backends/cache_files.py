@@ -9,7 +9,8 @@ the entry's last use, and pruning removes the least recently used entries first.
 
 The cache is bounded: ``REVBENCH_CACHE_MAX_MB`` (default :data:`DEFAULT_MAX_MB`)
 megabytes per revbench version; the first process to find it larger prunes it to
-three quarters of that.  Public API: :mod:`revbench.cache`.
+three quarters of that, in a background thread (:func:`revbench.backends.loader.cache_dir`:
+listing thousands of files must not delay a first call).  Public API: :mod:`revbench.cache`.
 """
 
 from __future__ import annotations

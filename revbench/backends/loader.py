@@ -104,13 +104,13 @@ def _resolve() -> tuple[Path, bool]:
     except OSError:
         pass
     if _can_write(path):
-        from revbench.backends import cache_files
-
-        try:  # keep it within its size limit, and drop what crashed writers left
-            cache_files.enforce_limit(path)
-            cache_files.remove_stale_temporaries(path)
-        except OSError:
-            pass
+        # keep it within its size limit, and drop what crashed writers left -- in the
+        # background: listing a cache of thousands of files took seconds of a new
+        # process's first call, which needs none of it
+        global _tidying
+        _tidying = threading.Thread(target=_tidy, args=(path,), name="revbench-cache-tidy",
+                                    daemon=True)
+        _tidying.start()
         return path, True
     if path.is_dir() and os.access(path, os.R_OK | os.X_OK):
         warn_once("read-only", f"revbench: the compile cache {path} cannot be written to "
@@ -121,6 +121,25 @@ def _resolve() -> tuple[Path, bool]:
     warn_once("unusable", f"revbench: the compile cache {path} cannot be used; this process "
               f"caches in {fallback} instead (set REVBENCH_CACHE_DIR to a writable folder)")
     return fallback, True
+
+
+_tidying: threading.Thread | None = None
+
+
+def _tidy(path: Path) -> None:
+    from revbench.backends import cache_files
+
+    try:
+        cache_files.enforce_limit(path)
+        cache_files.remove_stale_temporaries(path)
+    except OSError:
+        pass
+
+
+def wait_tidied(timeout: float | None = None) -> None:
+    """Wait for the background tidying of the cache this process started (tests)."""
+    if _tidying is not None:
+        _tidying.join(timeout)
 
 
 def _can_write(folder: Path) -> bool:
