@@ -52,6 +52,18 @@ def machine_info(*modules: str) -> dict:
     return info
 
 
+def child_env(changes: dict) -> dict:
+    """This process's environment with ``changes`` (a value of ``None`` unsets the
+    variable): what a benchmark's subprocess runs with."""
+    env = dict(os.environ)
+    for name, value in changes.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    return env
+
+
 def loadavg() -> list[float] | None:
     """The load average (the machine is shared and noisy: keep it with the figures)."""
     try:

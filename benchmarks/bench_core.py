@@ -336,13 +336,7 @@ print("BENCH-PROBE " + json.dumps(res))
 
 def _probe(kind: str, env_extra: dict) -> dict:
     """Run PROBE in a fresh interpreter; ``env_extra`` values of ``None`` unset a variable."""
-    env = dict(os.environ)
-    for k, v in env_extra.items():
-        if v is None:
-            env.pop(k, None)
-        else:
-            env[k] = v
-    env["NUMBA_NUM_THREADS"] = "1"
+    env = _common.child_env({**env_extra, "NUMBA_NUM_THREADS": "1"})
     code = PROBE.format(bench_dir=str(HERE), repo_dir=str(REPO), kind=kind)
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,

@@ -828,13 +828,7 @@ LEGEND = ("fwd = revbench forward run, check=False; njitfwd = the hand-written @
 
 def run_all_cores(argv: list[str]) -> dict:
     """The same benchmark in a subprocess with the caller's thread settings."""
-    env = dict(os.environ)
-    for var, value in _CALLER_ENV.items():
-        if value is None:
-            env.pop(var, None)
-        else:
-            env[var] = value
-    env[_ALL_CORES_ENV] = "1"
+    env = _common.child_env({**_CALLER_ENV, _ALL_CORES_ENV: "1"})
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "all_cores.json"
         cmd = [sys.executable, str(Path(__file__).resolve()), *argv, "--threads", "1",

@@ -1186,7 +1186,7 @@ class FunctionLowering:
 
     def static_power(self, base: Val, exp: int) -> Val:
         """``x ** n`` for a literal int ``n``: products unrolled as Numba does
-        (``static_power_impl``); ints are left to Numba."""
+        (``static_power_impl``); an int to a literal ``n >= 0`` wraps around."""
         if base.t != F64 and base.t != I64 and base.t != BOOL:
             raise Unsupported("power")
         if base.t != F64:
@@ -1195,17 +1195,8 @@ class FunctionLowering:
             return self.int_literal_power(self.convert(base, I64), exp)
         if abs(exp) > 0x10000:
             return self.int_power(base, const(I64, exp))
-        invert, n = exp < 0, abs(exp)
-        res, val = _float_text(1.0), base.ref
-        while n:
-            if n & 1:
-                r = self.tmp()
-                self.emit(f"{r} = fmul double {res}, {val}")
-                res = r
-            n >>= 1
-            v2 = self.tmp()
-            self.emit(f"{v2} = fmul double {val}, {val}")
-            val = v2
+        invert = exp < 0
+        res = self.products(base.ref, abs(exp), "fmul double", _float_text(1.0))
         if invert:
             r = self.tmp()
             self.emit(f"{r} = fdiv double 1.0, {res}")
@@ -1682,18 +1673,24 @@ class FunctionLowering:
     def int_literal_power(self, base: Val, n: int) -> Val:
         """``base ** n`` of an int64 for a literal ``n >= 0``: square and multiply, each
         product wrapping around (``runtime.int_wpow``: the exact power modulo 2**64)."""
-        result, b, k = "1", base.ref, n
+        return Val(I64, self.products(base.ref, n, "mul i64", "1"))
+
+    def products(self, base: str, n: int, mul: str, one: str) -> str:
+        """``base ** n`` for a literal ``n >= 0`` by square and multiply from ``one``, each
+        product the instruction ``mul`` (``fmul double``, ``mul i64``): the order of
+        products Numba's ``static_power`` and ``int_power`` make, so the same bits."""
+        result, k = one, n
         while k:
             if k & 1:
                 r = self.tmp()
-                self.emit(f"{r} = mul i64 {result}, {b}")
+                self.emit(f"{r} = {mul} {result}, {base}")
                 result = r
             k >>= 1
             if k:
                 sq = self.tmp()
-                self.emit(f"{sq} = mul i64 {b}, {b}")
-                b = sq
-        return Val(I64, result)
+                self.emit(f"{sq} = {mul} {base}, {base}")
+                base = sq
+        return result
 
     def _iabs(self, a: Val) -> Val:
         neg, n, r = self.tmp(), self.tmp(), self.tmp()
