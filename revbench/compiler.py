@@ -337,14 +337,8 @@ class Program:
                 inactive: frozenset[str] = frozenset(), shapes: tuple | None = None) -> Compiled:
         """The code of one specialisation (``shapes``: the arguments' shapes, which the
         ``cuda`` backend's local arrays are sized by; None elsewhere)."""
-        if direction.adjoints_only and not self.restores_only_for_checks(check):
-            direction = direction.restoring()
-        # The registry version is part of the key: re-registering a user function
-        # (a notebook re-running a cell) must reach code compiled before.
-        inactive = frozenset(inactive)
-        key = (direction, backend, check, signature, fn_rules.REGISTRY_VERSION[0], lanes, inactive)
-        if shapes is not None:
-            key += (shapes,)
+        key = self.compile_key(direction, backend, check, signature, lanes, inactive, shapes)
+        direction, inactive = key[0], key[6]
         hit = self._cache.get(key)
         if hit is not None and hit.generation == _GENERATION[0]:
             return hit
@@ -359,20 +353,31 @@ class Program:
         the sweep is the derived one (a custom adjoint's is the user's code)."""
         return not check and self.custom_adjoint() is None
 
+    def compile_key(self, direction: Direction, backend: str, check: bool,
+                    signature: tuple[VarType, ...], lanes: int = 1,
+                    inactive: frozenset[str] = frozenset(), shapes: tuple | None = None) -> tuple:
+        """What one specialisation's code is found under, for :meth:`compile` and
+        :meth:`has_compiled` alike: the direction as it compiles (an adjoints-only sweep
+        that this program cannot take is the restoring one), the backend, checks, types,
+        lanes, inactive arguments, shapes -- and the registry's version: re-registering a
+        user function (a notebook cell run again) must reach code compiled before."""
+        if direction.adjoints_only and not self.restores_only_for_checks(check):
+            direction = direction.restoring()
+        key = (direction, backend, check, signature, fn_rules.REGISTRY_VERSION[0], lanes,
+               frozenset(inactive))
+        return key if shapes is None else key + (shapes,)
+
     def has_compiled(self, direction: Direction, signature: tuple[VarType, ...]) -> bool:
         """Whether this process holds ``direction``'s code for ``signature`` ready to run
         (compiled, not merely generated), so a call costs no compilation."""
-        key = (direction, self.backend, self.check, signature, fn_rules.REGISTRY_VERSION[0], 1,
-               frozenset())
-        hit = self._cache.get(key)
+        hit = self._cache.get(self.compile_key(direction, self.backend, self.check, signature))
         if hit is None:
             return False
-        overloads = getattr(hit.run, "overloads", None)  # Numba's dispatcher; Python: None
-        if overloads is None or overloads:
+        if self.backend != "numba":
             return True
-        from revbench.backends.native import engine
+        from revbench.backends.numba_backend import has_machine_code
 
-        return engine.has_code(hit.run)
+        return has_machine_code(hit.run)
 
     def _compile_locked(self, key, direction, backend, check, signature, lanes,
                         inactive, shapes=None) -> Compiled:

@@ -367,7 +367,12 @@ class ReversibleFunction(ProgramView):
             raise ValueError("lanes must be a positive int, and only the backward kernel has lanes")
         if wrt is not None and kind != "backward":
             raise ValueError("only the backward kernel takes wrt")
-        return self.compiled_kernel(kind, sig, lanes, self.inactive_for(wrt)).run
+        run = self.compiled_kernel(kind, sig, lanes, self.inactive_for(wrt)).run
+        if self._program.backend == "numba":  # (what a user's own @njit code can call)
+            from revbench.backends.numba_backend import numba_callable
+
+            return numba_callable(run)
+        return run
 
     def compiled_kernel(self, kind: str, signature: tuple[VarType, ...], lanes: int = 1,
                         inactive: frozenset[str] = frozenset(), backend: str | None = None,

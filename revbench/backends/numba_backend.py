@@ -14,6 +14,7 @@ import re
 import types
 from collections.abc import Callable
 from types import ModuleType
+from typing import Any
 
 from revbench.backends import numba_checks, numba_linking
 from revbench.backends.codegen import FASTMATH_FLAGS, Generated
@@ -23,22 +24,91 @@ from revbench.backends.runtime import TABLES
 from revbench.lang.errors import ReversibilityTypeError
 from revbench.lang.ir import shown_file
 
-_user_cache: dict[tuple[str, str], Callable] = {}
+_user_cache: dict[tuple[str, str], LazyImpl] = {}
 
 
-def module_dispatcher(mod: ModuleType, function_name: str, **options) -> Callable:
+def module_dispatcher(mod: ModuleType, function_name: str, **options) -> LazyDispatcher:
     """The compiled function ``function_name`` of the generated module ``mod``: one
-    dispatcher per module, cached on disk (:func:`revbench.backends.kernel_cache.jit`)."""
+    dispatcher per module, cached on disk (:func:`revbench.backends.kernel_cache.jit`),
+    made when Numba is first needed for it (:class:`LazyDispatcher`)."""
     with LOCK:
         dispatcher = _dispatchers.get(mod.__name__)
         if dispatcher is None:
-            from revbench.backends.kernel_cache import jit
-
-            _register_interrupt_poll()
-            dispatcher = jit(getattr(mod, function_name), **options)
+            dispatcher = LazyDispatcher(mod, function_name, options)
             _dispatchers[mod.__name__] = dispatcher
         _recent.append(dispatcher)
         return dispatcher
+
+
+class LazyDispatcher:
+    """A generated kernel's Numba dispatcher, made the first time something needs Numba
+    for it: a call the native path does not take, an attribute of Numba's dispatcher
+    (``overloads``, ``compile``), a caller that Numba compiles.
+
+    The native path (:mod:`revbench.backends.native`) runs most kernels, and a process
+    that loads their machine code from the disk cache need not import Numba's compiler
+    at all -- 0.4 s of the first call of a five-line function, where the call itself
+    takes microseconds.  Until then the module's globals may hold other kernels'
+    ``LazyDispatcher`` and user functions' :class:`LazyImpl`; making the dispatcher puts
+    the real objects in their place, which is what Numba types."""
+
+    def __init__(self, mod: ModuleType, function_name: str, options: dict):
+        self._rb_mod = mod
+        self._rb_function = function_name
+        self._rb_options = options
+        self._rb_numba = None
+
+    @property
+    def py_func(self) -> Callable:
+        return getattr(self._rb_mod, self._rb_function)
+
+    @property
+    def numba(self) -> Callable:
+        """The Numba dispatcher (made now if it was not)."""
+        made = self._rb_numba
+        if made is None:
+            with LOCK:
+                if self._rb_numba is None:
+                    self._rb_numba = self._make()
+                made = self._rb_numba
+        return made
+
+    def _make(self) -> Callable:
+        from revbench.backends.kernel_cache import jit
+
+        mod = self._rb_mod
+        for name, value in list(vars(mod).items()):
+            if isinstance(value, (LazyDispatcher, LazyImpl)):
+                setattr(mod, name, value.numba)
+        _register_interrupt_poll()
+        return jit(getattr(mod, self._rb_function), **self._rb_options)
+
+    def __call__(self, *args):
+        return self.numba(*args)
+
+    def __getattr__(self, name: str):
+        if name.startswith("_rb_"):  # (revbench's own marks: the native path's)
+            raise AttributeError(name)
+        return getattr(self.numba, name)
+
+    def __repr__(self) -> str:
+        state = "made" if self._rb_numba is not None else "not made yet"
+        return f"<revbench kernel {self._rb_mod.__name__}.{self._rb_function}: Numba {state}>"
+
+
+def has_machine_code(dispatcher: Any) -> bool:
+    """Whether a kernel's machine code is in this process, native or Numba's (any types):
+    a call runs it rather than compile."""
+    if native.has_code(dispatcher):
+        return True
+    made = dispatcher._rb_numba if isinstance(dispatcher, LazyDispatcher) else dispatcher
+    return made is not None and bool(getattr(made, "overloads", None))
+
+
+def numba_callable(obj: Any) -> Any:
+    """``obj`` as Numba code can call it: a lazy dispatcher's Numba dispatcher, else
+    ``obj`` (a kernel handed to a user's own ``@njit`` code: ``f.kernel``)."""
+    return obj.numba if isinstance(obj, LazyDispatcher) else obj
 
 
 #: the dispatchers asked for last, kept alive after their functions are gone: a notebook
@@ -128,18 +198,42 @@ def compile_numba(gen: Generated, injected: dict[str, object], check: bool,
     return dispatcher
 
 
-def user_function(rule) -> Callable:
+def user_function(rule) -> LazyImpl:
     """What generated code calls for a registered user function (one per fingerprint),
-    or for a helper of :mod:`revbench.backends.runtime` (checked integers, float shifts)."""
+    or for a helper of :mod:`revbench.backends.runtime` (checked integers, float shifts):
+    made for Numba when Numba compiles a caller (:class:`LazyImpl`)."""
     key = (rule.name, rule.fingerprint)
     if key not in _user_cache:
-        inline = numba_checks.inline_helper(rule.user_function)
-        if inline is not None:
-            _user_cache[key] = inline
-            return inline
-        impl = with_identity(rule.user_function, rule.fingerprint)
-        _user_cache[key] = typed_once(impl, rule.name)
+        _user_cache[key] = LazyImpl(rule)
     return _user_cache[key]
+
+
+class LazyImpl:
+    """A user function (or runtime helper) as Numba code calls it, made when a caller is
+    compiled by Numba (:class:`LazyDispatcher`): the intrinsic of a runtime helper
+    (:func:`numba_checks.inline_helper`) or a stand-in compiled once per argument types.
+
+    ``__wrapped__`` is the function itself, renamed with its fingerprint
+    (:func:`with_identity`): what the native path inlines (``rules.special``) -- and
+    what Python runs, were it called there."""
+
+    def __init__(self, rule):
+        self.rule = rule
+        self.__wrapped__ = with_identity(rule.user_function, rule.fingerprint)
+        self._made: Callable | None = None
+
+    @property
+    def numba(self) -> Callable:
+        if self._made is None:
+            with LOCK:
+                if self._made is None:
+                    inline = numba_checks.inline_helper(self.rule.user_function)
+                    self._made = (inline if inline is not None
+                                  else typed_once(self.__wrapped__, self.rule.name))
+        return self._made
+
+    def __call__(self, *args):
+        return self.__wrapped__(*args)
 
 
 def with_identity(fn: Callable, fingerprint: str) -> Callable:

@@ -478,14 +478,27 @@ def opt_level() -> int:
     own (``NUMBA_OPT``) where that is lower -- one knob for both compilers, for compiling
     faster at the price of slower code."""
     if not _OPT:
-        from numba.core import config
-
+        numba_opt = _numba_setting("OPT", "NUMBA_OPT", str(OPT_LEVEL))
         try:
-            numba_opt = int(config.OPT)
-        except (TypeError, ValueError):
-            numba_opt = OPT_LEVEL
-        _OPT.append(max(0, min(OPT_LEVEL, numba_opt)))
+            level = int(numba_opt)
+        except (TypeError, ValueError):  # ("max": Numba's highest)
+            level = OPT_LEVEL
+        _OPT.append(max(0, min(OPT_LEVEL, level)))
     return _OPT[0]
+
+
+def _numba_setting(name: str, variable: str, default: str | None) -> str | None:
+    """Numba's setting ``name``: from its configuration where Numba is imported already
+    (it may have been changed there), else from the environment variable Numba reads it
+    from -- the native path does not import Numba's compiler (0.4 s) to read two knobs."""
+    import sys
+
+    config = sys.modules.get("numba.core.config")
+    if config is not None:
+        value = getattr(config, name, default)
+        return None if value is None else str(value)
+    value = os.environ.get(variable, "")
+    return value if value else default
 
 
 _OPT: list = []
@@ -499,7 +512,6 @@ _LOADED: dict[str, tuple[int, int]] = {}
 def _jit():
     if not _JIT:
         import llvmlite.binding as llvm
-        import numba.core.codegen  # noqa: F401  (initialises LLVM's native target as Numba does)
 
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
@@ -516,10 +528,10 @@ def _target_cpu() -> tuple[str, str]:
     ``NUMBA_CPU_FEATURES`` name, as Numba reads them (``generic``: portable code, which a
     classroom image warms for machines other than the one that built it: binder/)."""
     import llvmlite.binding as llvm
-    from numba.core import config
 
-    if config.CPU_NAME:
-        return config.CPU_NAME, config.CPU_FEATURES or ""
+    name = _numba_setting("CPU_NAME", "NUMBA_CPU_NAME", None)
+    if name:
+        return name, _numba_setting("CPU_FEATURES", "NUMBA_CPU_FEATURES", "") or ""
     return llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
 
 
