@@ -260,3 +260,53 @@ def test_a_tolerance_is_a_finite_real_number_at_least_zero(bad):
                          atol=np.float64(0.5))["f"]
     with pytest.raises(revbench.ReversibilityError, match="ancilla `t`"):
         ok(0.0, 0.87)
+
+
+# -- floats: a zero divisor raises, signed zeros as IEEE leaves them (section 9) ------------
+DIVISION_SOURCE = "def f(y, x, a, u, N, W):\n    {target} += {expr}\n"
+
+
+@pytest.mark.parametrize("expr, target, python", [
+    ("u / W[0]", "x", lambda: 1.0 / 0.0),              # an array's element (np.float64)
+    ("W[1] / W[0]", "x", lambda: 1.0 / 0.0),
+    ("u // W[0]", "x", lambda: 1.0 // 0.0),
+    ("u % W[0]", "x", lambda: 1.0 % 0.0),
+    ("np.sum(W) / 0.0", "x", lambda: 0.0 / 0.0),       # a sum
+    ("a // N[0]", "y", lambda: 1 // 0),
+    ("N[1] // N[0]", "y", lambda: 1 // 0),
+    ("a % N[0]", "y", lambda: 1 % 0),
+    ("N[1] / N[0]", "x", lambda: 1 / 0),                # int / int: a float
+    ("np.abs((u + 1j) / W[0])", "x", lambda: (1.0 + 1j) / 0.0),
+])
+@pytest.mark.parametrize("check", [True, False])
+def test_a_zero_divisor_raises_on_every_path_whatever_the_operands(monkeypatch, expr, target,
+                                                                   python, check):
+    """The Python backend computed an array element's division with NumPy's scalar rules
+    (inf, nan, 0 and a warning) where compiled code raised: a program gave a number on one
+    path and an error on the others, unchecked -- and, checked, the error that the Python
+    replay of a compiled failure reports was the finiteness check's, not the division's.
+    Every path raises Python's own error for the same operation on Python numbers."""
+    source = DIVISION_SOURCE.format(target=target, expr=expr)
+    args = (0, 0.0, 1, 1.0, np.zeros(3, dtype=np.int64), np.zeros(3))
+    out = on_every_path(monkeypatch, source, args, check)
+    with pytest.raises(ZeroDivisionError) as exc:
+        python()
+    assert out[:2] == ("raised", "ZeroDivisionError"), out
+    assert out[2].startswith(str(exc.value)), (out, exc.value)
+
+
+@pytest.mark.parametrize("expr, u, v, result", [
+    ("u * v", -0.0, 1.0, -0.0), ("u + v", -0.0, 0.0, 0.0), ("np.sqrt(u)", -0.0, 0.0, -0.0),
+    ("np.sin(u)", -0.0, 0.0, -0.0), ("abs(u)", -0.0, 0.0, 0.0), ("np.sign(u)", -0.0, 0.0, 0.0),
+    ("np.arctan2(u, v)", 0.0, -0.0, math.pi), ("np.arctan2(u, v)", -0.0, -0.0, -math.pi),
+    ("max(u, v)", -0.0, 0.0, -0.0), ("max(v, u)", -0.0, 0.0, 0.0),
+    ("min(u, v)", 0.0, -0.0, 0.0), ("max(u, v)", math.nan, 1.0, math.nan),
+    ("max(v, u)", math.nan, 1.0, 1.0), ("u ** -1", -0.0, 0.0, -math.inf),
+    ("u ** -3", 0.0, 0.0, math.inf),
+])
+def test_signed_zeros_and_nans_are_the_same_on_every_path(monkeypatch, expr, u, v, result):
+    source = f"def f(x, u, v):\n    x += {expr}\n"
+    out = on_every_path(monkeypatch, source, (-0.0, u, v), check=False)
+    assert out[0] == "returned", out
+    got = out[1][0]  # (-0.0 + r is r for every r, -0.0 included)
+    assert same(float(got), float(result)), (expr, got, result)

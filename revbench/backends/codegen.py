@@ -181,6 +181,13 @@ WRAP_HELPERS: dict[str, fn_rules.FunctionRule] = {
         ("*", "wmul", runtime.int_wmul, 2), ("**", "wpow", runtime.int_wpow, 2),
         ("neg", "wneg", runtime.int_wneg, 1), ("abs", "wabs", runtime.int_wabs, 1))
 }
+#: operator -> what the Python backend computes it with: a zero divisor raises as Python's
+#: numbers do (NumPy's scalars give inf, nan or 0 there), as compiled code does
+PY_DIVISION: dict[str, fn_rules.FunctionRule] = {
+    op: _helper_rule(name, fn, 2, result="same") for op, name, fn in (
+        ("/", "pydiv", runtime.py_truediv), ("//", "pyfloordiv", runtime.py_floordiv),
+        ("%", "pymod", runtime.py_mod))
+}
 #: -2**63 as code: the literal 9223372036854775808 does not fit in int64 (Numba typed it as
 #: unsigned and `n += -2**63` left n unchanged; the native generator refused it)
 _INT64_MIN_CODE = "(-9223372036854775807 - 1)"
@@ -455,9 +462,19 @@ class Emitter:
             if e.op == "//":
                 # unchecked, INT64_MIN // -1 wraps around to INT64_MIN: a // -1 is -a
                 # (compiled division gives 0 there)
-                return f"({self.wrap_helper('neg', left)} if {right} == -1 else {left} // {right})"
+                return (f"({self.wrap_helper('neg', left)} if {right} == -1 else "
+                        f"{self.division(e.op, left, right)})")
             return self.wrap_helper(e.op, left, right)
-        return f"({left} {e.op} {right})"
+        return self.division(e.op, left, right)
+
+    def division(self, op: str, left: str, right: str) -> str:
+        """``left op right``; on the Python backend a ``/``, ``//`` or ``%`` through
+        :data:`PY_DIVISION`, which raises for a zero divisor as compiled code does."""
+        if self.opt.backend != "python" or op not in PY_DIVISION:
+            return f"({left} {op} {right})"
+        rule = PY_DIVISION[op]
+        self.user_functions[rule.impl] = rule
+        return f"{rule.impl}({left}, {right})"
 
     def wrap_helper(self, op: str, *args: str) -> str:
         """``op`` on int64 operands, unchecked: the result wrapped around in int64."""

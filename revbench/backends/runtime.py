@@ -350,6 +350,35 @@ def range_len(a, b, s):
     return n
 
 
+def _python_number(v):
+    item = getattr(v, "item", None)  # (a NumPy scalar: the Python number it holds)
+    return item() if item is not None else v
+
+
+def py_truediv(a, b):
+    """The Python backend's ``a / b``: a zero divisor raises ``ZeroDivisionError``, with
+    Python's own message, whatever the operands' types -- NumPy's scalars (an array's
+    elements, a sum) give inf or nan there, compiled code raises (docs/language.md,
+    section 9)."""
+    if b == 0:
+        return _python_number(a) / _python_number(b)  # (raises Python's error)
+    return a / b
+
+
+def py_floordiv(a, b):
+    """The Python backend's ``a // b`` (see :func:`py_truediv`)."""
+    if b == 0:
+        return _python_number(a) // _python_number(b)
+    return a // b
+
+
+def py_mod(a, b):
+    """The Python backend's ``a % b`` (see :func:`py_truediv`)."""
+    if b == 0:
+        return _python_number(a) % _python_number(b)
+    return a % b
+
+
 def int_overflowed(a, b, module, k):
     """Raise check ``k``: ``a op b`` does not fit in int64 (what compiled code calls, out
     of line, when LLVM's overflow flag is set: :mod:`revbench.backends.numba_checks`)."""
