@@ -41,6 +41,7 @@ from revbench.checkpoint import (
     actions,
 )
 from revbench.checkpoint import plan as plans
+from revbench.checkpoint.strategies import INPLACE
 
 optimal_steps_binomial = pytest.importorskip("checkpoint_schedules").optimal_steps_binomial
 
@@ -1396,3 +1397,38 @@ def test_an_index_error_at_a_later_step_names_its_line(backend):
                 as info:
             call(np.ones(4), 0.1, np.ones(3))
         assert any("u_new[i] += u[i] + dt * W[t]" in note for note in info.value.__notes__)
+
+
+# -- one schedule per strategy ------------------------------------------------------------
+def _counts(inplace: bool, slots: int, write) -> tuple[int, int, int, int]:
+    b = plans.PlanBuilder(inplace, slots, lambda rows: None)
+    b.start()
+    write(b)
+    b.flush()
+    c = b.counts
+    return c.forward_steps, c.inverse_steps, c.reverse_steps, c.peak_states
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 30, 101])
+@pytest.mark.parametrize("strategy, twin", [
+    (StoreAll(), lambda b, n: plans.store_all(b, n)),
+    (Periodic(every=4), lambda b, n: plans.periodic(b, n, 4)),
+    (Revolve(snapshots=3), lambda b, n: plans.revolve(b, n, 3)),  # checkpoint_schedules' own
+    (Bennett(k=3), lambda b, n: plans.bennett(b, n, 3)),
+])
+def test_a_library_strategys_schedule_is_its_compiled_generators(n, strategy, twin):
+    """A library strategy has one schedule, its compiled generator (``actions``): what the
+    experiments count and the plots draw is those actions replayed on the builder.  They make
+    the steps of the builder-written plan of the same strategy (for Revolve, the plan of
+    checkpoint_schedules' MultistageCheckpointSchedule), held here as an independent
+    reference: the same forward, inverse and reverse steps."""
+    for inplace in [k == INPLACE for k in strategy.kinds]:
+        slots = strategy.slots(n, inplace) + 2
+        got = _counts(inplace, slots, lambda b: strategy.schedule(b, n))
+        want = _counts(inplace, slots, lambda b: twin(b, n))
+        assert got[:3] == want[:3], (strategy, n, inplace, got, want)
+        # the states held at once are the generator's own count (what TimeLoop reports);
+        # in place, the library's plan lets go of one state sooner than the kernel can
+        compiled = strategy.compiled_schedule()
+        assert got[3] == compiled.size(compiled.peak, n), (strategy, n, inplace, got)
+        assert got[3] - want[3] in ((0, 1) if inplace else (0,)), (strategy, n, got, want)

@@ -132,7 +132,15 @@ class Strategy:
         raise NotImplementedError
 
     def schedule(self, builder: plan.PlanBuilder, n_steps: int) -> None:
-        raise NotImplementedError
+        """The schedule on a :class:`~revbench.checkpoint.plan.PlanBuilder` (what the
+        experiments' counts, the pebble plots and the course read): the very actions the
+        compiled schedule yields (:meth:`compiled_schedule`), run in Python and replayed
+        (:func:`plan.from_actions`) -- one schedule per strategy, not a second copy of it
+        written for the builder.  A strategy without a compiled schedule writes this."""
+        compiled = self.compiled_schedule()
+        if compiled is None:
+            raise NotImplementedError(f"{self.name} has no schedule")
+        plan.from_actions(builder, n_steps, compiled.actions(n_steps, compiled.knob))
 
     def fast_plan(self, n_steps: int, inplace: bool) -> plan.FastPlan | None:
         """The schedule as NumPy-generated sweeps, where it is that regular (else None)."""
@@ -230,9 +238,6 @@ class StoreAll(Strategy):
     def slots(self, n_steps: int, inplace: bool) -> int:
         return n_steps + 1
 
-    def schedule(self, builder: plan.PlanBuilder, n_steps: int) -> None:
-        plan.store_all(builder, n_steps)
-
     def fast_plan(self, n_steps: int, inplace: bool) -> plan.FastPlan:
         return plan.store_all_fast(n_steps, inplace)
 
@@ -258,9 +263,6 @@ class Periodic(Strategy):
     def slots(self, n_steps: int, inplace: bool) -> int:
         return actions.periodic_slots(n_steps, self.every)
 
-    def schedule(self, builder: plan.PlanBuilder, n_steps: int) -> None:
-        plan.periodic(builder, n_steps, self.every)
-
     def loop_schedule(self) -> LoopSchedule:
         return LoopSchedule(actions.periodic_actions, actions.periodic_slots,
                             actions.periodic_peak, self.every)
@@ -285,9 +287,6 @@ class Revolve(Strategy):
 
     def slots(self, n_steps: int, inplace: bool) -> int:
         return actions.revolve_slots(n_steps, self.snapshots)
-
-    def schedule(self, builder: plan.PlanBuilder, n_steps: int) -> None:
-        plan.revolve(builder, n_steps, self.snapshots)
 
     def loop_schedule(self) -> LoopSchedule:
         return LoopSchedule(actions.revolve_actions, actions.revolve_slots,
@@ -318,9 +317,6 @@ class Bennett(Strategy):
     def slots(self, n_steps: int, inplace: bool) -> int:
         return plan.bennett_slots(n_steps, self.k)
 
-    def schedule(self, builder: plan.PlanBuilder, n_steps: int) -> None:
-        plan.bennett(builder, n_steps, self.k)
-
     def loop_schedule(self) -> LoopSchedule:
         return LoopSchedule(actions.bennett_actions, actions.bennett_bound, _bennett_peak,
                             self.k, uncomputes=True)
@@ -346,9 +342,6 @@ class Online(Strategy):
 
     def slots(self, n_steps: int, inplace: bool) -> int:
         return actions.online_slots(n_steps, self.snapshots)
-
-    def schedule(self, builder: plan.PlanBuilder, n_steps: int) -> None:
-        plan.from_actions(builder, n_steps, actions.online_known(n_steps, self.snapshots))
 
     def loop_schedule(self) -> LoopSchedule:
         return LoopSchedule(actions.online_known, actions.online_slots, actions.online_peak,
@@ -451,6 +444,8 @@ class Reverse(Strategy):
         return 2
 
     def schedule(self, builder: plan.PlanBuilder, n_steps: int) -> None:
+        # (written for the builder: it keeps a copy of s[0] aside, to measure the round
+        # trip, which no compiled action stands for -- TimeLoop's kernel keeps it itself)
         plan.reverse(builder, n_steps)
 
     def fast_plan(self, n_steps: int, inplace: bool) -> plan.FastPlan:
