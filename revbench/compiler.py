@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from revbench.backends import codegen, custom_sweep, loop_code
+from revbench.backends import codegen, custom_sweep, loop_code, targets
 from revbench.backends.loader import LOCK, hold, hold_module
 from revbench.backends.runtime import TABLES, CheckTable
 from revbench.lang import hints, ir, suggest
@@ -31,10 +31,7 @@ from revbench.transforms.invert import invert
 from revbench.transforms.pipeline import BACKWARD, FORWARD, INVERSE, Direction
 from revbench.transforms.tangent import tan_name
 
-BACKENDS = ("numba", "python")
-#: the suffix of a backend's generated module names (``cuda``: device functions, compiled
-#: for the batched API's ``device="cuda"``, never called from Python)
-FLAVOURS = {"numba": "nb", "python": "py", "cuda": "cu"}
+BACKENDS = targets.USER_BACKENDS
 @dataclass
 class Compiled:
     """One specialisation, ready to run."""
@@ -373,11 +370,7 @@ class Program:
         hit = self._cache.get(self.compile_key(direction, self.backend, self.check, signature))
         if hit is None:
             return False
-        if self.backend != "numba":
-            return True
-        from revbench.backends.numba_backend import has_machine_code
-
-        return has_machine_code(hit.run)
+        return targets.target(self.backend).ready(hit.run)
 
     def _compile_locked(self, key, direction, backend, check, signature, lanes,
                         inactive, shapes=None) -> Compiled:
@@ -474,8 +467,9 @@ class Program:
                                         self.callee_writes, known)
         else:
             gen = codegen.generate(typed, direction, opts, callee_symbol, self.callee_writes)
+        target = targets.target(backend)
         for symbol, rule in gen.globals_needed.items():
-            injected[symbol] = _user_impl(rule, backend)
+            injected[symbol] = target.user_impl(rule)
         return gen, injected
 
     def _generate_custom(self, rule: adjoint_rules.AdjointRule, backend: str, check: bool,
@@ -497,21 +491,12 @@ class Program:
             injected[custom_sweep.INVERSE_SYMBOL] = inverse.run
             if deps is not None:
                 deps.append((None, self, key, inverse))
+        target = targets.target(backend)
         # (under Numba the adjoint's stand-in returns a tuple, checked when typed)
         gen = custom_sweep.generate(typed, rule, direction, check, lanes, inactive, inverse_key,
-                                    tuple_result=backend == "numba", through=through)
-        if backend == "numba":
-            from revbench.backends import numba_backend
-
-            n = sum(1 for t in signature if t.dtype in custom_sweep.DIFFERENTIABLE)
-            injected[custom_sweep.ADJOINT_SYMBOL] = numba_backend.adjoint_callable(
-                rule.fn, rule.label, self.ir.name, rule.fingerprint, n)
-
-        else:
-            from revbench.backends.runtime import as_tuple
-
-            injected[custom_sweep.ADJOINT_SYMBOL] = rule.fn
-            injected[custom_sweep.AS_TUPLE_SYMBOL] = as_tuple
+                                    tuple_result=target.adjoint_returns_tuple, through=through)
+        n = sum(1 for t in signature if t.dtype in custom_sweep.DIFFERENTIABLE)
+        injected.update(target.adjoint(rule, self.ir.name, n))
         return gen, injected
 
     def _refuse_on_gpu(self, rule: adjoint_rules.AdjointRule | None) -> None:
@@ -592,22 +577,12 @@ class Program:
                            {ln: func.line_text(ln) for ln in set(gen.linemap.values())},
                            hint=_cause_finder(func) if direction == FORWARD else None)
         TABLES[gen.module_key] = table
-        if backend == "numba":
-            from revbench.backends.numba_backend import compile_numba
-
-            run = compile_numba(gen, injected, check, fastmath=self.fastmath)
-        elif backend == "cuda":
-            from revbench.backends.cuda_backend import compile_device
-
-            run = compile_device(gen, injected)
-        else:
-            from revbench.backends.python_backend import compile_python
-
-            run = compile_python(gen, injected)
+        target = targets.target(backend)
+        run = target.compile(gen, injected, check, fastmath=self.fastmath)
         compiled = Compiled(run, gen, table, tuple(deps),
                             request=(direction, check, signature, lanes, frozenset(inactive)))
         # released with the last function using them (both backends share a table's key)
-        hold_module(compiled, f"rbgen_{gen.key}_{FLAVOURS[backend]}")
+        hold_module(compiled, f"rbgen_{gen.key}_{target.flavour}")
         key = gen.module_key
         hold(compiled, ("table", key), lambda: TABLES.pop(key, None))
         return compiled
@@ -801,18 +776,11 @@ class LoopProgram(Program):
                                  calls=calls)
         if not compile_callees:
             return gen, injected
-        if backend == "numba":
-            from revbench.backends.numba_backend import helper
-
-            injected[loop_code.ACTIONS_SYMBOL] = helper(actions)
-            injected[loop_code.SLOTS_SYMBOL] = helper(schedule.slots)
-            if schedule.disk is not None:
-                injected[loop_code.DISK_SYMBOL] = helper(schedule.disk)
-        else:
-            injected[loop_code.ACTIONS_SYMBOL] = actions
-            injected[loop_code.SLOTS_SYMBOL] = schedule.slots
-            if schedule.disk is not None:
-                injected[loop_code.DISK_SYMBOL] = schedule.disk
+        target = targets.target(backend)
+        injected[loop_code.ACTIONS_SYMBOL] = target.helper(actions)
+        injected[loop_code.SLOTS_SYMBOL] = target.helper(schedule.slots)
+        if schedule.disk is not None:
+            injected[loop_code.DISK_SYMBOL] = target.helper(schedule.disk)
         if schedule.disk is not None:
             import numba
 
@@ -996,18 +964,6 @@ def _kind_of(obj: Any) -> str:
     if module.split(".")[0] == "numpy":
         return "NumPy function"
     return type(obj).__name__
-
-
-def _user_impl(rule: fn_rules.FunctionRule, backend: str):
-    if backend == "cuda":  # revbench's own helpers only (user functions are refused)
-        from revbench.backends.cuda_helpers import CHECKED, SPECIAL
-
-        return CHECKED[rule.name] if rule.name in CHECKED else SPECIAL[rule.name]
-    if backend == "numba":
-        from revbench.backends.numba_backend import user_function
-    else:
-        from revbench.backends.python_backend import user_function
-    return user_function(rule)
 
 
 _MISSING = object()

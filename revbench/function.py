@@ -26,6 +26,7 @@ from typing import Any, overload
 import numpy as np
 
 from revbench import tiering
+from revbench.backends import targets
 from revbench.backends.python_backend import Deadline, with_deadline
 from revbench.backends.runtime import TABLES, CheckFailed, to_user_error
 from revbench.compiler import BACKENDS, Program, ProgramView, lookup_name
@@ -368,11 +369,7 @@ class ReversibleFunction(ProgramView):
         if wrt is not None and kind != "backward":
             raise ValueError("only the backward kernel takes wrt")
         run = self.compiled_kernel(kind, sig, lanes, self.inactive_for(wrt)).run
-        if self._program.backend == "numba":  # (what a user's own @njit code can call)
-            from revbench.backends.numba_backend import numba_callable
-
-            return numba_callable(run)
-        return run
+        return targets.target(self._program.backend).for_njit(run)
 
     def compiled_kernel(self, kind: str, signature: tuple[VarType, ...], lanes: int = 1,
                         inactive: frozenset[str] = frozenset(), backend: str | None = None,
@@ -551,21 +548,10 @@ def _lean(p: Program, direction: Direction) -> Direction:
 
 
 def _callable(compiled, backend: str):
-    """What runs ``compiled`` from Python: under the Numba backend, the native path
-    (:mod:`revbench.backends.native`), which compiles the generated code itself where it
-    can and hands everything else to Numba's dispatcher; else the compiled code itself."""
-    if backend == "numba":
-        if not _NATIVE_RUNNER:  # (imported once: a call pays no import statement)
-            from revbench.backends.native import engine
-
-            _NATIVE_RUNNER.append(engine.runner)
-        run = _NATIVE_RUNNER[0](compiled.run)
-        if run is not None:
-            return run
-    return compiled.run
-
-
-_NATIVE_RUNNER: list = []
+    """What runs ``compiled`` from Python: its target's runner (compiled code: the native
+    path, :mod:`revbench.backends.native`, which compiles the generated code itself where
+    it can and hands everything else to Numba's dispatcher)."""
+    return targets.target(backend).runner(compiled.run)
 
 
 def _restore(snapshots) -> None:

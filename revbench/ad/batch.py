@@ -44,7 +44,7 @@ from revbench.ad.sweep import (
     resolve_loss,
     tolerance_of,
 )
-from revbench.backends import cuda_arrays
+from revbench.backends import cuda_arrays, targets
 from revbench.backends.batch_steps import cotangent_names, each_block, seed_lanes
 from revbench.backends.loader import load_module
 from revbench.backends.runtime import Interrupted, interrupted
@@ -182,7 +182,7 @@ class _Batched:
         source = header + "import numpy as np\n\n" + source
         key = hashlib.sha256(source.encode()).hexdigest()[:32]
         backend = f._program.backend
-        mod = load_module(key, source, "nb" if backend == "numba" else "py",
+        mod = load_module(key, source, targets.target(backend).flavour,
                           {"_rb_fwd": fwd.run, "_rb_bwd": bwd.run,
                            "_rb_interrupted": interrupted, "_RbInterrupted": Interrupted})
         run = mod.driver

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from revbench.backends import loop_code
+from revbench.backends import loop_code, targets
 from revbench.backends.runtime import TABLES, CheckTable
 from revbench.lang.types import VarType
 from revbench.transforms.pipeline import BACKWARD, FORWARD
@@ -127,11 +127,8 @@ def _schedule_symbols(schedule: Any, backend: str) -> dict[str, object]:
         fns[loop_code.DISK_SYMBOL] = schedule.disk
         out[loop_code.DISK_STORE_SYMBOL] = schedule.disk_store
         out[loop_code.OBJMODE_SYMBOL] = numba.objmode
-    if backend == "numba":
-        from revbench.backends.numba_backend import helper
-
-        fns = {symbol: helper(fn) for symbol, fn in fns.items()}
-    out.update(fns)
+    target = targets.target(backend)
+    out.update({symbol: target.helper(fn) for symbol, fn in fns.items()})
     return out
 
 
@@ -144,17 +141,9 @@ def _compile(gen, injected: dict[str, object], backend: str, shape: LoopShape, d
         _BUILT.clear()
     TABLES[gen.module_key] = CheckTable(shape.step_name, shape.filename, direction, gen.checks,
                                         gen.linemap, {})
-    if backend == "numba":
-        from revbench.backends.native import engine
-        from revbench.backends.numba_backend import compile_numba
-
-        # (no bounds checks in the loop itself: its slots come from the schedule, and the
-        # steps it calls check their own indices; its checks of uncomputed states stay)
-        dispatcher = compile_numba(gen, injected, False)
-        run = engine.runner(dispatcher) or dispatcher
-    else:
-        from revbench.backends.python_backend import compile_python
-
-        run = compile_python(gen, injected)
+    target = targets.target(backend)
+    # (no bounds checks in the loop itself: its slots come from the schedule, and the
+    # steps it calls check their own indices; its checks of uncomputed states stay)
+    run = target.runner(target.compile(gen, injected, False))
     _BUILT[memo] = built = (run, gen)
     return built
