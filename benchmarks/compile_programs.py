@@ -188,3 +188,12 @@ def mlp_data(n: int = 32, d: int = 8, h: int = 16, seed: int = 0) -> tuple:
     rng = np.random.default_rng(seed)
     return (0.3 * rng.normal(size=(h, d)), 0.1 * rng.normal(size=h), 0.3 * rng.normal(size=h),
             0.1, rng.normal(size=(n, d)), rng.normal(size=n))
+
+
+@reversible
+def poly(y, x):            # the README's example, as it is written there
+    t = 0.0
+    t += x * x
+    y += 3.0 * t + x
+    t -= x * x
+    del t

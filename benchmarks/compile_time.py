@@ -9,7 +9,8 @@ Every measurement is one *fresh Python process* with an *empty* compile cache (i
 ``REVBENCH_CACHE_DIR`` and ``NUMBA_CACHE_DIR``), then a second process on the cache the
 first filled ("warm").  The programs are written as a user writes them from ``docs/``:
 ``natural_programs.gmm_objective`` (the GMM log-posterior, 40 lines with its callee) and
-``compile_programs`` (a hand-tracking-like model of ~150 lines with callees; a 12-line MLP),
+``compile_programs`` (a hand-tracking-like model of ~150 lines with callees; a 12-line MLP;
+the README's five-line example, whose warm first call is what a user feels most often),
 and ``natural_programs.ba_residual`` batched over 1,000 observations (``ba_batch``: the
 batched driver and the kernels it calls).
 
@@ -100,6 +101,15 @@ REVBENCH_CASES = {
         t = time.perf_counter(); J = jac(np.zeros((data[2].shape[0], 3)), *data)
         first = time.perf_counter() - t
         value = float(np.abs(J).sum())
+    """),
+    "readme": ("the README's five-line example: first forward, inverse and gradient", """
+        import revbench, compile_programs as C
+        t_import = time.perf_counter() - t0
+        t = time.perf_counter()
+        C.poly(0.0, 2.0)
+        (~C.poly)(14.0, 2.0)
+        value = revbench.grad(C.poly, loss="y")(0.0, 2.0)[1]
+        first = time.perf_counter() - t
     """),
     "gmm_edit": ("GMM in an IPython cell: one character edited, the cell run again", """
         import inspect, revbench, natural_programs as P

@@ -226,6 +226,9 @@ class _Inlined:
     resume: str = ""
     resumes: list[str] = field(default_factory=list)
     returns_value: bool = False
+    #: the number of values each ``return`` gives, for a call unpacked into a tuple of
+    #: targets (``s, on_disk = storage(n, knob)``); None for one value
+    width: int | None = None
 
 
 class FunctionLowering:
@@ -471,7 +474,15 @@ class FunctionLowering:
             if st.value is not None:
                 if self.ctx.generator:
                     raise Unsupported("a generator returning a value")
-                self.store_var(self.ctx.result, self.x(st.value))
+                width = self.ctx.width
+                if width is None:
+                    self.store_var(self.ctx.result, self.x(st.value))
+                elif isinstance(st.value, ast.Tuple) and len(st.value.elts) == width:
+                    values = [self.x(e) for e in st.value.elts]  # (all first: a swap)
+                    for k, v in enumerate(values):
+                        self.store_var(f"{self.ctx.result}{k}", v)
+                else:
+                    raise Unsupported("unpacking")
                 self.ctx.returns_value = True
             self.br(self.ctx.end)
             self.dead()
@@ -538,6 +549,12 @@ class FunctionLowering:
                 values = [self.x(e) for e in st.value.elts]
             elif self.is_kernel_call(st.value):
                 values = self.call_kernel(st.value)
+            elif (isinstance(st.value, ast.Call) and isinstance(st.value.func, ast.Name)
+                  and not st.value.keywords and st.value.func.id not in self.vars
+                  and self.python_callee(st.value.func.id) is not None):
+                # revbench's own function returning a tuple, inline
+                values = self.inline_call(self.python_callee(st.value.func.id),
+                                          st.value.args, width=len(target.elts))
             else:
                 raise Unsupported("tuple assignment")
             if len(values) != len(target.elts):
@@ -785,15 +802,21 @@ class FunctionLowering:
         self.ctx, self.loops = saved
         self.br(ctx.end)
 
-    def inline_call(self, fn: Callable, args: list[ast.expr]) -> Val:
-        """A call of a plain function: its body here, each ``return`` a jump to its end."""
+    def inline_call(self, fn: Callable, args: list[ast.expr], width: int | None = None):
+        """A call of a plain function: its body here, each ``return`` a jump to its end.
+        Its value; with ``width``, the list of the ``width`` values each of its returns
+        gives (a tuple unpacked into as many targets)."""
         p = self._prepare(fn, args)
         if p.generator:
             raise Unsupported(f"{fn.__qualname__}: a generator outside a for loop")
         ctx = _Inlined(self.label("ret"), f"{p.params[0] if p.params else '_rbi'}#result",
-                       generator=False)
+                       generator=False, width=width)
         self._inlined_body(fn, p, ctx)
         self.start(ctx.end)
+        if width is not None:
+            if not ctx.returns_value:
+                raise Unsupported("unpacking")
+            return [self.load_var(f"{ctx.result}{k}") for k in range(width)]
         if ctx.returns_value:
             return self.load_var(ctx.result)
         return const(BOOL, False)  # (None: a statement's value, unused)
