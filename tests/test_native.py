@@ -345,8 +345,31 @@ def test_arguments_it_does_not_take_go_to_numba(monkeypatch, counted):
 
 def test_lowering_names_what_it_refuses():
     k = lower.Kernel("def g(x):\n    print(x)\n    return (x,)\n", "g", 1, lambda s: None)
-    with pytest.raises(lower.Unsupported, match="print"):
-        lower.lower_module(k, (lower.F64,))
+    with pytest.raises(lower.Unsupported, match="print of an array"):
+        lower.lower_module(k, (lower.Arr(lower.F64, 1, True),))
+
+
+PRINTS = """
+def f(y, x, n, flag):
+    print("x is", x, "and n", n, flag, "é")
+    y += x
+"""
+
+
+def test_print_of_text_and_numbers_runs_natively_with_pythons_text(monkeypatch, counted,
+                                                                    capfd):
+    """``print`` in native code calls Python's own print with the values boxed: the same
+    text as the Python backend's, on the same stdout; nothing goes to Numba."""
+    outs = []
+    for backend in ("python", "numba"):
+        f = revbench.define(PRINTS, {}, backend=backend)["f"]
+        for args in ((0.0, 0.1, -(2**63), True), (0.0, -0.0, 7, False), (0.0, 1e300, 0, True)):
+            f(*args)
+        outs.append(capfd.readouterr().out)
+    assert outs[0] == outs[1] and outs[0].count("\n") == 3, outs
+    assert "x is 0.1 and n -9223372036854775808 True é" in outs[0]
+    stats, refused = counted()
+    assert stats["compiled"] + stats["loaded"] >= 1 and not refused, (stats, refused)
 
 
 CACHED_RUN = """

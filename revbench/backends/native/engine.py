@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import re
 import struct
 import threading
 from collections.abc import Callable
@@ -334,7 +335,7 @@ class NativeRunner:
                     text, returns, messages = lower.lower_module(self.src.kernel, types,
                                                                  _array_fields())
                     if not self.src.nogil and pycall.supported(types) and _fast_layout():
-                        text += pycall.fast_call(types, returns)
+                        text += _undeclared(pycall.fast_call(types, returns), text)
                     self._lowered[types] = (text, returns, messages)
                 except Unsupported as exc:
                     self._lowered[types] = None
@@ -368,6 +369,15 @@ class NativeRunner:
                         errors.append(f"{self.src.kernel.function_name}: {exc}")
                 self.compiled[types] = c
             return c
+
+
+def _undeclared(extra: str, text: str) -> str:
+    """``extra`` without the ``declare`` lines of functions ``text`` declares already (the
+    call wrapper and a kernel's ``print`` both call CPython's API)."""
+    declared = set(re.findall(r"^declare [^@\n]*@([\w.]+)\(", text, re.M))
+    return "".join(line for line in extra.splitlines(keepends=True)
+                   if not (line.startswith("declare ")
+                           and re.search(r"@([\w.]+)\(", line).group(1) in declared))
 
 
 class _Compiled:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import hashlib
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -459,7 +460,89 @@ class FunctionLowering:
         if self.is_kernel_call(st.value):  # (its results unused: arrays it updated)
             self.call_kernel(st.value)
             return
+        call = st.value
+        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+                and call.func.id == "print" and "print" not in self.vars and not call.keywords):
+            return self.do_print(call.args)
         self.x(st.value)
+
+    def do_print(self, args: list[ast.expr]) -> None:
+        """``print(...)`` of text and numbers: Python's own ``print`` called with the values
+        boxed as Python objects -- the same text, to the same ``sys.stdout`` (a notebook's
+        cell output too), as on the Python backend.  The interpreter lock is taken for it
+        (``PyGILState_Ensure``: a batched driver's workers run without it)."""
+        values = []
+        for a in args:
+            if isinstance(a, ast.Constant) and isinstance(a.value, str):
+                values.append(a.value)
+                continue
+            v = self.x(a)
+            if v.t not in (F64, I64, BOOL):
+                raise Unsupported("print of an array")
+            values.append(v)
+        for name, sig in (("PyGILState_Ensure", "i32 @PyGILState_Ensure()"),
+                          ("PyGILState_Release", "void @PyGILState_Release(i32)"),
+                          ("PyTuple_New", "ptr @PyTuple_New(i64)"),
+                          ("PyTuple_SetItem", "i32 @PyTuple_SetItem(ptr, i64, ptr)"),
+                          ("PyUnicode_FromStringAndSize", "ptr @PyUnicode_FromStringAndSize(ptr, i64)"),
+                          ("PyFloat_FromDouble", "ptr @PyFloat_FromDouble(double)"),
+                          ("PyLong_FromLongLong", "ptr @PyLong_FromLongLong(i64)"),
+                          ("PyBool_FromLong", "ptr @PyBool_FromLong(i64)"),
+                          ("PyImport_ImportModule", "ptr @PyImport_ImportModule(ptr)"),
+                          ("PyObject_GetAttrString", "ptr @PyObject_GetAttrString(ptr, ptr)"),
+                          ("PyObject_Call", "ptr @PyObject_Call(ptr, ptr, ptr)"),
+                          ("PyErr_Clear", "void @PyErr_Clear()"),
+                          ("Py_DecRef", "void @Py_DecRef(ptr)")):
+            self.mod.declare(name, f"declare {sig}")
+        for text in ("builtins", "print"):
+            self.string_constant(text)
+        gil, tup = self.tmp(), self.tmp()
+        self.emit(f"{gil} = call i32 @PyGILState_Ensure()")
+        self.emit(f"{tup} = call ptr @PyTuple_New(i64 {len(values)})")
+        for k, v in enumerate(values):
+            obj = self.tmp()
+            if isinstance(v, str):
+                data = v.encode()
+                g = self.string_constant(v)
+                self.emit(f"{obj} = call ptr @PyUnicode_FromStringAndSize(ptr {g}, i64 {len(data)})")
+            elif v.t == F64:
+                self.emit(f"{obj} = call ptr @PyFloat_FromDouble(double {v.ref})")
+            elif v.t == I64:
+                self.emit(f"{obj} = call ptr @PyLong_FromLongLong(i64 {v.ref})")
+            else:
+                w = self.tmp()
+                self.emit(f"{w} = zext i1 {v.ref} to i64")
+                self.emit(f"{obj} = call ptr @PyBool_FromLong(i64 {w})")
+            self.emit(f"call i32 @PyTuple_SetItem(ptr {tup}, i64 {k}, ptr {obj})")  # (steals)
+        mod, fn, res, failed = self.tmp(), self.tmp(), self.tmp(), self.tmp()
+        self.emit(f"{mod} = call ptr @PyImport_ImportModule(ptr {self.string_constant('builtins')})")
+        self.emit(f"{fn} = call ptr @PyObject_GetAttrString(ptr {mod}, "
+                  f"ptr {self.string_constant('print')})")
+        self.emit(f"{res} = call ptr @PyObject_Call(ptr {fn}, ptr {tup}, ptr null)")
+        self.emit(f"call void @Py_DecRef(ptr {tup})")
+        self.emit(f"call void @Py_DecRef(ptr {fn})")
+        self.emit(f"call void @Py_DecRef(ptr {mod})")
+        self.emit(f"{failed} = icmp eq ptr {res}, null")
+        ok, bad, done = self.label("printed"), self.label("unprinted"), self.label("print_end")
+        self.emit(f"br i1 {failed}, label %{bad}, label %{ok}")
+        self.start(ok)
+        self.emit(f"call void @Py_DecRef(ptr {res})")
+        self.emit(f"call void @PyGILState_Release(i32 {gil})")
+        self.br(done)
+        self.start(bad)
+        self.emit("call void @PyErr_Clear()")
+        self.emit(f"call void @PyGILState_Release(i32 {gil})")
+        self.fail("value", self.mod.message("print() failed: sys.stdout could not be written"))
+        self.start(done)
+
+    def string_constant(self, text: str) -> str:
+        """The address of ``text``, NUL-terminated UTF-8, a constant of the module."""
+        data = text.encode() + b"\0"
+        name = f"@rb_str_{hashlib.sha256(data).hexdigest()[:16]}"
+        body = "".join(chr(b) if 32 <= b < 127 and b not in (34, 92) else f"\\{b:02X}"
+                       for b in data)
+        self.mod.declare(name, f'{name} = private unnamed_addr constant [{len(data)} x i8] c"{body}"')
+        return name
 
     def s_Break(self, st: ast.Break) -> None:
         self.br(self.loops[-1][1])
@@ -566,7 +649,21 @@ class FunctionLowering:
             # r = kernel(...): a tuple; r[k] reads its parts (one variable each)
             self.store_tuple(target.id, self.call_kernel(st.value))
             return
-        self.assign(target, self.x(st.value))
+        value = st.value
+        if (isinstance(target, ast.Subscript) and isinstance(value, ast.UnaryOp)
+                and isinstance(value.op, ast.USub)):
+            # ``view[...] = -a``: each element negated as it is stored (a loop's seed of
+            # the adjoint of its inverse); a number's negation is the usual one
+            operand = self.x(value.operand)  # (the value first, then the target: as always)
+            if isinstance(operand.t, Arr):
+                view = self.subarray(target)
+                if view is None:
+                    raise Unsupported("an array where a number is expected")
+                self.store_into(view, operand, negate=True)
+                return
+            self.assign(target, self.negate(operand))
+            return
+        self.assign(target, self.x(value))
 
     def store_tuple(self, name: str, values: list[Val]) -> None:
         parts = tuple(f"{name}#{len(self.vars)}#{k}" for k in range(len(values)))
@@ -606,12 +703,16 @@ class FunctionLowering:
             return self.view(base, idx)
         return None
 
-    def store_into(self, view: Val, v: Val, op: ast.operator | None = None) -> None:
-        """``view[...] = v`` (or ``op=``): an array of the same shape, or one number."""
+    def store_into(self, view: Val, v: Val, op: ast.operator | None = None,
+                   negate: bool = False) -> None:
+        """``view[...] = v`` (or ``op=``; ``-v`` with ``negate``): an array of the same
+        shape, or one number."""
         t = view.t
         if isinstance(v.t, Arr):
             def body(dst: str, src: str | None) -> None:
                 value = self.from_mem(v.t, src)
+                if negate:
+                    value = self.negate(value)
                 if op is not None:
                     value = self.binop(op, self.from_mem(t, dst), value)
                 self.emit(f"store {t.mem} {self.to_mem(self.convert(value, t.dtype), t)}, "
@@ -1111,15 +1212,19 @@ class FunctionLowering:
         if isinstance(e.op, ast.UAdd):
             return self.convert(v, I64) if v.t == BOOL else v
         if isinstance(e.op, ast.USub):
-            if v.t == F64:
-                r = self.tmp()
-                self.emit(f"{r} = fneg double {v.ref}")
-                return Val(F64, r)
-            v = self.convert(v, I64)
-            r = self.tmp()
-            self.emit(f"{r} = sub i64 0, {v.ref}")
-            return Val(I64, r)
+            return self.negate(v)
         raise Unsupported("unary ~")
+
+    def negate(self, v: Val) -> Val:
+        """``-v`` of a number (the generated source wraps checked negations in helpers)."""
+        if v.t == F64:
+            r = self.tmp()
+            self.emit(f"{r} = fneg double {v.ref}")
+            return Val(F64, r)
+        v = self.convert(v, I64)
+        r = self.tmp()
+        self.emit(f"{r} = sub i64 0, {v.ref}")
+        return Val(I64, r)
 
     def x_BinOp(self, e: ast.BinOp) -> Val:
         if isinstance(e.op, ast.Pow) and isinstance(e.right, ast.Constant) \
