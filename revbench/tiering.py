@@ -232,11 +232,11 @@ class Tiered:
     def choose(self, call_args: list) -> tuple[Any, Job | None]:
         """The code to run ``call_args`` now, and the background job whose end should
         stop it (None: it is the compiled code)."""
-        from numba import typeof
-
         dispatcher = self.compiled.run
         job = self._native_job(dispatcher, call_args)
-        if job is None:
+        if job is None:  # (Numba's typing only where Numba runs the call)
+            from numba import typeof
+
             signature = tuple(typeof(a) for a in call_args)
             if signature in dispatcher.overloads:
                 return self.compiled, None
