@@ -55,7 +55,6 @@ USER_PYTHON = re.compile(r"call of _rb_(user_|external|adjoint)")
 KNOWN_GAPS = re.compile(
     r"constant complex|complex128|\bcomplex\b"   # complex numbers
     r"|^With$"                                      # a disk store mapped in object mode
-    r"|the name _advance"                           # Multistage: checkpoint_schedules' n_advance
     r"|^shape index$"                               # x.shape[k] beyond x's rank (an error path)
 )
 

@@ -44,7 +44,7 @@ FWD, INV, REV, COPY, SEED, ASK, STORE, LOAD = 0, 1, 2, 3, 4, 5, 6, 7
 #: (:func:`revbench.backends.numba_backend.helper`)
 NUMBA_CALLS = ("extra_steps", "_cost", "best_split", "bennett_bound", "new_pool", "take", "give",
                "revolve_segment", "online_actions", "multistage_weights", "multistage_storage",
-               "_advance", "revolve_slots", "two_level_slots", "multistage_slots")
+               "_advance", "_on_disk", "revolve_slots", "two_level_slots", "multistage_slots")
 
 
 # --------------------------------------------------------------------------- #
@@ -536,11 +536,20 @@ def multistage_storage(n, knob):
     return s, on_disk
 
 
+def _on_disk(on_disk, s):
+    """How many of the first ``s`` positions are on disk (a loop: what the native code
+    generator lowers inline, as it does the rest of this module)."""
+    count = 0
+    for p in range(s):
+        count += on_disk[p]
+    return count
+
+
 def multistage_slots(n, knob):
     """RAM slots: the RAM snapshots, the two states being advanced, and one more for
     ``s[0]``'s slot while it is free (numbering)."""
     s, on_disk = multistage_storage(n, knob)
-    return s - int(on_disk[:s].sum()) + 3
+    return s - _on_disk(on_disk, s) + 3
 
 
 def multistage_peak(n, knob):
@@ -550,7 +559,7 @@ def multistage_peak(n, knob):
 def multistage_disk(n, knob):
     """States on the second level: the positions of the stack on disk."""
     s, on_disk = multistage_storage(n, knob)
-    return int(on_disk[:s].sum())
+    return _on_disk(on_disk, s)
 
 
 def multistage_actions(n, knob):
@@ -562,7 +571,7 @@ def multistage_actions(n, knob):
     if n == 0:
         return
     s, on_disk = multistage_storage(n, knob)
-    nram = s - int(on_disk[:s].sum())
+    nram = s - _on_disk(on_disk, s)
     pool = new_pool(nram + 3)
     for j in range(nram + 2, 0, -1):
         give(pool, j)

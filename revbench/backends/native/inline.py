@@ -30,9 +30,15 @@ import numpy as np
 
 #: the modules whose functions generated code may have lowered inline
 INLINED_MODULES = ("revbench.checkpoint.actions", "revbench.rules.special")
+#: functions of the libraries revbench builds on that its own inlined code calls, by module
+#: and name: checkpoint_schedules' ``n_advance`` (how far Multistage's binomial schedule
+#: advances), integer arithmetic and a keyword-only choice of trajectory that
+#: :func:`prepared` specialises away
+INLINED_FUNCTIONS = {("checkpoint_schedules.multistage", "n_advance")}
 
 #: names the lowering knows by themselves (builtins and the NumPy module)
-_KNOWN = {"range", "len", "min", "max", "abs", "int", "float", "bool", "np", "math"}
+_KNOWN = {"range", "len", "min", "max", "abs", "int", "float", "bool", "np", "math",
+          "ValueError"}
 
 _counter = itertools.count()
 
@@ -46,7 +52,8 @@ def python_function(obj: object) -> Callable | None:
     ``__wrapped__``, or ``obj``)
     when it is one of :data:`INLINED_MODULES`' functions, else None."""
     fn = getattr(obj, "py_func", None) or getattr(obj, "__wrapped__", obj)
-    if inspect.isfunction(fn) and fn.__module__ in INLINED_MODULES:
+    if inspect.isfunction(fn) and (fn.__module__ in INLINED_MODULES
+                                   or (fn.__module__, fn.__name__) in INLINED_FUNCTIONS):
         return fn
     return None
 
@@ -93,8 +100,9 @@ def prepared(fn: Callable) -> Prepared:
     """A fresh copy of ``fn``'s body to lower inline (see the module's docstring)."""
     tree, local, generator = _parsed(fn.__code__, fn)
     a = tree.args
-    if a.vararg or a.kwarg or a.kwonlyargs or a.defaults or a.posonlyargs:
+    if a.vararg or a.kwarg or a.defaults or a.posonlyargs:
         raise NotInlinable(f"{fn.__qualname__}: parameters")
+    fixed = _constant_keywords(fn, a)
     prefix = f"_rbi{next(_counter)}_"
     calls: dict[str, Callable] = {}
     glob = fn.__globals__
@@ -118,11 +126,68 @@ def prepared(fn: Callable) -> Prepared:
             calls[symbol] = callee
             return ast.copy_location(ast.Name(symbol, node.ctx), node)
 
-    body = [Rename().visit(s) for s in _copy(tree).body]
+    body = [Rename().visit(s) for s in _folded(_copy(tree).body, fixed)]
     if (body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
             and isinstance(body[0].value.value, str)):
         body = body[1:]  # (the docstring)
     return Prepared([prefix + p.arg for p in a.args], body, calls, generator)
+
+
+def _constant_keywords(fn: Callable, a: ast.arguments) -> dict[str, object]:
+    """The keyword-only parameters of ``fn``, each bound to its default (a constant): a
+    call from generated code never passes them.  Each is then a constant of the copy,
+    and the branches it decides are folded away (:func:`_folded`)."""
+    if not a.kwonlyargs:
+        return {}
+    defaults = fn.__kwdefaults__ or {}
+    if fn.__defaults__ and fn.__code__.co_argcount > len(a.args):
+        # (a copy that takes them by position too: actions._positional)
+        names = fn.__code__.co_varnames[len(a.args):fn.__code__.co_argcount]
+        defaults = {**dict(zip(names, fn.__defaults__[-len(names):])), **defaults}
+    fixed = {}
+    for arg in a.kwonlyargs:
+        value = defaults.get(arg.arg, inspect.Parameter.empty)
+        if not isinstance(value, (bool, int, float, str)):
+            raise NotInlinable(f"{fn.__qualname__}: parameters")
+        fixed[arg.arg] = value
+    return fixed
+
+
+def _folded(body: list[ast.stmt], fixed: dict[str, object]) -> list[ast.stmt]:
+    """``body`` with the names of ``fixed`` replaced by their constants, comparisons of
+    constants worked out, and each ``if`` on a constant condition replaced by the branch
+    taken (before any name is looked up: a branch not taken may name what cannot be
+    inlined, a ``print`` of a bad argument)."""
+    if not fixed:
+        return body
+
+    class Fold(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.expr:
+            if node.id in fixed and isinstance(node.ctx, ast.Load):
+                return ast.copy_location(ast.Constant(fixed[node.id]), node)
+            return node
+
+        def visit_Compare(self, node: ast.Compare) -> ast.expr:
+            self.generic_visit(node)
+            ops = {ast.Eq: lambda x, y: x == y, ast.NotEq: lambda x, y: x != y}
+            if (len(node.ops) == 1 and type(node.ops[0]) in ops
+                    and isinstance(node.left, ast.Constant)
+                    and isinstance(node.comparators[0], ast.Constant)):
+                value = ops[type(node.ops[0])](node.left.value, node.comparators[0].value)
+                return ast.copy_location(ast.Constant(bool(value)), node)
+            return node
+
+        def visit_If(self, node: ast.If):
+            self.generic_visit(node)
+            if isinstance(node.test, ast.Constant):
+                return (node.body if node.test.value else node.orelse) or [ast.Pass()]
+            return node
+
+    out = []
+    for st in body:
+        new = Fold().visit(st)
+        out += new if isinstance(new, list) else [new]
+    return out
 
 
 def _copy(tree: ast.FunctionDef) -> ast.FunctionDef:

@@ -982,6 +982,11 @@ class FunctionLowering:
             raise Unsupported("raise")
         if exc.func.id == "_RbInterrupted":
             self.fail("interrupt")
+        elif (exc.func.id == "ValueError" and "ValueError" not in self.vars and not exc.keywords
+              and len(exc.args) == 1 and isinstance(exc.args[0], ast.Constant)
+              and isinstance(exc.args[0].value, str)):
+            # (a library function inlined: checkpoint_schedules' n_advance)
+            self.fail("value", self.mod.message(exc.args[0].value))
         elif exc.func.id == "_RbCheckFailed":
             args = [self.x(a) for a in exc.args]
             if len(args) < 2 or any(not isinstance(a.t, str) for a in args):
@@ -1628,6 +1633,10 @@ class FunctionLowering:
     def numpy_call(self, owner: str, name: str, e: ast.Call) -> Val:
         if name in ("empty", "zeros"):
             return self.allocate(e, zero=name == "zeros")
+        if name == "ones":  # (revbench's own code: Multistage's storage)
+            ones = self.allocate(e, zero=False)
+            self.store_into(ones, const(I64, 1))
+            return ones
         if name in ("empty_like", "zeros_like") and len(e.args) == 1 and not e.keywords:
             like = self.x(e.args[0])
             if not isinstance(like.t, Arr):
