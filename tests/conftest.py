@@ -54,7 +54,6 @@ USER_PYTHON = re.compile(r"call of _rb_(user_|external|adjoint)")
 #: in docs/architecture.md ("The native code generator"); any other refusal fails the test
 KNOWN_GAPS = re.compile(
     r"constant complex|complex128|\bcomplex\b"   # complex numbers
-    r"|^With$"                                      # a disk store mapped in object mode
     r"|^shape index$"                               # x.shape[k] beyond x's rank (an error path)
 )
 

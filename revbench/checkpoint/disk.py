@@ -112,6 +112,13 @@ def mapped(n: int, like: np.ndarray, directory: str | None, label: str) -> np.nd
     return array
 
 
+def mapped_shaped(n: int, shape: tuple[int, ...], dtype: str, directory: str | None,
+                  label: str) -> np.ndarray:
+    """:func:`mapped` for states of ``shape`` and ``dtype``: what native code calls (it
+    passes numbers and text, not an array object)."""
+    return mapped(n, np.empty(shape, dtype), directory, label)
+
+
 def _fewer_disk_states(label: str) -> str:
     """How a strategy keeps fewer states on disk, in its own knob's words."""
     name = label.split("(")[0]

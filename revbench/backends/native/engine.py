@@ -409,7 +409,7 @@ class _Compiled:
         # what comes back: the arguments (0: an array, 1: a float, 2: an int, 3: a bool),
         # or one int ("value")
         self.out = None if returns == "value" else tuple(
-            (j, 0 if isinstance(types[j], Arr) else 1 if types[j] == F64 else
+            (j, 0 if isinstance(types[j], (Arr, lower.ShapeT)) else 1 if types[j] == F64 else
              2 if types[j] == I64 else 3) for j in returns)
         self._pool: list[tuple] = []
 
@@ -466,6 +466,10 @@ class _Compiled:
         if status == S["index"]:
             return IndexError("index is out of bounds")
         message = self.messages[int(err[1])] if 0 <= err[1] < len(self.messages) else ""
+        if status == S["python"]:  # Python code the kernel called raised: that exception
+            exc = ctypes.cast(int(err[1]), ctypes.py_object).value
+            ctypes.pythonapi.Py_DecRef(ctypes.py_object(exc))  # (the kernel's reference)
+            return exc
         if status == S["raise"]:
             return lower.EXCEPTIONS[message](*values)
         if status == S["zerodiv"]:

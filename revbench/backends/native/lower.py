@@ -35,7 +35,7 @@ class Unsupported(Exception):
 
 #: failure statuses a kernel returns (0: success); ``err[0]`` repeats it
 STATUS = {"check": 1, "interrupt": 2, "index": 3, "zerodiv": 4, "assert": 5, "value": 6,
-          "raise": 7}
+          "raise": 7, "python": 8}
 #: revbench's own exception classes generated code raises with numbers, by the name the
 #: ``raise`` status carries in the message table: the engine raises the same
 EXCEPTIONS: dict[str, type] = {}
@@ -181,6 +181,9 @@ class ModuleBuilder:
     declared: dict[str, str] = field(default_factory=dict)
     lowered: dict[tuple, tuple[str, tuple]] = field(default_factory=dict)  # -> (name, returns)
     messages: list[str] = field(default_factory=list)  # assert / error messages by number
+    #: where a NumPy array object keeps its data, shape and strides (``ARRAY_FIELDS``,
+    #: checked by the engine): what an array Python code returns is read from
+    fields: tuple[int, int, int] | None = None
     _n: int = 0
 
     def declare(self, name: str, text: str) -> None:
@@ -243,6 +246,9 @@ class FunctionLowering:
         self.arg_types = types
         self.lines: list[str] = []
         self.allocas: list[str] = []
+        #: slots of Python objects the function holds (a disk store's array), released on
+        #: every return
+        self.held: list[str] = []
         self.vars: dict[str, tuple[Type, tuple[str, ...]]] = {}
         self._n = 0
         self.check = k.check
@@ -432,8 +438,10 @@ class FunctionLowering:
                 "  %arena = alloca ptr", "  store ptr null, ptr %arena",
                 "  %status = alloca i32", *self.allocas, *("  " + c for c in entry_code),
                 "  br label %body"]
-        tail = ["exit:", "  call void @rb_free_all(ptr %arena)", "  %st = load i32, ptr %status",
-                "  ret i32 %st", "}"]
+        release = [f"  %held{j} = load ptr, ptr {slot}\n  call void @rb_release(ptr %held{j})"
+                   for j, slot in enumerate(self.held)]
+        tail = ["exit:", *release, "  call void @rb_free_all(ptr %arena)",
+                "  %st = load i32, ptr %status", "  ret i32 %st", "}"]
         return "\n".join(head + self.lines + tail), returns
 
     def block(self, body: list[ast.stmt]) -> None:
@@ -480,22 +488,7 @@ class FunctionLowering:
             if v.t not in (F64, I64, BOOL):
                 raise Unsupported("print of an array")
             values.append(v)
-        for name, sig in (("PyGILState_Ensure", "i32 @PyGILState_Ensure()"),
-                          ("PyGILState_Release", "void @PyGILState_Release(i32)"),
-                          ("PyTuple_New", "ptr @PyTuple_New(i64)"),
-                          ("PyTuple_SetItem", "i32 @PyTuple_SetItem(ptr, i64, ptr)"),
-                          ("PyUnicode_FromStringAndSize", "ptr @PyUnicode_FromStringAndSize(ptr, i64)"),
-                          ("PyFloat_FromDouble", "ptr @PyFloat_FromDouble(double)"),
-                          ("PyLong_FromLongLong", "ptr @PyLong_FromLongLong(i64)"),
-                          ("PyBool_FromLong", "ptr @PyBool_FromLong(i64)"),
-                          ("PyImport_ImportModule", "ptr @PyImport_ImportModule(ptr)"),
-                          ("PyObject_GetAttrString", "ptr @PyObject_GetAttrString(ptr, ptr)"),
-                          ("PyObject_Call", "ptr @PyObject_Call(ptr, ptr, ptr)"),
-                          ("PyErr_Clear", "void @PyErr_Clear()"),
-                          ("Py_DecRef", "void @Py_DecRef(ptr)")):
-            self.mod.declare(name, f"declare {sig}")
-        for text in ("builtins", "print"):
-            self.string_constant(text)
+        self.python_api()
         gil, tup = self.tmp(), self.tmp()
         self.emit(f"{gil} = call i32 @PyGILState_Ensure()")
         self.emit(f"{tup} = call ptr @PyTuple_New(i64 {len(values)})")
@@ -544,6 +537,138 @@ class FunctionLowering:
         self.mod.declare(name, f'{name} = private unnamed_addr constant [{len(data)} x i8] c"{body}"')
         return name
 
+    def s_With(self, st: ast.With) -> None:
+        """The one ``with`` generated code holds: a checkpointed loop's second-level store,
+        ``with _rb_objmode(d=...): d = _rb_disk_store(n, like, directory, label)`` (Numba's
+        object mode).  Here each store is made by a call of Python --
+        :func:`revbench.checkpoint.disk.mapped_shaped`, the interpreter lock taken -- and
+        read as an array; the kernel holds the array object until it returns (the mapping
+        is all that keeps the file's blocks).  A Python exception it raises is the
+        kernel's failure, raised as it is."""
+        if (len(st.items) != 1 or not isinstance(st.items[0].context_expr, ast.Call)
+                or not isinstance(st.items[0].context_expr.func, ast.Name)
+                or st.items[0].context_expr.func.id != "_rb_objmode"):
+            raise Unsupported("With")
+        for a in st.body:
+            call = a.value if isinstance(a, ast.Assign) else None
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+                    and call.func.id == "_rb_disk_store" and len(call.args) == 4
+                    and len(a.targets) == 1 and isinstance(a.targets[0], ast.Name)
+                    and all(isinstance(c, ast.Constant) for c in call.args[2:])):
+                raise Unsupported("With")
+            n, like = self.x(call.args[0]), self.x(call.args[1])
+            if not isinstance(like.t, Arr) or self.mod.fields is None:
+                raise Unsupported("With")
+            self.store_var(a.targets[0].id, self.disk_store(
+                self.convert(n, I64), like, call.args[2].value, call.args[3].value))
+
+    def python_api(self) -> None:
+        """Declare the CPython functions kernels call (``print``, a disk store)."""
+        for name, sig in (("PyGILState_Ensure", "i32 @PyGILState_Ensure()"),
+                          ("PyGILState_Release", "void @PyGILState_Release(i32)"),
+                          ("PyTuple_New", "ptr @PyTuple_New(i64)"),
+                          ("PyTuple_SetItem", "i32 @PyTuple_SetItem(ptr, i64, ptr)"),
+                          ("PyUnicode_FromStringAndSize",
+                           "ptr @PyUnicode_FromStringAndSize(ptr, i64)"),
+                          ("PyFloat_FromDouble", "ptr @PyFloat_FromDouble(double)"),
+                          ("PyLong_FromLongLong", "ptr @PyLong_FromLongLong(i64)"),
+                          ("PyBool_FromLong", "ptr @PyBool_FromLong(i64)"),
+                          ("PyImport_ImportModule", "ptr @PyImport_ImportModule(ptr)"),
+                          ("PyObject_GetAttrString", "ptr @PyObject_GetAttrString(ptr, ptr)"),
+                          ("PyObject_Call", "ptr @PyObject_Call(ptr, ptr, ptr)"),
+                          ("PyErr_Clear", "void @PyErr_Clear()"),
+                          ("PyErr_Fetch", "void @PyErr_Fetch(ptr, ptr, ptr)"),
+                          ("PyErr_NormalizeException",
+                           "void @PyErr_NormalizeException(ptr, ptr, ptr)"),
+                          ("Py_IncRef", "void @Py_IncRef(ptr)"),
+                          ("Py_DecRef", "void @Py_DecRef(ptr)")):
+            self.mod.declare(name, f"declare {sig}")
+
+    def py_string(self, text: str) -> str:
+        """A new Python ``str`` of ``text`` (the GIL held)."""
+        r = self.tmp()
+        self.emit(f"{r} = call ptr @PyUnicode_FromStringAndSize(ptr {self.string_constant(text)}, "
+                  f"i64 {len(text.encode())})")
+        return r
+
+    def py_call(self, module: str, function: str, items: list[str]) -> str:
+        """``module.function(*items)`` (new references, stolen): its result, or null with
+        Python's error set (the GIL held)."""
+        tup, mod, fn, res = self.tmp(), self.tmp(), self.tmp(), self.tmp()
+        self.emit(f"{tup} = call ptr @PyTuple_New(i64 {len(items)})")
+        for k, obj in enumerate(items):
+            self.emit(f"call i32 @PyTuple_SetItem(ptr {tup}, i64 {k}, ptr {obj})")
+        self.emit(f"{mod} = call ptr @PyImport_ImportModule(ptr {self.string_constant(module)})")
+        self.emit(f"{fn} = call ptr @PyObject_GetAttrString(ptr {mod}, "
+                  f"ptr {self.string_constant(function)})")
+        self.emit(f"{res} = call ptr @PyObject_Call(ptr {fn}, ptr {tup}, ptr null)")
+        for obj in (tup, fn, mod):
+            self.emit(f"call void @Py_DecRef(ptr {obj})")
+        return res
+
+    def disk_store(self, n: Val, like: Val, directory: str | None, label: str) -> Val:
+        self.python_api()
+        self.mod.declare("rb_release", runtime_ir.RELEASE)
+        gil = self.tmp()
+        self.emit(f"{gil} = call i32 @PyGILState_Ensure()")
+        shape = self.tmp()
+        self.emit(f"{shape} = call ptr @PyTuple_New(i64 {like.t.ndim})")
+        for j, d in enumerate(like.dims):
+            dim = self.tmp()
+            self.emit(f"{dim} = call ptr @PyLong_FromLongLong(i64 {d})")
+            self.emit(f"call i32 @PyTuple_SetItem(ptr {shape}, i64 {j}, ptr {dim})")
+        count = self.tmp()
+        self.emit(f"{count} = call ptr @PyLong_FromLongLong(i64 {n.ref})")
+        dtype = {F64: "float64", I64: "int64", BOOL: "bool"}[like.t.dtype]
+        where = self.py_string(directory) if directory is not None else None
+        if where is None:  # (None: the schedule's default folder)
+            where = self.tmp()
+            self.mod.declare("Py_BuildValue", "declare ptr @Py_BuildValue(ptr, ...)")
+            self.emit(f"{where} = call ptr (ptr, ...) @Py_BuildValue(ptr "
+                      f"{self.string_constant('')})")  # (a new reference to None)
+        res = self.py_call("revbench.checkpoint.disk", "mapped_shaped",
+                           [count, shape, self.py_string(dtype), where, self.py_string(label)])
+        failed = self.tmp()
+        self.emit(f"{failed} = icmp eq ptr {res}, null")
+        bad, ok = self.label("unmapped"), self.label("mapped")
+        self.emit(f"br i1 {failed}, label %{bad}, label %{ok}")
+        self.start(bad)
+        kind, value, tb = self.slot("ptr", "etype"), self.slot("ptr", "evalue"), self.slot("ptr", "etb")
+        self.emit(f"call void @PyErr_Fetch(ptr {kind}, ptr {value}, ptr {tb})")
+        self.emit(f"call void @PyErr_NormalizeException(ptr {kind}, ptr {value}, ptr {tb})")
+        exc = self.tmp()
+        self.emit(f"{exc} = load ptr, ptr {value}")
+        for slot in (kind, tb):
+            other = self.tmp()
+            self.emit(f"{other} = load ptr, ptr {slot}")
+            self.emit(f"call void @rb_release_held(ptr {other})")
+        self.emit(f"call void @PyGILState_Release(i32 {gil})")
+        address = self.tmp()
+        self.emit(f"{address} = ptrtoint ptr {exc} to i64")
+        self.fail("python", module=Val(I64, address))  # (the exception object, owned)
+        self.start(ok)
+        held = self.slot("ptr", "held")
+        self.allocas.append(f"  store ptr null, ptr {held}")
+        self.held.append(held)
+        self.emit(f"store ptr {res}, ptr {held}")
+        self.emit(f"call void @PyGILState_Release(i32 {gil})")
+        data, dims, strides = self.mod.fields
+        t = Arr(like.t.dtype, like.t.ndim + 1, True)
+        loaded = []
+        for offset in (data, dims, strides):
+            p, v = self.tmp(), self.tmp()
+            self.emit(f"{p} = getelementptr i8, ptr {res}, i64 {offset}")
+            self.emit(f"{v} = load ptr, ptr {p}")
+            loaded.append(v)
+        parts: dict[str, list[str]] = {"dims": [], "strides": []}
+        for what, base in (("dims", loaded[1]), ("strides", loaded[2])):
+            for j in range(t.ndim):
+                p, v = self.tmp(), self.tmp()
+                self.emit(f"{p} = getelementptr i64, ptr {base}, i64 {j}")
+                self.emit(f"{v} = load i64, ptr {p}")
+                parts[what].append(v)
+        return Val(t, ptr=loaded[0], dims=tuple(parts["dims"]), strides=tuple(parts["strides"]))
+
     def s_Break(self, st: ast.Break) -> None:
         self.br(self.loops[-1][1])
         self.dead()
@@ -581,9 +706,7 @@ class FunctionLowering:
             raise Unsupported("two different returns")
         self.returns = tuple(returns)
         for p, t in zip(self.params, self.arg_types):
-            if isinstance(t, ShapeT):
-                if self.params.index(p) in returns:
-                    raise Unsupported("returns a tuple")
+            if isinstance(t, ShapeT):  # (a knob: never rebound, given back as it came)
                 continue
             if isinstance(t, Arr):
                 # an array parameter rebound to another array cannot be returned in place
@@ -2076,7 +2199,7 @@ def lower_module(k: Kernel, types: tuple[Type, ...],
                  fields: tuple[int, int, int] = ARRAY_FIELDS) -> tuple[str, tuple, list[str]]:
     """LLVM IR for ``k`` called with ``types``: the module's text, the returned parameter
     indices, and the module's message table."""
-    mod = ModuleBuilder()
+    mod = ModuleBuilder(fields=fields)
     name, returns = mod.kernel(k, types)
     text = mod.text() + entry_point(mod, name, types, fields) + "\n" + _METADATA
     return text, returns, mod.messages

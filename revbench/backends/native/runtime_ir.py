@@ -247,3 +247,30 @@ dzero:
   %r2 = fdiv double %t, %y
   ret double %r2
 }"""
+
+#: a Python object a kernel held (a disk store's array) let go on its return, the
+#: interpreter lock taken for it (``rb_release``), or already held (``rb_release_held``)
+RELEASE = """
+define internal void @rb_release(ptr %obj) {
+entry:
+  %none = icmp eq ptr %obj, null
+  br i1 %none, label %done, label %drop
+drop:
+  %gil = call i32 @PyGILState_Ensure()
+  call void @Py_DecRef(ptr %obj)
+  call void @PyGILState_Release(i32 %gil)
+  br label %done
+done:
+  ret void
+}
+
+define internal void @rb_release_held(ptr %obj) {
+entry:
+  %none = icmp eq ptr %obj, null
+  br i1 %none, label %done, label %drop
+drop:
+  call void @Py_DecRef(ptr %obj)
+  br label %done
+done:
+  ret void
+}"""
