@@ -62,43 +62,35 @@ COMMON = dict(deadline=None, derandomize=True,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
+#: per type of expression: its leaves (``{k}``: an index), how often the loop's counter is
+#: a leaf, its binary operators, the exponents of its powers, its functions of one and of
+#: two operands
+GRAMMAR = {
+    "int": (["a", "b", *INT_LITERALS, "N[{k}]", "np.sum(N)", "np.max(N)", "len(N)"], 3,
+            INT_BINARY, ("0", "1", "2", "3"), ("-{}", "abs({})"), ("max({}, {})", "min({}, {})")),
+    "float": (["u", "v", "a", *FLOAT_LITERALS, "W[{k}]", "np.sum(W)", "np.max(W)",
+               "np.dot(W, W)", "np.sum(np.exp(W))"], 1,
+              FLOAT_BINARY, ("2", "3", "-1", "-3", "0", "a", "b"), FLOAT_UNARY, FLOAT_PAIR),
+}
+
+
 @st.composite
-def int_expr(draw, depth: int, loop_var: str | None = None):
-    leaves = ["a", "b", *INT_LITERALS, "N[{k}]", "np.sum(N)", "np.max(N)", "len(N)"] + (
-        [loop_var] * 3 if loop_var else [])
+def expression(draw, dtype: str, depth: int, loop_var: str | None = None):
+    """An expression of ``dtype`` (:data:`GRAMMAR`), nested ``depth`` deep at most."""
+    leaves, counter_weight, binary, powers, unary, pairs = GRAMMAR[dtype]
     kind = draw(st.integers(0, 5)) if depth > 0 else 0
     if kind == 0:
-        return draw(st.sampled_from(leaves)).format(k=draw(index(loop_var)))
-    sub = int_expr(depth - 1, loop_var)
+        leaf = draw(st.sampled_from(leaves + [loop_var] * counter_weight if loop_var else leaves))
+        return leaf.format(k=draw(index(loop_var)))
+    sub = expression(dtype, depth - 1, loop_var)
     if kind == 1:
-        op = draw(st.sampled_from(INT_BINARY))
-        return f"({draw(sub)} {op} {draw(sub)})"
-    if kind == 2:
-        return f"({draw(sub)} ** {draw(st.integers(0, 3))})"
+        return f"({draw(sub)} {draw(st.sampled_from(binary))} {draw(sub)})"
+    if kind == 2:  # a constant power, or (floats) the int argument
+        return f"({draw(sub)} ** {draw(st.sampled_from(powers))})"
     if kind == 3:
-        return draw(st.sampled_from(("-{}", "abs({})"))).format(draw(sub))
+        return draw(st.sampled_from(unary)).format(draw(sub))
     if kind == 4:
-        return f"{draw(st.sampled_from(('max', 'min')))}({draw(sub)}, {draw(sub)})"
-    return f"({draw(sub)} if {draw(condition())} else {draw(sub)})"
-
-
-@st.composite
-def float_expr(draw, depth: int, loop_var: str | None = None):
-    leaves = ["u", "v", "a", *FLOAT_LITERALS, "W[{k}]", "np.sum(W)", "np.max(W)",
-              "np.dot(W, W)", "np.sum(np.exp(W))"] + ([loop_var] if loop_var else [])
-    kind = draw(st.integers(0, 5)) if depth > 0 else 0
-    if kind == 0:
-        return draw(st.sampled_from(leaves)).format(k=draw(index(loop_var)))
-    sub = float_expr(depth - 1, loop_var)
-    if kind == 1:
-        op = draw(st.sampled_from(FLOAT_BINARY))
-        return f"({draw(sub)} {op} {draw(sub)})"
-    if kind == 2:
-        return draw(st.sampled_from(FLOAT_UNARY)).format(draw(sub))
-    if kind == 3:
-        return draw(st.sampled_from(FLOAT_PAIR)).format(draw(sub), draw(sub))
-    if kind == 4:  # a float to an integer power: a constant, or the int argument
-        return f"({draw(sub)} ** {draw(st.sampled_from(('2', '3', '-1', '-3', '0', 'a', 'b')))})"
+        return draw(st.sampled_from(pairs)).format(draw(sub), draw(sub))
     return f"({draw(sub)} if {draw(condition())} else {draw(sub)})"
 
 
@@ -120,18 +112,18 @@ def statement(draw, depth: int, loop_var: str | None = None):
     kind = draw(st.integers(0, 4)) if depth > 0 else draw(st.integers(0, 2))
     if kind == 0:
         op = draw(st.sampled_from(("+=", "-=", "^=")))
-        return [f"y {op} {draw(int_expr(2, loop_var))}"]
+        return [f"y {op} {draw(expression('int', 2, loop_var))}"]
     if kind == 1:
         op = draw(st.sampled_from(("+=", "-=")))
-        return [f"x {op} {draw(float_expr(2, loop_var))}"]
+        return [f"x {op} {draw(expression('float', 2, loop_var))}"]
     if kind == 2:  # an element, or a whole-array update
         which = draw(st.integers(0, 3))
         op = draw(st.sampled_from(("+=", "-=")))
         k = draw(index(loop_var))
         if which == 0:
-            return [f"X[{k}] {op} {draw(float_expr(1, loop_var))}"]
+            return [f"X[{k}] {op} {draw(expression('float', 1, loop_var))}"]
         if which == 1:
-            return [f"Y[{k}] {op} {draw(int_expr(1, loop_var))}"]
+            return [f"Y[{k}] {op} {draw(expression('int', 1, loop_var))}"]
         if which == 2:
             return [f"X {op} {draw(st.sampled_from(ARRAY_FLOAT))}"]
         return [f"Y {op} {draw(st.sampled_from(ARRAY_INT))}"]
