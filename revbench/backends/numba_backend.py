@@ -87,7 +87,8 @@ class LazyDispatcher:
         return self.numba(*args)
 
     def __getattr__(self, name: str):
-        if name.startswith("_rb_"):  # (revbench's own marks: the native path's)
+        if name.startswith("_rb_") or name == "__wrapped__":
+            # (revbench's own marks, the native path's; what inlining asks of any callable)
             raise AttributeError(name)
         return getattr(self.numba, name)
 
