@@ -189,13 +189,11 @@ def test_every_statement_class_has_a_table_entry():
         ir.statement_kind(ir.Var("x"))
 
 
-def test_the_statement_table_matches_the_fields_of_each_class():
-    """Every field of a statement holding statements is one of its blocks, and every field
-    holding expressions is among its expressions: a field added to a class and not to the
-    table fails here."""
+def _sample_statements() -> dict[type, ir.Stmt]:
+    """One statement of every kind, with every field filled."""
     x, y, i = ir.Var("x"), ir.Var("y"), ir.Var("i")
     body = (ir.Update(y, "+=", x),)
-    samples = {
+    return {
         ir.Update: ir.Update(ir.Elem("y", (i,)), "+=", x),
         ir.Swap: ir.Swap(x, y),
         ir.Alloc: ir.Alloc("t", ir.Const(0.0)),
@@ -211,6 +209,25 @@ def test_the_statement_table_matches_the_fields_of_each_class():
         ir.Print: ir.Print(("x is", x)),
         ir.Assert: ir.Assert(x, "message"),
     }
+
+
+def _inside(e, exprs) -> bool:
+    """Whether ``e`` is one of ``exprs`` or inside one (an index of a target)."""
+    for top in exprs:
+        stack = [top]
+        while stack:
+            c = stack.pop()
+            if c is e:
+                return True
+            stack += list(ir.sub_expressions(c)) + list(getattr(c, "indices", ()))
+    return False
+
+
+def test_the_statement_table_matches_the_fields_of_each_class():
+    """Every field of a statement holding statements is one of its blocks, and every field
+    holding expressions is among its expressions: a field added to a class and not to the
+    table fails here."""
+    samples = _sample_statements()
     assert set(samples) == _statement_classes()
     for cls, s in samples.items():
         kind = ir.statement_kind(s)
@@ -224,6 +241,30 @@ def test_the_statement_table_matches_the_fields_of_each_class():
             for v in items:
                 if isinstance(v, (ir.Var, ir.Elem, ir.Const, ir.BinOp)):
                     assert any(v is e for e in exprs), (cls.__name__, f.name)
+
+
+def test_what_codegen_evaluates_first_and_what_prune_keeps_come_from_the_table():
+    """``before`` and ``subarrays`` (what generated code evaluates first, where sub-arrays
+    may stand) name only expressions the statement holds; a statement with effects is kept
+    by ``prune`` even when nothing reads it; and the printer has a line for every kind."""
+    from revbench.lang.pretty import Printer
+    from revbench.transforms.prune import prune_body
+
+    for cls, s in _sample_statements().items():
+        kind = ir.statement_kind(s)
+        held = kind.expressions(s)
+        for e in (*kind.before(s, True), *kind.subarrays(s)):
+            assert _inside(e, held), (cls.__name__, e)
+        assert set(kind.before(s, False)) <= set(kind.before(s, True)) or cls is ir.Dealloc
+        assert Printer().stmt(s), cls.__name__
+    assert ir.statement_kind(ir.Dealloc("t", ir.Const(0.0))).before(
+        ir.Dealloc("t", ir.Const(0.0)), False) == ()  # (only a check reads it)
+    effects = {cls for cls, k in ir.STATEMENTS.items() if k.effects}
+    assert effects == {ir.Call, ir.Print, ir.Assert}
+    for cls in (ir.Print, ir.Assert):  # (nothing reads what they touch: kept all the same)
+        s = _sample_statements()[cls]
+        kept, live = prune_body((s,), set())
+        assert kept == (s,) and "x" in live, cls.__name__
 
 
 def test_what_a_statement_writes_and_what_code_without_checks_reads():

@@ -70,50 +70,11 @@ FASTMATH_FLAGS = frozenset({"reassoc", "contract"})
 ZERO_CODE = {"int": "0", "float": "0.0", "complex": "0j", "bool": "0"}
 
 
-def _evaluated_first(s: ir.Stmt, check: bool) -> tuple[ir.Expr, ...]:
-    """The expressions a statement evaluates before it changes anything (where the
-    sums they hold can be computed first); not the conditions of ``if`` and ``while``,
-    which are evaluated again later (sums are refused there)."""
-    def indices(t) -> tuple:
-        return t.indices if isinstance(t, ir.Elem) else ()
-
-    if isinstance(s, ir.Update):
-        return (s.value, *indices(s.target))
-    if isinstance(s, ir.Swap):
-        return (*indices(s.a), *indices(s.b))
-    if isinstance(s, ir.Alloc):
-        return s.init.shape if isinstance(s.init, ir.ArrayAlloc) else (s.init,)
-    if isinstance(s, ir.Dealloc):
-        if not check or s.discard or s.init is None:
-            return ()
-        return s.init.shape if isinstance(s.init, ir.ArrayAlloc) else (s.init,)
-    if isinstance(s, ir.Call):
-        return tuple(i for a in s.args for i in indices(a))
-    if isinstance(s, ir.For):
-        return (s.start, s.stop, s.step)
-    if isinstance(s, ir.Print):
-        return tuple(a for a in s.args if not isinstance(a, str))
-    if isinstance(s, ir.Assert):
-        return (s.cond,)
-    return ()
-
-
 def _extreme_start(dtype: str, largest: bool) -> str:
     """What a search for the largest (smallest) element starts from: below (above) all."""
     return {"float": "(-_rb_math.inf)" if largest else "_rb_math.inf",
             "int": "(-9223372036854775807 - 1)" if largest else "9223372036854775807",
             "bool": "False" if largest else "True"}[dtype]
-
-
-def _subarray_places(s: ir.Stmt) -> tuple[ir.Expr, ...]:
-    """Where a statement may hold sub-arrays besides ``_evaluated_first``: its target
-    and call arguments (and a reverse sweep's adjoint arguments)."""
-    if isinstance(s, ir.Update):
-        return (s.target,)
-    if isinstance(s, ir.Call):
-        return (*s.args, *(a for a in s.adj_args if a is not None),
-                *(a for a in s.tan_args if a is not None))
-    return ()
 
 
 def _post_order(e: ir.Expr):
@@ -533,7 +494,8 @@ class Emitter:
         # again later, in an uncompute, where what it reads has changed)
         outer_sums, self._sums = self._sums, {}
         outer_views, self._views = self._views, {}
-        for e in (*_evaluated_first(s, self.opt.check), *_subarray_places(s)):
+        kind = ir.statement_kind(s)
+        for e in (*kind.before(s, self.opt.check), *kind.subarrays(s)):
             for n in _post_order(e):
                 if isinstance(n, ir.Elem) and id(n) not in self._views and self.is_view(n):
                     self.prepare_view(n, s.loc)

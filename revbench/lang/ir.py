@@ -473,7 +473,12 @@ class StatementKind:
     it writes through a target (``y``, ``x[i]``, a call's arguments and the adjoints and
     tangents it carries).  ``binds``: the variable it allocates or releases.  ``effects``:
     what it does beyond its variables: ``output`` (prints), ``fails`` (may stop the run
-    with an error of its own), ``calls`` (runs another function)."""
+    with an error of its own), ``calls`` (runs another function) -- a statement with any
+    is kept by ``prune`` whatever reads its variables.  ``before(s, check)``: the
+    expressions it evaluates before it changes anything, where generated code computes
+    the sums they hold first (not an ``if``'s or a ``while``'s conditions, evaluated again
+    later; a ``del``'s expected value only with checks).  ``subarrays``: where it may hold
+    sub-arrays besides those (its target, a call's arguments)."""
 
     blocks: Callable[[Any], tuple[tuple[Any, ...], ...]] = lambda s: ()
     expressions: Callable[[Any], tuple[Any, ...]] = lambda s: ()
@@ -481,6 +486,8 @@ class StatementKind:
     targets: Callable[[Any], tuple[Any, ...]] = lambda s: ()
     binds: Callable[[Any], str | None] = lambda s: None
     effects: frozenset[str] = frozenset()
+    before: Callable[[Any, bool], tuple[Any, ...]] = lambda s, check: ()
+    subarrays: Callable[[Any], tuple[Any, ...]] = lambda s: ()
 
 
 def _call_targets(s: Call) -> tuple:
@@ -488,26 +495,49 @@ def _call_targets(s: Call) -> tuple:
             *(a for a in s.tan_args if a is not None))
 
 
+def _indices(target) -> tuple:
+    return target.indices if isinstance(target, Elem) else ()
+
+
+def _allocated(init) -> tuple:
+    """What an allocation evaluates: an array's shape, or a scalar's value."""
+    return init.shape if isinstance(init, ArrayAlloc) else (init,)
+
+
+def _checked_dealloc(s: Dealloc, check: bool) -> tuple:
+    return () if not check or s.discard or s.init is None else _allocated(s.init)
+
+
 #: every statement class -> its :class:`StatementKind` (``tests/test_rules_tables.py``
 #: fails when a statement class has no entry)
 STATEMENTS: dict[type, StatementKind] = {
     Update: StatementKind(expressions=lambda s: (s.target, s.value),
-                          targets=lambda s: (s.target,)),
-    Swap: StatementKind(expressions=lambda s: (s.a, s.b), targets=lambda s: (s.a, s.b)),
-    Alloc: StatementKind(expressions=lambda s: (s.init,), binds=lambda s: s.name),
+                          targets=lambda s: (s.target,),
+                          before=lambda s, check: (s.value, *_indices(s.target)),
+                          subarrays=lambda s: (s.target,)),
+    Swap: StatementKind(expressions=lambda s: (s.a, s.b), targets=lambda s: (s.a, s.b),
+                        before=lambda s, check: (*_indices(s.a), *_indices(s.b))),
+    Alloc: StatementKind(expressions=lambda s: (s.init,), binds=lambda s: s.name,
+                         before=lambda s, check: _allocated(s.init)),
     Dealloc: StatementKind(expressions=lambda s: _present(s.init),
-                           checked=lambda s: _present(s.init), binds=lambda s: s.name),
+                           checked=lambda s: _present(s.init), binds=lambda s: s.name,
+                           before=_checked_dealloc),
     Call: StatementKind(expressions=_call_targets, targets=_call_targets,
-                        effects=frozenset({"calls"})),
+                        effects=frozenset({"calls"}),
+                        before=lambda s, check: tuple(i for a in s.args for i in _indices(a)),
+                        subarrays=_call_targets),
     Block: StatementKind(blocks=lambda s: (s.body,)),
     Inverted: StatementKind(blocks=lambda s: (s.body,)),
     Uncompute: StatementKind(),  # (a marker the checker resolves into an Inverted block)
     If: StatementKind(blocks=lambda s: (s.then, s.orelse), expressions=lambda s: (s.pre, s.post)),
     While: StatementKind(blocks=lambda s: (s.body,), expressions=lambda s: (s.cond, s.post)),
     For: StatementKind(blocks=lambda s: (s.body,),
-                       expressions=lambda s: (s.start, s.stop, s.step)),
-    Print: StatementKind(expressions=lambda s: _present(*s.args), effects=frozenset({"output"})),
-    Assert: StatementKind(expressions=lambda s: (s.cond,), effects=frozenset({"fails"})),
+                       expressions=lambda s: (s.start, s.stop, s.step),
+                       before=lambda s, check: (s.start, s.stop, s.step)),
+    Print: StatementKind(expressions=lambda s: _present(*s.args), effects=frozenset({"output"}),
+                         before=lambda s, check: _present(*s.args)),
+    Assert: StatementKind(expressions=lambda s: (s.cond,), effects=frozenset({"fails"}),
+                          before=lambda s, check: (s.cond,)),
 }
 
 

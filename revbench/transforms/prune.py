@@ -257,7 +257,7 @@ def _prune_stmt(s: ir.Stmt, live: set[str], known: _Known) -> tuple[ir.Stmt | No
     if isinstance(s, ir.Call) and known.writes is not None and dead_goes \
             and not _call_live(s, live, known):
         return None, live
-    if isinstance(s, ir.Call | ir.Print | ir.Assert):
+    if ir.statement_kind(s).effects:  # (it prints, fails or calls: kept)
         return s, live | _stmt_reads(s)
     # anything else is kept whole, with everything it touches live
     return s, live | _all_names((s,))
