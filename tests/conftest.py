@@ -52,10 +52,7 @@ def _tiering_as_in_use(request, monkeypatch):
 USER_PYTHON = re.compile(r"call of _rb_(user_|external|adjoint)")
 #: what it cannot lower yet, though it is revbench's own language: each a known gap, named
 #: in docs/architecture.md ("The native code generator"); any other refusal fails the test
-KNOWN_GAPS = re.compile(
-    r"constant complex|complex128|\bcomplex\b"   # complex numbers
-    r"|^shape index$"                               # x.shape[k] beyond x's rank (an error path)
-)
+KNOWN_GAPS = re.compile(r"constant complex|complex128|\bcomplex\b")  # complex numbers
 
 
 @pytest.fixture(autouse=True)

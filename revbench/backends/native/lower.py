@@ -1192,11 +1192,10 @@ class FunctionLowering:
             return self.load_var(parts[k.value])
         base = self.x(e.value)
         if isinstance(base.t, ShapeT):
-            idx = e.slice
-            if not (isinstance(idx, ast.Constant) and isinstance(idx.value, int)
-                    and -base.t.ndim <= idx.value < base.t.ndim):
+            k = _constant_int(e.slice)  # (``x.shape[-1]``: a negative constant counts from the end)
+            if k is None or not -base.t.ndim <= k < base.t.ndim:
                 raise Unsupported("shape index")
-            return Val(I64, base.dims[idx.value])
+            return Val(I64, base.dims[k])
         idx = _indices(e)
         if any(isinstance(i, ast.Slice) for i in idx) or (
                 isinstance(base.t, Arr) and len(idx) < base.t.ndim):
@@ -2128,6 +2127,17 @@ def _indices(e: ast.Subscript) -> list[ast.expr]:
     if isinstance(e.slice, ast.Constant) and e.slice.value is Ellipsis:
         return []
     return list(e.slice.elts) if isinstance(e.slice, ast.Tuple) else [e.slice]
+
+
+def _constant_int(e: ast.expr) -> int | None:
+    """The value of an int constant, ``-k`` included (a negative number is a unary minus
+    of a constant in Python's syntax tree), or None."""
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+        k = _constant_int(e.operand)
+        return None if k is None else -k
+    if isinstance(e, ast.Constant) and type(e.value) is int:
+        return e.value
+    return None
 
 
 def _llname(name: str) -> str:
