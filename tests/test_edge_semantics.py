@@ -310,3 +310,16 @@ def test_signed_zeros_and_nans_are_the_same_on_every_path(monkeypatch, expr, u, 
     assert out[0] == "returned", out
     got = out[1][0]  # (-0.0 + r is r for every r, -0.0 included)
     assert same(float(got), float(result)), (expr, got, result)
+
+
+@pytest.mark.parametrize("flag", [True, False, np.True_, np.False_])
+@pytest.mark.parametrize("check", [True, False])
+def test_a_bool_array_size_counts_as_0_or_1_on_every_path(monkeypatch, flag, check):
+    """``np.zeros(a)`` with a bool ``a`` (a fuzzer's mutation): the Python backend raised
+    NumPy's TypeError, Numba refused to compile it, native code made 1 element.  A bool
+    counts as 0 or 1 there, as in an index -- in a loop's reused buffer too."""
+    source = ("def f(y, a, x):\n    q = np.zeros(a)\n    y += len(q)\n    del q\n"
+              "    for i in range(2):\n        r = np.zeros((a, 2))\n        y += len(r)\n"
+              "        del r\n")
+    out = on_every_path(monkeypatch, source, (0, flag, 1.0), check)
+    assert out[0] == "returned" and out[1][0] == 3 * int(flag), out

@@ -898,12 +898,17 @@ class Emitter:
             t = self.env[name]
             dt = f"_rb_np.{NUMPY_NAMES[t.dtype]}"
             if init.kind == "zeros":
-                shape = ", ".join(self.x(d) for d in init.shape)
+                shape = ", ".join(self.size(d) for d in init.shape)
                 return f"_rb_np.zeros(({shape}{',' if len(init.shape) == 1 else ''}), dtype={dt})"
             if init.kind == "zeros_like":
                 return f"_rb_np.zeros({init.source}.shape, dtype={dt})"
             return f"{init.source}.copy()"
         return self.x(init)
+
+    def size(self, d: ir.Expr) -> str:
+        """An array size as code: an int (a bool counts as 0 or 1, as in an index: NumPy's
+        ``np.zeros(np.True_)`` refuses it, Numba's does not compile, native code took it)."""
+        return self.cast(self.x(d), self.dtype(d), "int")
 
     def s_Alloc(self, s: ir.Alloc) -> None:
         init = s.init
@@ -945,7 +950,7 @@ class Emitter:
         buf = self.tmp("buf")
         self.buffers.append((buf, t.ndim, dt))
         if init.kind == "zeros":
-            shape = [self.x(d) for d in init.shape]
+            shape = [self.size(d) for d in init.shape]
         else:
             shape = [f"{init.source}.shape[{ax}]" for ax in range(t.ndim)]
         if any(not code.isidentifier() and not code.isdigit() for code in shape):
