@@ -50,23 +50,20 @@ def _tiering_as_in_use(request, monkeypatch):
 #: what the native code generator leaves to Numba on purpose: user code written in Python
 #: (a registered function, an ``external`` function, a custom adjoint), which Numba compiles
 USER_PYTHON = re.compile(r"call of _rb_(user_|external|adjoint)")
-#: what it cannot lower yet, though it is revbench's own language: each a known gap, named
-#: in docs/architecture.md ("The native code generator"); any other refusal fails the test
-KNOWN_GAPS = re.compile(r"constant complex|complex128|\bcomplex\b")  # complex numbers
-
-
 @pytest.fixture(autouse=True)
 def _no_native_refusals(request):
     """A kernel of revbench's language that the native code generator refuses runs on
     Numba: another compiler, slower to compile, and another semantics.  Such a refusal
-    fails the test, unless it is user Python (:data:`USER_PYTHON`) or a known gap
-    (:data:`KNOWN_GAPS`)."""
+    (or an argument it cannot take) fails the test, unless it is user Python
+    (:data:`USER_PYTHON`) or the test says it makes it (``@pytest.mark.native_refusal``)."""
     from revbench.backends.native import engine
 
     before = dict(engine.refused)
     yield
     new = {k: v - before.get(k, 0) for k, v in engine.refused.items() if v != before.get(k, 0)}
-    unexpected = [k for k in new if not (USER_PYTHON.search(k) or KNOWN_GAPS.search(k))]
+    meant = [re.compile(m.args[0]) for m in request.node.iter_markers("native_refusal")]
+    unexpected = [k for k in new
+                  if not (USER_PYTHON.search(k) or any(m.search(k) for m in meant))]
     assert not unexpected, f"the native code generator refused: {unexpected}"
 
 

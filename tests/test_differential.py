@@ -9,11 +9,15 @@ divisors that wrap to zero, signed zeros, infinities and nans, ranges next to th
 int64.  Every such case is a rule of ``docs/language.md`` section 9; what this test proves
 is that the executions follow one rule, whatever it is for a program nobody wrote by hand.
 
-A program is ``f(y, x, a, b, u, v)``: ``y`` (int) and ``x`` (float) are updated, ``a``,
-``b`` (int) and ``u``, ``v`` (float) are read only (so conditions and loop bounds can read
-them).  Statements: ``+=``/``-=``/``^=`` of integer expressions into ``y``, ``+=``/``-=``
-of float expressions into ``x``, an ``if``/``else`` on a read-only condition, and a ``for``
-over a range near the limits (its counter read in the body).
+A program is ``f(y, x, a, b, u, v, Y, X, N, W, z, w, Z, C)``: ``y`` (int), ``x`` (float)
+and ``z`` (complex) are updated, ``a``, ``b`` (int), ``u``, ``v`` (float) and ``w``
+(complex) are read only (so conditions and loop bounds can read them); ``Y``, ``X`` and
+``Z`` are arrays updated, ``N``, ``W`` and ``C`` arrays read.  Statements: ``+=``/``-=``/
+``^=`` of integer expressions into ``y``, ``+=``/``-=`` of float expressions into ``x``
+and of complex ones into ``z`` (complex arithmetic, powers and functions: CPython's and the
+C library's on every path), element and whole-array updates, an ``if``/``else`` on a
+read-only condition, and a ``for`` over a range near the limits (its counter read in the
+body).
 """
 
 from __future__ import annotations
@@ -44,6 +48,14 @@ FLOAT_BINARY = ("+", "-", "*", "/", "//", "%", "**")
 FLOAT_UNARY = ("np.sin({})", "np.exp({})", "np.log({})", "np.sqrt({})", "np.tanh({})",
                "abs({})", "np.sign({})", "-{}", "np.log1p({})", "np.cos({})")
 FLOAT_PAIR = ("np.hypot({}, {})", "max({}, {})", "min({}, {})", "np.arctan2({}, {})")
+COMPLEX_VALUES = (0j, complex(-0.0, 0.0), complex(0.0, -0.0), 1 + 2j, -1.5 + 0.5j,
+                  complex(1e308, 1e308), complex(math.inf, 0.0), complex(math.nan, 1.0),
+                  complex(5e-324, -3.0), complex(-0.0, 1e-300), complex(0.5, math.inf),
+                  complex(-3.0, 0.0), 2j)
+COMPLEX_LITERALS = ("1j", "0j", "(0.5 - 2j)", "-0.0j", "1e308j", "(-1 + 0j)", "(3 + 4j)")
+COMPLEX_UNARY = tuple(f"np.{name}({{}})" for name in (
+    "exp", "log", "log2", "log10", "sqrt", "sin", "cos", "tan", "sinh", "cosh", "tanh",
+    "conj")) + ("-{}",)
 
 #: ranges whose bounds are constants near the ends of int64: few elements, or more than
 #: int64 can count (a ValueError on every path)
@@ -57,6 +69,7 @@ FIXED_RANGES = ("range(-2**63, 9223372036854775807, 2**62)",
 #: whole-array operands of ``X`` and ``Y`` updates
 ARRAY_FLOAT = ("W * u", "np.exp(W) - v", "W / a", "np.sqrt(W) + N", "W ** 2 * np.sin(u)")
 ARRAY_INT = ("N * a", "N // 3", "N - b", "abs(N)", "N ** 2")
+ARRAY_COMPLEX = ("C * w", "np.exp(C) - u", "C / w", "C ** 2", "np.conj(C) * W")
 
 COMMON = dict(deadline=None, derandomize=True,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -69,8 +82,12 @@ GRAMMAR = {
     "int": (["a", "b", *INT_LITERALS, "N[{k}]", "np.sum(N)", "np.max(N)", "len(N)"], 3,
             INT_BINARY, ("0", "1", "2", "3"), ("-{}", "abs({})"), ("max({}, {})", "min({}, {})")),
     "float": (["u", "v", "a", *FLOAT_LITERALS, "W[{k}]", "np.sum(W)", "np.max(W)",
-               "np.dot(W, W)", "np.sum(np.exp(W))"], 1,
+               "np.dot(W, W)", "np.sum(np.exp(W))", "abs(w)", "w.real", "np.imag(C[{k}])",
+               "abs(np.sum(C))"], 1,
               FLOAT_BINARY, ("2", "3", "-1", "-3", "0", "a", "b"), FLOAT_UNARY, FLOAT_PAIR),
+    "complex": (["w", "u", "a", *COMPLEX_LITERALS, "C[{k}]", "np.sum(C)", "np.sum(C * W)"], 1,
+                ("+", "-", "*", "/", "**"), ("2", "3", "-1", "0", "0.5", "a", "w", "-2.5"),
+                COMPLEX_UNARY, ("({} - 1j * {})",)),
 }
 
 
@@ -117,7 +134,7 @@ def statement(draw, depth: int, loop_var: str | None = None):
         op = draw(st.sampled_from(("+=", "-=")))
         return [f"x {op} {draw(expression('float', 2, loop_var))}"]
     if kind == 2:  # an element, or a whole-array update
-        which = draw(st.integers(0, 3))
+        which = draw(st.integers(0, 6))
         op = draw(st.sampled_from(("+=", "-=")))
         k = draw(index(loop_var))
         if which == 0:
@@ -126,7 +143,13 @@ def statement(draw, depth: int, loop_var: str | None = None):
             return [f"Y[{k}] {op} {draw(expression('int', 1, loop_var))}"]
         if which == 2:
             return [f"X {op} {draw(st.sampled_from(ARRAY_FLOAT))}"]
-        return [f"Y {op} {draw(st.sampled_from(ARRAY_INT))}"]
+        if which == 3:
+            return [f"Y {op} {draw(st.sampled_from(ARRAY_INT))}"]
+        if which == 4:
+            return [f"z {op} {draw(expression('complex', 2, loop_var))}"]
+        if which == 5:
+            return [f"Z[{k}] {op} {draw(expression('complex', 1, loop_var))}"]
+        return [f"Z {op} {draw(st.sampled_from(ARRAY_COMPLEX))}"]
     if kind == 3:
         body = draw(statement(depth - 1, loop_var))
         other = draw(statement(depth - 1, loop_var))
@@ -148,14 +171,18 @@ def programs(draw):
     lines = []
     for _ in range(draw(st.integers(1, 3))):
         lines += draw(statement(1))
-    source = "def f(y, x, a, b, u, v, Y, X, N, W):\n" + "".join(f"    {ln}\n" for ln in lines)
+    source = ("def f(y, x, a, b, u, v, Y, X, N, W, z, w, Z, C):\n"
+              + "".join(f"    {ln}\n" for ln in lines))
     ints, floats = st.sampled_from(INT_VALUES), st.sampled_from(FLOAT_VALUES)
     args = (draw(ints), draw(st.sampled_from(FLOAT_VALUES[:10])), draw(ints), draw(ints),
             draw(floats), draw(floats),
             np.array([draw(ints) for _ in range(3)], dtype=np.int64),
             np.array([draw(st.sampled_from(FLOAT_VALUES[:10])) for _ in range(3)]),
             np.array([draw(ints) for _ in range(3)], dtype=np.int64),
-            np.array([draw(floats) for _ in range(3)]))
+            np.array([draw(floats) for _ in range(3)]),
+            draw(st.sampled_from(COMPLEX_VALUES[:6])), draw(st.sampled_from(COMPLEX_VALUES)),
+            np.array([draw(st.sampled_from(COMPLEX_VALUES[:6])) for _ in range(3)]),
+            np.array([draw(st.sampled_from(COMPLEX_VALUES)) for _ in range(3)]))
     check = draw(st.booleans())
     if not check:  # (an index out of range is undefined behaviour there: section 13)
         for wild, tame in (("[b]", "[b % 3]"), ("[3]", "[-3]"), ("[i]", "[i % 3]")):
@@ -206,10 +233,11 @@ def executions(path: str, monkeypatch, source: str, args: tuple, check: bool) ->
     runs = {"forward": outcome(lambda: f(*copies(args)))}
     if runs["forward"][0] == "returned":
         runs["inverse"] = outcome(lambda: (~f)(*copies(runs["forward"][1])))
-    runs["grad"] = outcome(lambda: revbench.grad(f, "x", wrt=("u", "v", "W"))(*copies(args)))
+    runs["grad"] = outcome(lambda: revbench.grad(f, "x", wrt=("u", "v", "W", "w", "C"))(
+        *copies(args)))
     runs["jvp"] = outcome(lambda: revbench.jvp(
-        f, *copies(args), tangents={"u": 1.0, "v": -0.5, "W": np.array([0.5, 0.0, -1.0])},
-        outputs=("x", "X")))
+        f, *copies(args), tangents={"u": 1.0, "v": -0.5, "W": np.array([0.5, 0.0, -1.0]),
+                                    "w": 0.5 - 1j}, outputs=("x", "X", "z")))
     return runs
 
 
@@ -236,7 +264,8 @@ def round_trips(first: dict, args: tuple, check: bool) -> None:
     if check and "inverse" in first and first["inverse"][0] == "returned":
         back = first["inverse"][1]
         assert same(back[0], args[0]) and same(back[2:7], args[2:7]), (back, args)
-        assert same(back[8:], args[8:]), (back, args)
+        assert same(back[8:10], args[8:10]), (back, args)
+        assert same(back[11], args[11]) and same(back[13], args[13]), (back, args)
 
 
 @settings(max_examples=150, **COMMON)
@@ -269,5 +298,8 @@ def test_the_generator_reaches_the_edges():
     find(programs(), lambda p: "^=" in p[0] and "if " in p[0])
     find(programs(), lambda p: p[2] and "[3]" in p[0])  # out of range, checked
     find(programs(), lambda p: "X += " in p[0] or "Y -= " in p[0])  # whole arrays
+    find(programs(), lambda p: "z += " in p[0] and "np.log" in p[0])
+    find(programs(), lambda p: " ** w" in p[0])
+    find(programs(), lambda p: "Z -= C" in p[0])
     unchecked = find(programs(), lambda p: not p[2] and "[" in p[0].split("\n", 1)[1])
     assert "[3]" not in unchecked[0] and "[b]" not in unchecked[0]  # (in range there)

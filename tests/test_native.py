@@ -331,16 +331,53 @@ def test_what_the_lowering_refuses_runs_on_numba(monkeypatch, counted):
     assert any("cube_plus" in reason for reason in refused), refused
 
 
+@pytest.mark.native_refusal("an argument of type ndarray")
 def test_arguments_it_does_not_take_go_to_numba(monkeypatch, counted):
     f = define("""
         def f(y, x):
             for i in range(x.shape[0]):
                 y[i] += x[i]
     """)
-    args = (np.zeros(3, dtype=complex), np.array([1.0, 2j, -1 + 1j]))  # complex: Numba's
+    x = np.frombuffer(bytearray(8 * 3 + 1), dtype=np.float64, offset=1, count=3)
+    x[:] = [1.0, 2.0, -1.0]  # (an unaligned array: Numba's)
+    monkeypatch.setenv("REVBENCH_NATIVE", "1")
+    y, _ = f(np.zeros(3), x)
+    assert same(y, np.array([1.0, 2.0, -1.0]))
+    stats, refused = counted()
+    assert stats["fallbacks"] >= 1 and refused == {"an argument of type ndarray": 1}, refused
+
+
+def test_read_only_arrays_run_natively_and_a_write_into_one_goes_to_numba(monkeypatch, counted):
+    reads = define("""
+        def f(y, x):
+            for i in range(x.shape[0]):
+                y[i] += x[i]
+    """)
+    x = np.array([1.0, 2.0, -1.0])
+    x.flags.writeable = False  # (np.broadcast_to's arrays, a read-only memory map)
+    monkeypatch.setenv("REVBENCH_NATIVE", "1")
+    y, _ = reads(np.zeros(3), x)
+    assert same(y, x)
+    stats, refused = counted()
+    assert stats["fallbacks"] == 0 and not refused, (stats, refused)
+    k = lower.Kernel("def g(x):\n    x[0] = 1.0\n    return (x,)\n", "g", 1, lambda s: None)
+    with pytest.raises(lower.Unsupported, match="a write into a read-only array"):
+        lower.lower_module(k, (lower.Arr(lower.F64, 1, True, writeable=False),))
+
+
+def test_complex_numbers_run_natively(monkeypatch, counted):
+    f = define("""
+        def f(y, z, x):
+            for i in range(x.shape[0]):
+                y[i] += x[i] * z / (z + 1j) + np.exp(z) ** 2
+            z += np.log(x[0]) - abs(x[1])
+    """)
+    args = (np.zeros(3, dtype=complex), 0.5 - 2j, np.array([1.0, 2j, -1 + 1j]))
     native, numba = both_paths(monkeypatch, f, args)
-    assert native[0] == numba[0] and same(native, numba)
-    assert counted()[0]["fallbacks"] >= 1
+    assert native[0] == "returned" and same(native, numba)
+    stats, refused = counted()
+    assert stats["fallbacks"] == 0 and not refused, (stats, refused)
+    assert stats["compiled"] + stats["loaded"] >= 1, stats
 
 
 def test_lowering_names_what_it_refuses():

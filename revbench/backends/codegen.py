@@ -27,6 +27,7 @@ from revbench.lang import ir, ranges
 from revbench.lang.text import conditional_syntax, expr_text
 from revbench.lang.types import NUMPY_NAMES, TypedFunction, VarType
 from revbench.rules import functions as fn_rules
+from revbench.rules import special
 from revbench.rules.instructions import ADD, DIV, MUL, SUB, UPDATES
 from revbench.transforms import cse, hoist
 from revbench.transforms.invert import invert_body
@@ -157,6 +158,9 @@ _INT64_MIN_CODE = "(-9223372036854775807 - 1)"
 RANGE_LEN = _helper_rule("range_len", runtime.range_len, 3)
 #: a float to an int power (``runtime.float_int_power``): the products compiled code makes
 FLOAT_INT_POWER = _helper_rule("fpowi", runtime.float_int_power, 2, result="float")
+#: what a complex ``a ** b`` calls in compiled code (the Python backend imports its copy
+#: reading C's functions, ``runtime.complex_pow``, under the same name)
+COMPLEX_POW = _helper_rule("cpow", special.complex_pow, 2, result="float")
 #: what a checked float ``+=`` / ``-=`` calls: the update and its test in one call
 FLOAT_SHIFT = _helper_rule("float_shift", runtime.float_shift, 5, result="float")
 
@@ -340,9 +344,9 @@ class Emitter:
                     return self.int_helper("abs", e, *args)  # abs(-2**63) overflows
                 if rule.name == "abs" and d == "int":
                     return self.wrap_helper("abs", *args)
-            if (self.opt.backend == "numba" and rule.name in fn_rules.NUMBA_COMPLEX
+            if (self.opt.backend == "numba" and rule.name in fn_rules.COMPILED_COMPLEX
                     and "complex" in dts):
-                helper = fn_rules.NUMBA_COMPLEX[rule.name]
+                helper = fn_rules.COMPILED_COMPLEX[rule.name]
                 self.user_functions[helper.impl] = helper
                 return f"{helper.impl}({', '.join(args)})"
             if (self.opt.backend == "python" and rule.name in libm.FUNCTIONS
@@ -399,7 +403,13 @@ class Emitter:
     def binop(self, e: ir.BinOp, ew: tuple[str, ...]) -> str:
         lt, rt, d = self.dtype(e.left), self.dtype(e.right), self.dtype(e)
         left, right = self.x(e.left, ew), self.x(e.right, ew)
-        if e.op == "**" and d == "complex" and self.opt.backend == "python":
+        if e.op == "**" and d == "complex":
+            # CPython's complex power on every path (rules.special.complex_pow: the Python
+            # backend runs runtime.complex_pow, compiled code the same function)
+            left, right = (c if t == "complex" else f"complex({self.cast(c, t, 'float')})"
+                           for c, t in ((left, lt), (right, rt)))
+            if self.opt.backend != "python":
+                self.user_functions[COMPLEX_POW.impl] = COMPLEX_POW
             return f"_rb_cpow({left}, {right})"
         if e.op == "**" and d == "float":
             if rt == "float":

@@ -21,24 +21,15 @@ from __future__ import annotations
 import functools
 import math
 import operator
-import types
 from collections.abc import Callable
 
 import numpy as np
 
 from revbench.backends import runtime
+from revbench.rules import special
 
-
-def copy_function(fn: Callable, qualname: str | None = None, **names: object) -> Callable:
-    """A copy of the Python function ``fn`` that reads ``names`` instead of the globals of
-    those names (its module keeps its own); ``qualname`` renames it (each function
-    compiled into cached code needs a name of its own: issue 21)."""
-    copy = types.FunctionType(fn.__code__, {**fn.__globals__, **names}, fn.__name__,
-                              fn.__defaults__, fn.__closure__)
-    copy.__qualname__, copy.__module__ = fn.__qualname__, fn.__module__
-    if qualname is not None:
-        copy.__name__ = copy.__qualname__ = qualname
-    return copy
+#: (where it is written: the Python backend's copies need it too)
+copy_function = runtime.copy_function
 
 
 def inline_helper(fn: Callable) -> Callable | None:
@@ -202,7 +193,39 @@ def _intrinsics() -> dict[Callable, Callable]:
 
         return signature(nb.int64, a, n), codegen
 
-    return {runtime.range_len: numba.njit(_range_len_unsigned),
+    def c_complex(c_name: str, scale: float | None):
+        """A complex function as the C library computes it: ``c_name`` called with the
+        parts of a ``double complex`` (two doubles in, ``{ double, double }`` out: the
+        x86-64 convention, which LLVM's C callers follow too), its parts then scaled."""
+        from llvmlite import ir as llir
+        from numba.core import cgutils
+
+        @intrinsic
+        def call(typingctx, z):
+            if not isinstance(z, nb.Complex):
+                return None
+
+            def codegen(context, builder, sig, args):
+                d = llir.DoubleType()
+                fn = cgutils.get_or_insert_function(
+                    builder.module, llir.FunctionType(llir.LiteralStructType([d, d]), [d, d]),
+                    c_name)
+                c = context.make_complex(builder, nb.complex128,
+                                         value=context.cast(builder, args[0], z, nb.complex128))
+                r = builder.call(fn, [c.real, c.imag])
+                out = context.make_complex(builder, nb.complex128)
+                out.real, out.imag = builder.extract_value(r, 0), builder.extract_value(r, 1)
+                if scale is not None:
+                    out.real = builder.fmul(out.real, d(scale))
+                    out.imag = builder.fmul(out.imag, d(scale))
+                return out._getvalue()
+
+            return signature(nb.complex128, z), codegen
+
+        return call
+
+    return {**{fn: c_complex(*fn.c_function) for fn in special.COMPLEX_FUNCTIONS.values()},
+            runtime.range_len: numba.njit(_range_len_unsigned),
             runtime.float_int_power: numba.njit(float_int_power()),
             runtime.float_shift: rb_float_shift,
             runtime.int_add: checked_int("sadd_with_overflow", "rb_iadd"),

@@ -11,12 +11,14 @@ variable, the expected and actual values, the function and the source line.
 from __future__ import annotations
 
 import math
+import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from revbench.backends import libm
 from revbench.lang.errors import ReversibilityError
 from revbench.lang.ir import shown_file, shown_name
-from revbench.rules import checks
+from revbench.rules import checks, special
 from revbench.rules.checks import CHECKS
 
 
@@ -236,17 +238,36 @@ def safe_abs(x):
         return math.inf
 
 
-def complex_pow(a, b):
-    """``a ** b`` with a complex result, as compiled code computes it: Python's complex
-    power, except where it raises (an overflow, 0 to a negative or complex power), there
-    NumPy's inf or nan, as Numba gives."""
+def _ieee_pow(x: float, y: float) -> float:
     try:
-        return a ** b
-    except (OverflowError, ZeroDivisionError):
-        import numpy as np  # (only here: the runtime is imported by every kernel)
+        return math.pow(x, y)
+    except OverflowError:  # (of a positive x: complex_pow takes the power of a modulus)
+        return math.inf
 
-        with np.errstate(all="ignore"):
-            return complex(np.complex128(a) ** b)
+
+#: :mod:`math`'s functions as the C library computes them -- inf or nan where :mod:`math`
+#: raises: what the Python backend's :func:`complex_pow` reads for ``math``
+_IEEE_MATH = types.SimpleNamespace(
+    floor=math.floor, atan2=math.atan2, inf=math.inf, nan=math.nan, pow=_ieee_pow,
+    cos=libm.cos, exp=libm.exp, hypot=libm.hypot, log=libm.log, sin=libm.sin)
+
+
+def copy_function(fn: Callable, qualname: str | None = None, **names: object) -> Callable:
+    """A copy of the Python function ``fn`` that reads ``names`` instead of the globals of
+    those names (its module keeps its own); ``qualname`` renames it (each function
+    compiled into cached code needs a name of its own: issue 21)."""
+    copy = types.FunctionType(fn.__code__, {**fn.__globals__, **names}, fn.__name__,
+                              fn.__defaults__, fn.__closure__)
+    copy.__qualname__, copy.__module__ = fn.__qualname__, fn.__module__
+    if qualname is not None:
+        copy.__name__ = copy.__qualname__ = qualname
+    return copy
+
+
+#: ``a ** b`` with a complex result on the Python backend: the rule
+#: (:func:`revbench.rules.special.complex_pow`, which compiled code runs), reading C's
+#: functions, as compiled code does
+complex_pow = copy_function(special.complex_pow, "complex_pow", math=_IEEE_MATH)
 
 
 def int_wrap(v):
@@ -359,9 +380,13 @@ def py_truediv(a, b):
     """The Python backend's ``a / b``: a zero divisor raises ``ZeroDivisionError``, with
     Python's own message, whatever the operands' types -- NumPy's scalars (an array's
     elements, a sum) give inf or nan there, compiled code raises (docs/language.md,
-    section 9)."""
+    section 9); complex numbers divide as Python divides them."""
     if b == 0:
         return _python_number(a) / _python_number(b)  # (raises Python's error)
+    if isinstance(a, complex) or isinstance(b, complex):
+        # Python's complex division (CPython's algorithm, as compiled code divides), not
+        # NumPy's, which an array's complex128 element would take (another last bit)
+        return complex(a) / complex(b)
     return a / b
 
 

@@ -8,6 +8,7 @@ it takes, what it returns, and its partial derivatives as IR expressions
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import math
 from collections.abc import Callable, Sequence
@@ -187,12 +188,14 @@ _BUILTIN: list[FunctionRule] = [
 
 BUILTIN_FUNCTIONS: dict[str, FunctionRule] = {r.name: r for r in _BUILTIN}
 
-#: what compiled code calls for a function of a complex argument where Numba's own loses
-#: digits or gives nan (:mod:`revbench.rules.special`); plain Python calls NumPy's
-NUMBA_COMPLEX: dict[str, FunctionRule] = {
+#: what compiled code calls for a function of a complex argument: the C library's function
+#: (``special.COMPLEX_C``; Numba's own are other algorithms), by the function's name; the
+#: Python backend calls NumPy's, which is the same C function
+COMPILED_COMPLEX: dict[str, FunctionRule] = {
     name: FunctionRule(f"c{name}", f"_rb_c{name}", 1, (), hidden=True, user_function=fn,
-                       fingerprint=fingerprint(fn))
-    for name, fn in (("sqrt", special.csqrt), ("tanh", special.ctanh), ("exp", special.cexp))}
+                       fingerprint=hashlib.sha256(repr((name, fn.c_function)).encode())
+                       .hexdigest()[:16])
+    for name, fn in special.COMPLEX_FUNCTIONS.items()}
 
 #: user spelling (bare name, ``math.x``, ``np.x``, ``numpy.x``) -> canonical name
 SPELLINGS: dict[str, str] = {}

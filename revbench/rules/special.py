@@ -1,7 +1,7 @@
 """revbench's own functions written as plain Python, which both backends compile from this
 one source: the derivatives of ``lgamma`` (digamma, trigamma), NumPy's extremes of two
-numbers as NumPy treats nan, and the complex square root and hyperbolic tangent that
-compiled code calls instead of Numba's (below).
+numbers as NumPy treats nan; and the table of complex functions, which every path takes
+from the C library (below).
 
 ``math.lgamma`` (SciPy's ``gammaln``) is built into Numba and CPython alike, but its
 derivative ``digamma`` and second derivative ``trigamma`` are not: SciPy's
@@ -19,6 +19,8 @@ negative integers; the tests compare with SciPy to 1e-13.
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 _SHIFT = 10.0  # the series is used from here on
 #: every float at or beyond 2**52 in magnitude is an integer: the poles are tested there
@@ -132,155 +134,108 @@ def fmin(a, b):
     return a if a <= b else b
 
 
-# (Each function is self-contained -- the sine and cosine of the imaginary part, taken as
-# the C library takes them, a tiny one being its own sine, are written in each -- because
-# compiled code calls it as a registered function, which cannot call another Python
-# function of this module.)
-#
-# Numba's complex ``sqrt`` loses digits at the ends of the range (``sqrt(1e308 + 1e307j)``
-# halves the imaginary part, subnormal arguments lose half their digits) and its complex
-# ``tanh`` gives nan once the real part passes about 355 and more than 1 near 19.  Compiled
-# code calls these instead (the Python backend calls NumPy's): the C library's algorithms,
-# which NumPy calls, written out operation for operation -- so the two backends agree bit
-# for bit (the tests compare them with NumPy over the whole range and the special values).
+# -- complex functions: the C library's -------------------------------------------------
+# A complex ``exp``, ``log``, ``sqrt``, ... is the C library's function (glibc's ``cexp``,
+# ``clog``, ...), which NumPy calls for ``np.exp`` of a complex128: the one rule of
+# docs/language.md section 9, kept by every path -- the Python backend calls NumPy (these
+# functions), Numba code calls the C function itself (``numba_checks``), native code too
+# (``native/lower.py``).  NumPy's ``log2`` and ``log10`` are ``clog`` with both parts
+# scaled.  (Numba's own complex functions are other algorithms: its ``tan`` differed in
+# the last bits on a third of the arguments tried, its ``sqrt`` lost digits at the ends of
+# the range; the GPU refuses complex numbers.)
 
-_DBL_MAX = 1.7976931348623157e308
-_DBL_MIN = 2.2250738585072014e-308
-_DBL_EPSILON = 2.220446049250313e-16
-_TANH_T = 354.0  # int((DBL_MAX_EXP - 1) * ln 2 / 2): beyond it exp(2x) overflows
-
-
-def csqrt(z):
-    """``np.sqrt(z)`` of a complex ``z``: the C library's algorithm (glibc's ``csqrt``),
-    which NumPy calls, operation for operation (scaling by powers of two is exact)."""
-    x = z.real
-    y = z.imag
-    if not (math.isfinite(x) and math.isfinite(y)):
-        if math.isinf(y):
-            return complex(math.inf, y)
-        if math.isinf(x):
-            if x < 0.0:
-                return complex(math.nan if y != y else 0.0, math.copysign(math.inf, y))
-            return complex(x, math.nan if y != y else math.copysign(0.0, y))
-        return complex(math.nan, math.nan)
-    if y == 0.0:
-        if x < 0.0:
-            return complex(0.0, math.copysign(math.sqrt(-x), y))
-        return complex(abs(math.sqrt(x)), math.copysign(0.0, y))
-    if x == 0.0:
-        if abs(y) >= 2.0 * _DBL_MIN:
-            r = math.sqrt(0.5 * abs(y))
-        else:
-            r = 0.5 * math.sqrt(2.0 * abs(y))
-        return complex(r, math.copysign(r, y))
-    scale = 0
-    if abs(x) > _DBL_MAX / 4.0:
-        scale = 1
-        x *= 0.25
-        y *= 0.25
-    elif abs(y) > _DBL_MAX / 4.0:
-        scale = 1
-        x = x * 0.25 if abs(x) >= 4.0 * _DBL_MIN else 0.0
-        y *= 0.25
-    elif abs(x) < 2.0 * _DBL_MIN and abs(y) < 2.0 * _DBL_MIN:
-        scale = -27  # -(53 + 1) // 2
-        x *= 2.0 ** 54
-        y *= 2.0 ** 54
-    d = math.hypot(x, y)
-    if x > 0.0:
-        r = math.sqrt(0.5 * (d + x))
-        if scale == 1 and abs(y) < 1.0:
-            s = y / r
-            r *= 2.0
-            scale = 0
-        else:
-            s = 0.5 * (y / r)
-    else:
-        s = math.sqrt(0.5 * (d - x))
-        if scale == 1 and abs(y) < 1.0:
-            r = abs(y / s)
-            s *= 2.0
-            scale = 0
-        else:
-            r = abs(0.5 * (y / s))
-    if scale == 1:
-        r *= 2.0
-        s *= 2.0
-    elif scale == -27:
-        r *= 2.0 ** -27
-        s *= 2.0 ** -27
-    return complex(r, math.copysign(s, y))
+#: NumPy's ``NPY_LOG2E`` and ``NPY_LOG10E``: what ``log2`` and ``log10`` scale ``clog`` by
+LOG2E = 1.4426950408889634
+LOG10E = 0.4342944819032518
+#: revbench's name of a complex function -> (the C library's function, the factor its
+#: result's parts are scaled by, or None)
+COMPLEX_C: dict[str, tuple[str, float | None]] = {
+    "exp": ("cexp", None), "log": ("clog", None), "log2": ("clog", LOG2E),
+    "log10": ("clog", LOG10E), "sqrt": ("csqrt", None),
+    "sin": ("csin", None), "cos": ("ccos", None), "tan": ("ctan", None),
+    "sinh": ("csinh", None), "cosh": ("ccosh", None), "tanh": ("ctanh", None)}
 
 
-def ctanh(z):
-    """``np.tanh(z)`` of a complex ``z``: the C library's algorithm (glibc's ``ctanh``),
-    which NumPy calls, operation for operation."""
-    x = z.real
-    y = z.imag
-    if math.isinf(x):
-        if math.isfinite(y) and abs(y) > 1.0:
-            return complex(math.copysign(1.0, x), math.copysign(0.0, math.sin(y) * math.cos(y)))
-        return complex(math.copysign(1.0, x), math.copysign(0.0, y))
-    if not (math.isfinite(x) and math.isfinite(y)):
-        if y == 0.0:
-            return z
-        return complex(x if x == 0.0 else math.nan, math.nan)
-    sin_y, cos_y = (math.sin(y), math.cos(y)) if abs(y) > _DBL_MIN else (y, 1.0)
-    if abs(x) > _TANH_T:  # exp(2x) would overflow: the imaginary part in two divisions
-        e = math.exp(2.0 * _TANH_T)
-        im = 4.0 * sin_y * cos_y / e
-        rest = abs(x) - _TANH_T
-        im = im / e if rest > _TANH_T else im / math.exp(2.0 * rest)
-        return complex(math.copysign(1.0, x), im)
-    if abs(x) > _DBL_MIN:
-        sinh_x = math.sinh(x)
-        cosh_x = math.cosh(x)
-    else:
-        sinh_x = x
-        cosh_x = 1.0
-    if abs(sinh_x) > abs(cos_y) * _DBL_EPSILON:
-        den = sinh_x * sinh_x + cos_y * cos_y
-    else:
-        den = cos_y * cos_y
-    return complex(sinh_x * cosh_x / den, sin_y * cos_y / den)
+def _complex_function(name: str):
+    """The Python backend's complex ``name``: NumPy's, which is the C library's."""
+    numpy_fn = getattr(np, name)
+
+    def fn(z):
+        with np.errstate(all="ignore"):
+            return complex(numpy_fn(np.complex128(z)))
+
+    fn.__name__ = fn.__qualname__ = f"c{name}"
+    fn.c_function = COMPLEX_C[name]
+    return fn
 
 
-_EXP_T = 709.0  # int((DBL_MAX_EXP - 1) * ln 2): beyond it exp(x) overflows
+#: revbench's name -> the complex function as Python calls it (compiled code calls the C
+#: function each names in ``c_function`` instead)
+COMPLEX_FUNCTIONS = {name: _complex_function(name) for name in COMPLEX_C}
 
 
-def cexp(z):
-    """``np.exp(z)`` of a complex ``z``: the C library's algorithm (glibc's ``cexp``),
-    which NumPy calls (Numba's loses the last digit near overflow, and gives ``inf+nanj``
-    for ``exp(710+0j)``)."""
-    x = z.real
-    y = z.imag
-    if math.isfinite(x):
-        if not math.isfinite(y):
+def complex_pow(a, b):
+    """``a ** b`` with a complex result: CPython's algorithm, operation for operation -- an
+    integral real exponent up to 100 in magnitude by repeated squaring (``c_powi``), any
+    other through the polar form (``_Py_c_pow``) -- on every path (Numba's own squares for
+    ``** 2`` and has no ``c_powi``; NumPy's is another algorithm).  Where Python raises
+    ``ZeroDivisionError`` (zero to a negative or complex power) the result is ``nan+nanj``,
+    as NumPy's; where it raises ``OverflowError``, the infinities the computation reaches
+    (docs/language.md section 9).  Compiled code reads :mod:`math` here, whose functions
+    are the C library's there; the Python backend runs a copy reading IEEE versions
+    (``runtime.complex_pow``), as C computes them where :mod:`math` would raise."""
+    ar = a.real
+    ai = a.imag
+    br = b.real
+    bi = b.imag
+    if bi == 0.0 and abs(br) <= 100.0 and br == math.floor(br):
+        n = int(br)
+        k = -n if n < 0 else n
+        rr = 1.0
+        ri = 0.0
+        pr = ar
+        pi = ai
+        mask = 1
+        while k >= mask:
+            if k & mask:
+                t = rr * pr - ri * pi
+                ri = rr * pi + ri * pr
+                rr = t
+            mask *= 2
+            t = pr * pr - pi * pi
+            pi = pr * pi + pi * pr
+            pr = t
+        if n >= 0:
+            return complex(rr, ri)
+        if rr == 0.0 and ri == 0.0:
             return complex(math.nan, math.nan)
-        sin_y, cos_y = (math.sin(y), math.cos(y)) if abs(y) > _DBL_MIN else (y, 1.0)
-        if x > _EXP_T:  # scaled in steps of exp(709), as the C library does
-            e = math.exp(_EXP_T)
-            x -= _EXP_T
-            sin_y *= e
-            cos_y *= e
-            if x > _EXP_T:
-                x -= _EXP_T
-                sin_y *= e
-                cos_y *= e
-        if x > _EXP_T:
-            return complex(_DBL_MAX * cos_y, _DBL_MAX * sin_y)
-        v = math.exp(x)
-        return complex(v * cos_y, v * sin_y)
-    if math.isinf(x):
-        if math.isfinite(y):
-            v = math.inf if x > 0.0 else 0.0
-            if y == 0.0:
-                return complex(v, y)
-            sin_y, cos_y = (math.sin(y), math.cos(y)) if abs(y) > _DBL_MIN else (y, 1.0)
-            return complex(math.copysign(v, cos_y), math.copysign(v, sin_y))
-        if x > 0.0:
-            return complex(math.inf, y - y)
-        return complex(0.0, math.copysign(0.0, y))
-    if y == 0.0:
-        return complex(math.nan, y)
-    return complex(math.nan, math.nan)
+        # 1 / r, as CPython divides (_Py_c_quot)
+        if abs(rr) >= abs(ri):
+            q = ri / rr
+            d = rr + ri * q
+            return complex((1.0 + 0.0 * q) / d, (0.0 - 1.0 * q) / d)
+        if abs(ri) >= abs(rr):
+            q = rr / ri
+            d = rr * q + ri
+            return complex((1.0 * q + 0.0) / d, (0.0 * q - 1.0) / d)
+        return complex(math.nan, math.nan)
+    if br == 0.0 and bi == 0.0:
+        return complex(1.0, 0.0)
+    if ar == 0.0 and ai == 0.0:
+        if bi != 0.0 or br < 0.0:
+            return complex(math.nan, math.nan)
+        return complex(0.0, 0.0)
+    vabs = math.hypot(ar, ai)
+    length = math.pow(vabs, br)
+    at = math.atan2(ai, ar)
+    phase = at * br
+    if bi != 0.0:
+        e = math.exp(at * bi)
+        if e != 0.0:  # (C divides by an exp that underflowed to 0 too: inf, or nan for 0)
+            length = length / e
+        elif length > 0.0:
+            length = math.inf
+        else:
+            length = math.nan
+        phase += bi * math.log(vabs)
+    return complex(length * math.cos(phase), length * math.sin(phase))

@@ -245,6 +245,8 @@ def _arg_type(a: Any):
     t = type(a)
     if t is float:
         return F64
+    if t is complex:
+        return lower.C128
     if t is bool:
         return BOOL
     if t is int:
@@ -254,7 +256,7 @@ def _arg_type(a: Any):
                                    for v in a):
             return lower.ShapeT(len(a))
         return None
-    if t is np.ndarray:
+    if t is np.ndarray or isinstance(a, np.ndarray):  # (a subclass: a memmap, a recarray)
         key = (a.dtype, a.ndim, a.flags.num)  # (one dictionary lookup per array and call)
         found = _ARRAY_TYPES.get(key)
         if found is None:
@@ -269,16 +271,16 @@ _ARRAY_TYPES: dict[tuple, tuple] = {}
 
 def _array_type(a: np.ndarray):
     flags = a.flags
-    if not (flags.writeable and flags.aligned) or not a.dtype.isnative:
+    if not flags.aligned or not a.dtype.isnative:
         return None
     kind = _DTYPES.get(a.dtype.num)
     if kind is None or a.ndim == 0:
         return None
-    return Arr(kind, a.ndim, bool(flags.c_contiguous))
+    return Arr(kind, a.ndim, bool(flags.c_contiguous), bool(flags.writeable))
 
 
 _DTYPES = {np.dtype(np.float64).num: F64, np.dtype(np.int64).num: I64,
-           np.dtype(np.int32).num: lower.I32,
+           np.dtype(np.int32).num: lower.I32, np.dtype(np.complex128).num: lower.C128,
            np.dtype(np.bool_).num: BOOL}
 
 
@@ -315,6 +317,10 @@ class NativeRunner:
         types = self.signature(args)
         if types is None:
             stats["fallbacks"] += 1
+            for a in args:  # (counted as refusals: what the lowering never saw)
+                if _arg_type(a) is None:
+                    why = f"an argument of type {type(a).__name__}"
+                    refused[why] = refused.get(why, 0) + 1
             return self.dispatcher(*args)
         c = self.compiled.get(types, False)
         if c is False:
@@ -397,20 +403,24 @@ class _Compiled:
         self.returns = returns
         self.messages = messages
         n = max(len(types), 1)
-        self.Ints, self.Floats = ctypes.c_int64 * n, ctypes.c_double * n
+        self.Ints, self.Floats = ctypes.c_int64 * n, ctypes.c_double * (3 * n)
         # which slot each argument goes in: arrays (their objects' addresses: the entry
         # reads them, lower.entry_point) and ints or bools in ``ints``, floats in
         # ``floats``, tuples of ints as the address of a copy
         self.objects = tuple(k for k, t in enumerate(types) if isinstance(t, Arr))
         self.floats = tuple(k for k, t in enumerate(types) if t == F64)
         self.tuples = tuple(k for k, t in enumerate(types) if isinstance(t, lower.ShapeT))
+        self.complexes = tuple((k, lower.complex_slot(types, k))
+                               for k, t in enumerate(types) if t == lower.C128)
         self.ints = tuple(k for k, t in enumerate(types) if k not in self.objects
-                          and k not in self.floats and k not in self.tuples)
-        # what comes back: the arguments (0: an array, 1: a float, 2: an int, 3: a bool),
-        # or one int ("value")
+                          and k not in self.floats and k not in self.tuples
+                          and t != lower.C128)
+        # what comes back: the arguments (0: an array, 1: a float, 2: an int, 3: a bool,
+        # 4: a complex number), or one int ("value")
         self.out = None if returns == "value" else tuple(
             (j, 0 if isinstance(types[j], (Arr, lower.ShapeT)) else 1 if types[j] == F64 else
-             2 if types[j] == I64 else 3) for j in returns)
+             2 if types[j] == I64 else 4 if types[j] == lower.C128 else 3) for j in returns)
+        self._slot = dict(self.complexes)
         self._pool: list[tuple] = []
 
     def _buffers(self) -> tuple:
@@ -432,6 +442,9 @@ class _Compiled:
                 floats[k] = args[k]
             for k in self.ints:
                 ints[k] = args[k]
+            for k, j in self.complexes:
+                z = args[k]
+                floats[j], floats[j + 1] = z.real, z.imag
             held = []
             for k in self.tuples:
                 t = (ctypes.c_int64 * len(args[k]))(*args[k])
@@ -443,18 +456,28 @@ class _Compiled:
             if self.out is None:
                 return err[lower.RESULT_SLOT]
             return tuple([args[j] if kind == 0 else floats[j] if kind == 1 else ints[j]
-                          if kind == 2 else bool(ints[j]) for j, kind in self.out])
+                          if kind == 2 else bool(ints[j]) if kind == 3 else
+                          complex(floats[self._slot[j]], floats[self._slot[j] + 1])
+                          for j, kind in self.out])
         finally:
             pool.append(buffers)
 
     def error(self, status: int, err: np.ndarray) -> BaseException:
         """The exception the Numba-compiled kernel raises for the same failure."""
         S = lower.STATUS
-        values = []
+        values: list = []
+        imaginary_next = False
         for j in range(int(err[3])):
             tag, bits = int(err[4 + 2 * j]), err[5 + 2 * j]
             if tag == lower.TAG_FLOAT:
                 values.append(struct.unpack("<d", struct.pack("<q", bits))[0])
+            elif tag == lower.TAG_COMPLEX:  # (two entries: the real part, the imaginary)
+                part = struct.unpack("<d", struct.pack("<q", bits))[0]
+                if imaginary_next:
+                    values[-1] = complex(values[-1], part)
+                else:
+                    values.append(part)
+                imaginary_next = not imaginary_next
             elif tag == lower.TAG_BOOL:
                 values.append(bool(bits))
             else:

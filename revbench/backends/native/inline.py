@@ -37,7 +37,7 @@ INLINED_MODULES = ("revbench.checkpoint.actions", "revbench.rules.special")
 INLINED_FUNCTIONS = {("checkpoint_schedules.multistage", "n_advance")}
 
 #: names the lowering knows by themselves (builtins and the NumPy module)
-_KNOWN = {"range", "len", "min", "max", "abs", "int", "float", "bool", "np", "math",
+_KNOWN = {"range", "len", "min", "max", "abs", "int", "float", "bool", "complex", "np", "math",
           "ValueError"}
 
 _counter = itertools.count()

@@ -21,12 +21,15 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import platform
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from revbench.backends import runtime
 from revbench.backends.native import inline, runtime_ir
+from revbench.rules import functions as fn_rules
+from revbench.rules import special
 
 
 class Unsupported(Exception):
@@ -45,26 +48,31 @@ EXCEPTIONS: dict[str, type] = {}
 MAX_VALUES = 16
 ERR_SLOTS = 4 + 2 * MAX_VALUES + 1
 RESULT_SLOT = ERR_SLOTS - 1
-#: value tags in ``err``
-TAG_INT, TAG_FLOAT, TAG_BOOL = 0, 1, 2
+#: value tags in ``err`` (a complex value takes two entries: its real part, then its imaginary)
+TAG_INT, TAG_FLOAT, TAG_BOOL, TAG_COMPLEX = 0, 1, 2, 3
 
 I64, F64, BOOL = "i64", "double", "i1"
+#: a complex128 scalar: its real and imaginary parts, as in memory (and in NumPy's arrays)
+C128 = "{ double, double }"
 #: an element type of arrays only (rows of a schedule): read as an int64, never written
 I32 = "i32"
 
 
 @dataclass(frozen=True)
 class Arr:
-    """An array type: element kind (I64, F64 or BOOL), rank, and whether it is known to
-    be C-contiguous (then indexing uses the shape alone, which LLVM can vectorise)."""
+    """An array type: element kind (I64, F64, BOOL or C128), rank, whether it is known to
+    be C-contiguous (then indexing uses the shape alone, which LLVM can vectorise), and
+    whether it may be written (a read-only argument: a kernel that writes it goes to Numba,
+    which refuses it as the Python backend does)."""
 
     dtype: str
     ndim: int
     contiguous: bool
+    writeable: bool = True
 
     @property
     def item_bytes(self) -> int:
-        return 1 if self.dtype == BOOL else 4 if self.dtype == I32 else 8
+        return 1 if self.dtype == BOOL else 4 if self.dtype == I32 else 16 if self.dtype == C128 else 8
 
     @property
     def mem(self) -> str:  # the element as stored in memory
@@ -100,6 +108,9 @@ def _float_text(v: float) -> str:
 
 
 def const(t: str, v) -> Val:
+    if t == C128:
+        v = complex(v)
+        return Val(C128, f"{{ double {_float_text(v.real)}, double {_float_text(v.imag)} }}")
     if t == F64:
         return Val(F64, _float_text(float(v)))
     if t == BOOL:
@@ -125,12 +136,25 @@ def _c_functions() -> dict[str, str]:
     return {r.impl: r.name for r in BUILTIN_FUNCTIONS.values() if r.name in libm.FUNCTIONS}
 
 
-_LIBM2 = {"atan2": "atan2", "arctan2": "atan2", "hypot": "hypot"}
+_LIBM2 = {"atan2": "atan2", "arctan2": "atan2", "hypot": "hypot", "pow": "pow"}
 _CONSTANTS = {"pi": 3.141592653589793, "e": 2.718281828459045, "inf": float("inf"),
               "nan": float("nan"), "tau": 6.283185307179586}
-_DTYPES = {"float64": F64, "int64": I64, "bool_": BOOL}
+_DTYPES = {"float64": F64, "int64": I64, "bool_": BOOL, "complex128": C128}
 #: module names generated code calls functions of: NumPy and math (``_rb_*``: the kernels'
 #: spelling, ``np``: the batched drivers')
+#: the complex functions: generated code's name -> (the C library's function, a scale)
+#: (``_rb_np.exp(z)``, or the symbol of the function compiled code calls: ``_rb_cexp(z)``)
+_COMPLEX_C = dict(special.COMPLEX_C)
+_COMPLEX_HELPERS = {fn_rules.COMPILED_COMPLEX[name].impl: v for name, v in _COMPLEX_C.items()}
+#: whether ``double complex`` passes as two doubles and returns as ``{ double, double }``
+_C_COMPLEX_ABI = platform.machine().lower() in ("x86_64", "amd64")
+
+
+def _common(a: str, b: str) -> str:
+    """The type two numbers compute in: complex, float or int."""
+    return C128 if C128 in (a, b) else F64 if F64 in (a, b) else I64
+
+
 _MODULES = {"_rb_np": "_rb_np", "_rb_math": "_rb_math", "_rb_libm": "_rb_np", "np": "_rb_np"}
 #: checked integer helpers (``codegen.INT_HELPERS``): name -> operand count
 _INT_HELPERS = {"_rb_iadd": 2, "_rb_isub": 2, "_rb_imul": 2, "_rb_ifloordiv": 2,
@@ -354,10 +378,14 @@ class FunctionLowering:
         self.emit(f"store i64 {code}, ptr %err")
         self._err_store(1, self.convert(module, I64).ref if module is not None else str(message))
         self._err_store(2, check_no.ref if check_no is not None else "0")
-        if len(values) > MAX_VALUES:
-            raise Unsupported("too many values in a check")
-        self._err_store(3, str(len(values)))
-        for j, v in enumerate(values):
+        entries: list[tuple[int, str]] = []
+        for v in values:
+            if v.t == C128:
+                for part in self.parts(v):
+                    bits = self.tmp()
+                    self.emit(f"{bits} = bitcast double {part} to i64")
+                    entries.append((TAG_COMPLEX, bits))
+                continue
             if v.t == F64:
                 tag, bits = TAG_FLOAT, self.tmp()
                 self.emit(f"{bits} = bitcast double {v.ref} to i64")
@@ -368,6 +396,11 @@ class FunctionLowering:
                 tag, bits = TAG_INT, v.ref
             else:
                 raise Unsupported("an array in a check's values")
+            entries.append((tag, bits))
+        if len(entries) > MAX_VALUES:
+            raise Unsupported("too many values in a check")
+        self._err_store(3, str(len(entries)))
+        for j, (tag, bits) in enumerate(entries):
             self._err_store(4 + 2 * j, str(tag))
             self._err_store(5 + 2 * j, bits)
         self.emit(f"store i32 {code}, ptr %status")
@@ -485,7 +518,7 @@ class FunctionLowering:
                 values.append(a.value)
                 continue
             v = self.x(a)
-            if v.t not in (F64, I64, BOOL):
+            if v.t not in (F64, I64, BOOL, C128):
                 raise Unsupported("print of an array")
             values.append(v)
         self.python_api()
@@ -500,6 +533,9 @@ class FunctionLowering:
                 self.emit(f"{obj} = call ptr @PyUnicode_FromStringAndSize(ptr {g}, i64 {len(data)})")
             elif v.t == F64:
                 self.emit(f"{obj} = call ptr @PyFloat_FromDouble(double {v.ref})")
+            elif v.t == C128:
+                re, im = self.parts(v)
+                self.emit(f"{obj} = call ptr @PyComplex_FromDoubles(double {re}, double {im})")
             elif v.t == I64:
                 self.emit(f"{obj} = call ptr @PyLong_FromLongLong(i64 {v.ref})")
             else:
@@ -571,6 +607,7 @@ class FunctionLowering:
                           ("PyUnicode_FromStringAndSize",
                            "ptr @PyUnicode_FromStringAndSize(ptr, i64)"),
                           ("PyFloat_FromDouble", "ptr @PyFloat_FromDouble(double)"),
+                          ("PyComplex_FromDoubles", "ptr @PyComplex_FromDoubles(double, double)"),
                           ("PyLong_FromLongLong", "ptr @PyLong_FromLongLong(i64)"),
                           ("PyBool_FromLong", "ptr @PyBool_FromLong(i64)"),
                           ("PyImport_ImportModule", "ptr @PyImport_ImportModule(ptr)"),
@@ -1151,6 +1188,8 @@ class FunctionLowering:
             return const(I64, v)
         if isinstance(v, float):
             return const(F64, v)
+        if isinstance(v, complex):
+            return const(C128, v)
         raise Unsupported(f"constant {type(v).__name__}")
 
     def x_Name(self, e: ast.Name) -> Val:
@@ -1161,6 +1200,13 @@ class FunctionLowering:
             if e.attr in _CONSTANTS:
                 return const(F64, _CONSTANTS[e.attr])
             raise Unsupported(f"{e.value.id}.{e.attr}")
+        if e.attr in ("real", "imag"):
+            v = self.x(e.value)
+            if v.t == C128:
+                return Val(F64, self.parts(v)[e.attr == "imag"])
+            if v.t == F64:
+                return v if e.attr == "real" else const(F64, 0.0)
+            raise Unsupported(f"{e.attr} of {v.t}")
         if e.attr == "dtype":
             v = self.x(e.value)
             if not isinstance(v.t, Arr):
@@ -1252,7 +1298,7 @@ class FunctionLowering:
                     contiguous = False
                 start = self.index(node, base.dims[k])
             starts.append(start)
-        return Val(Arr(t.dtype, len(dims), contiguous), ptr=self.address(base, starts),
+        return Val(Arr(t.dtype, len(dims), contiguous, t.writeable), ptr=self.address(base, starts),
                    dims=tuple(dims), strides=tuple(strides))
 
     def _slice_bound(self, node: ast.expr | None, dim: str, default: str) -> str:
@@ -1322,6 +1368,9 @@ class FunctionLowering:
         return Val(arr.dtype, r)
 
     def to_mem(self, v: Val, arr: Arr) -> str:
+        """``v`` as an element of ``arr`` is stored (every store into an array comes here)."""
+        if not arr.writeable:
+            raise Unsupported("a write into a read-only array")
         if arr.dtype == BOOL:
             r = self.tmp()
             self.emit(f"{r} = zext i1 {v.ref} to i8")
@@ -1344,6 +1393,9 @@ class FunctionLowering:
 
     def negate(self, v: Val) -> Val:
         """``-v`` of a number (the generated source wraps checked negations in helpers)."""
+        if v.t == C128:
+            re, im = self.parts(v)
+            return self.make_complex(self.fop("fneg", re), self.fop("fneg", im))
         if v.t == F64:
             r = self.tmp()
             self.emit(f"{r} = fneg double {v.ref}")
@@ -1380,6 +1432,8 @@ class FunctionLowering:
             r = self.tmp()
             self.emit(f"{r} = {ins} i64 {a.ref}, {b.ref}")
             return Val(I64, r)
+        if C128 in (a.t, b.t):
+            return self.complex_binop(op, self.convert(a, C128), self.convert(b, C128))
         if isinstance(op, ast.Div):  # true division: floats (Numba raises on a zero divisor)
             a, b = self.convert(a, F64), self.convert(b, F64)
             zero = self.tmp()
@@ -1442,6 +1496,8 @@ class FunctionLowering:
     def static_power(self, base: Val, exp: int) -> Val:
         """``x ** n`` for a literal int ``n``: products unrolled as Numba does
         (``static_power_impl``); an int to a literal ``n >= 0`` wraps around."""
+        if base.t == C128:
+            raise Unsupported("complex power")
         if base.t != F64 and base.t != I64 and base.t != BOOL:
             raise Unsupported("power")
         if base.t != F64:
@@ -1531,6 +1587,16 @@ class FunctionLowering:
         r = self.tmp()
         if isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)):
             raise Unsupported("is / in")
+        if C128 in (a.t, b.t):
+            if not isinstance(op, (ast.Eq, ast.NotEq)):
+                raise Unsupported("an order of complex numbers")
+            (ar, ai), (br, bi) = self.parts(self.convert(a, C128)), self.parts(self.convert(b, C128))
+            pred, join = ("oeq", "and") if isinstance(op, ast.Eq) else ("une", "or")
+            c1, c2 = self.tmp(), self.tmp()
+            self.emit(f"{c1} = fcmp {pred} double {ar}, {br}")
+            self.emit(f"{c2} = fcmp {pred} double {ai}, {bi}")
+            self.emit(f"{r} = {join} i1 {c1}, {c2}")
+            return r
         if a.t == BOOL and b.t == BOOL and isinstance(op, (ast.Eq, ast.NotEq)):
             self.emit(f"{r} = icmp {'eq' if isinstance(op, ast.Eq) else 'ne'} i1 {a.ref}, {b.ref}")
             return r
@@ -1571,7 +1637,7 @@ class FunctionLowering:
         b = self.x(e.orelse)
         if not (isinstance(a.t, str) and isinstance(b.t, str)):
             raise Unsupported("conditional arrays")
-        kind = a.t if a.t == b.t else (F64 if F64 in (a.t, b.t) else I64)
+        kind = a.t if a.t == b.t else _common(a.t, b.t)
         b = self.convert(b, kind)
         b_end = self.current_block()
         self.br(end)
@@ -1595,6 +1661,14 @@ class FunctionLowering:
         if not isinstance(f, ast.Name) or e.keywords:
             raise Unsupported("call")
         name = f.id
+        if name in _COMPLEX_HELPERS and len(e.args) == 1 and not e.keywords:
+            return self.complex_function(*_COMPLEX_HELPERS[name],
+                                         self.convert(self.x(e.args[0]), C128))
+        if name == "complex" and len(e.args) == 2:  # (revbench's own inlined code)
+            re, im = (self.convert(self.x(a), F64) for a in e.args)
+            return self.make_complex(re.ref, im.ref)
+        if name == "complex" and len(e.args) == 1:
+            return self.convert(self.x(e.args[0]), C128)
         if name not in self.vars and self.python_callee(name) is not None:
             return self.inline_call(self.python_callee(name), e.args)
         if name == "_rb_range_len" and len(e.args) == 3:  # (runtime.range_len)
@@ -1619,6 +1693,8 @@ class FunctionLowering:
             return self.int_power(self.convert(args[0], F64), self.convert(args[1], I64))
         if name == "abs" and len(args) == 1:
             v = args[0]
+            if v.t == C128:  # (the C library's hypot, as Python's abs and NumPy's)
+                return self.call_math("hypot", *(Val(F64, p) for p in self.parts(v)))
             if v.t == F64:
                 return self.call_math("llvm.fabs.f64", v)
             return self._iabs(self.convert(v, I64))
@@ -1632,6 +1708,11 @@ class FunctionLowering:
             return Val(I64, args[0].dims[0])
         if name == "int" and len(args) == 1 and args[0].t in (I64, BOOL):
             return self.convert(args[0], I64)
+        if name == "int" and len(args) == 1 and args[0].t == F64 and self.inlining:
+            # (revbench's own code, of a float it knows to be a small integer: complex_pow)
+            r = self.tmp()
+            self.emit(f"{r} = fptosi double {args[0].ref} to i64")
+            return Val(I64, r)
         if (name == "len" and len(e.args) == 1 and isinstance(e.args[0], ast.Call)
                 and isinstance(e.args[0].func, ast.Name) and e.args[0].func.id == "range"):
             return self.range_length(e.args[0])
@@ -1652,7 +1733,7 @@ class FunctionLowering:
                 and e.args[0].operand.value == 1):
             if not v.t.contiguous:
                 raise Unsupported("reshape of a strided array")
-            return Val(Arr(v.t.dtype, 1, True), ptr=v.ptr, dims=(self.count(v.dims),),
+            return Val(Arr(v.t.dtype, 1, True, v.t.writeable), ptr=v.ptr, dims=(self.count(v.dims),),
                        strides=(str(v.t.item_bytes),))
         if name == "fill" and len(e.args) == 1:
             value = self.convert(self.x(e.args[0]), v.t.dtype)
@@ -1786,6 +1867,17 @@ class FunctionLowering:
             op = ast.Add() if name == "add" else ast.Sub()
             self.store_into(args[0], args[1], op)
             return args[0]
+        if name in ("real", "imag", "conj", "conjugate") and len(args) == 1 and args[0].t == C128:
+            re, im = self.parts(args[0])
+            if name == "real":
+                return Val(F64, re)
+            if name == "imag":
+                return Val(F64, im)
+            return self.make_complex(re, self.fop("fneg", im))
+        if name in ("conj", "conjugate") and len(args) == 1 and args[0].t == F64:
+            return args[0]
+        if name in _COMPLEX_C and len(args) == 1 and args[0].t == C128:
+            return self.complex_function(*_COMPLEX_C[name], args[0])
         if name in ("real", "imag") and len(args) == 1 and args[0].t == F64:
             return args[0] if name == "real" else const(F64, 0.0)  # (of a real number)
         # (math's and NumPy's functions of a float are the same C functions in Numba)
@@ -1810,7 +1902,9 @@ class FunctionLowering:
         ``b < a`` (``b > a``), else ``a`` -- a nan second argument loses."""
         if not (isinstance(a.t, str) and isinstance(b.t, str)):
             raise Unsupported("min/max of arrays")
-        kind = a.t if a.t == b.t else (F64 if F64 in (a.t, b.t) else I64)
+        kind = a.t if a.t == b.t else _common(a.t, b.t)
+        if kind == C128:
+            raise Unsupported("min/max of complex numbers")
         if kind == BOOL:
             kind = I64  # (Numba unifies bools to... leave it to Numba)
             raise Unsupported("min/max of bools")
@@ -1822,36 +1916,52 @@ class FunctionLowering:
 
     def float_shift(self, args: list[Val]) -> Val:
         """``runtime.float_shift``: ``old +/- value``, then the finiteness test."""
-        if len(args) != 5 or args[0].t != F64:
+        if len(args) != 5 or args[0].t not in (F64, C128):
             raise Unsupported("float shift")
-        old, value = args[0], self.convert(args[1], F64)
+        kind = args[0].t
+        old, value = args[0], self.convert(args[1], kind)
         sub_node = args[2]
         if sub_node.ref not in ("true", "false"):
             raise Unsupported("float shift direction")
         k = self.convert(args[4], I64)
-        new = self.tmp()
-        self.emit(f"{new} = {'fsub' if sub_node.ref == 'true' else 'fadd'} double "
-                  f"{old.ref}, {value.ref}")
         self.mod.declare("llvm.fabs.f64", "declare double @llvm.fabs.f64(double)")
-        finite = self._finite(new)
+        if kind == C128:
+            new_v = self.complex_binop(ast.Sub() if sub_node.ref == "true" else ast.Add(),
+                                       old, value)
+            new = new_v.ref
+        else:
+            new = self.tmp()
+            self.emit(f"{new} = {'fsub' if sub_node.ref == 'true' else 'fadd'} double "
+                      f"{old.ref}, {value.ref}")
+            new_v = Val(F64, new)
+        finite = self._finite_value(new_v)
         bad, ok = self.label("shiftbad"), self.label("shiftok")
         self.emit(f"br i1 {finite}, label %{ok}, label %{bad}, !prof !1")
         self.start(bad)
-        v_fin = self._finite(value.ref)
+        v_fin = self._finite_value(value)
         vbad, vok = self.label("valbad"), self.label("valok")
         self.cbr(v_fin, vok, vbad)
         self.start(vbad)
         self.fail("check", 0, (const(I64, 0), value), check_no=k, module=args[3])
         self.start(vok)
-        o_fin = self._finite(old.ref)
+        o_fin = self._finite_value(old)
         obad = self.label("oldbad")
         self.cbr(o_fin, obad, ok)
         self.start(obad)
         k1 = self.tmp()
         self.emit(f"{k1} = add i64 {k.ref}, 1")
-        self.fail("check", 0, (old, Val(F64, new)), check_no=Val(I64, k1), module=args[3])
+        self.fail("check", 0, (old, new_v), check_no=Val(I64, k1), module=args[3])
         self.start(ok)
-        return Val(F64, new)
+        return new_v
+
+    def _finite_value(self, v: Val) -> str:
+        """Whether a float, or both parts of a complex number, are finite."""
+        if v.t != C128:
+            return self._finite(v.ref)
+        re, im = self.parts(v)
+        a, b, both = self._finite(re), self._finite(im), self.tmp()
+        self.emit(f"{both} = and i1 {a}, {b}")
+        return both
 
     def _finite(self, ref: str) -> str:
         a, c = self.tmp(), self.tmp()
@@ -2049,7 +2159,7 @@ class FunctionLowering:
                 call_args += [f"i64 {d}" for d in (*a.dims, *a.strides)]
                 slots.append(None)
             else:
-                s = self.slot("i64", "arg")
+                s = self.slot(C128 if a.t == C128 else "i64", "arg")
                 if a.t == BOOL:
                     w = self.tmp()
                     self.emit(f"{w} = zext i1 {a.ref} to i64")
@@ -2084,12 +2194,86 @@ class FunctionLowering:
                 out.append(Val(a.t, r))
         return out
 
+    # -- complex numbers -------------------------------------------------------
+    # Python's arithmetic (CPython's, which Numba and NumPy's multiplication follow): a real
+    # operand is made complex first (imaginary part +0.0), then ``+ -`` are the parts'
+    # and ``*`` and ``/`` CPython's formulas; the functions are the C library's, as NumPy
+    # calls them (``backends/libm.py``, docs/language.md section 9).
+    def parts(self, v: Val) -> tuple[str, str]:
+        if v.ref.startswith("{"):  # a constant
+            re, im = (p.split()[-1] for p in v.ref.strip("{} ").split(","))
+            return re, im
+        re, im = self.tmp(), self.tmp()
+        self.emit(f"{re} = extractvalue {C128} {v.ref}, 0")
+        self.emit(f"{im} = extractvalue {C128} {v.ref}, 1")
+        return re, im
+
+    def make_complex(self, re: str, im: str) -> Val:
+        a, b = self.tmp(), self.tmp()
+        self.emit(f"{a} = insertvalue {C128} undef, double {re}, 0")
+        self.emit(f"{b} = insertvalue {C128} {a}, double {im}, 1")
+        return Val(C128, b)
+
+    def fop(self, ins: str, a: str, b: str | None = None) -> str:
+        r = self.tmp()
+        self.emit(f"{r} = {ins} double {a}" + (f", {b}" if b is not None else ""))
+        return r
+
+    def complex_binop(self, op: ast.operator, a: Val, b: Val) -> Val:
+        (ar, ai), (br, bi) = self.parts(a), self.parts(b)
+        f = self.fop
+        if isinstance(op, (ast.Add, ast.Sub)):
+            ins = "fadd" if isinstance(op, ast.Add) else "fsub"
+            return self.make_complex(f(ins, ar, br), f(ins, ai, bi))
+        if isinstance(op, ast.Mult):
+            return self.make_complex(f("fsub", f("fmul", ar, br), f("fmul", ai, bi)),
+                                     f("fadd", f("fmul", ar, bi), f("fmul", ai, br)))
+        if isinstance(op, ast.Div):
+            return self.complex_divide(ar, ai, br, bi)
+        raise Unsupported(f"operator {type(op).__name__} on complex numbers")
+
+    def complex_divide(self, ar: str, ai: str, br: str, bi: str) -> Val:
+        """CPython's ``_Py_c_quot`` (Numba's too): scaled by the larger part of the divisor;
+        a zero divisor raises, a nan one gives nan."""
+        zr, zi, zero = self.tmp(), self.tmp(), self.tmp()
+        self.emit(f"{zr} = fcmp oeq double {br}, 0.0")
+        self.emit(f"{zi} = fcmp oeq double {bi}, 0.0")
+        self.emit(f"{zero} = and i1 {zr}, {zi}")
+        self.fail_if(zero, "zerodiv", self.mod.message("complex division by zero"))
+        self.mod.declare("llvm.fabs.f64", "declare double @llvm.fabs.f64(double)")
+        self.mod.declare("rb_cdiv", runtime_ir.COMPLEX_DIVIDE)
+        r = self.tmp()
+        self.emit(f"{r} = call {C128} @rb_cdiv(double {ar}, double {ai}, double {br}, double {bi})")
+        return Val(C128, r)
+
+    def complex_function(self, c_name: str, scale: float | None, z: Val) -> Val:
+        """A complex function: the C library's ``c_name`` (``clog``), its parts multiplied by
+        ``scale`` where NumPy does (``log2``, ``log10``).  The C type ``double complex``
+        travels as ``{ double, double }`` from two doubles (the x86-64 convention)."""
+        if not _C_COMPLEX_ABI:
+            raise Unsupported("complex functions on this platform")
+        self.mod.declare(c_name, f"declare {C128} @{c_name}(double, double)")
+        re, im = self.parts(z)
+        r = self.tmp()
+        self.emit(f"{r} = call {C128} @{c_name}(double {re}, double {im})")
+        v = Val(C128, r)
+        if scale is None:
+            return v
+        re, im = self.parts(v)
+        k = _float_text(scale)
+        return self.make_complex(self.fop("fmul", re, k), self.fop("fmul", im, k))
+
     # -- conversions ----------------------------------------------------------
     def convert(self, v: Val, to: str) -> Val:
         if v.t == to:
             return v
         if not isinstance(v.t, str):
             raise Unsupported("an array where a number is expected")
+        if to == C128:  # a real number: its value and an imaginary part of +0.0
+            re = self.convert(v, F64)
+            return self.make_complex(re.ref, _float_text(0.0))
+        if v.t == C128:
+            raise Unsupported(f"complex to {to}")
         r = self.tmp()
         if to == F64:
             ins = "uitofp i1" if v.t == BOOL else "sitofp i64"
@@ -2117,6 +2301,8 @@ class FunctionLowering:
             self.emit(f"{r} = icmp ne i64 {v.ref}, 0")
         elif v.t == F64:
             self.emit(f"{r} = fcmp une double {v.ref}, 0.0")
+        elif v.t == C128:
+            return self.compare(ast.NotEq(), v, const(C128, 0j))
         else:
             raise Unsupported("truth of an array")
         return r
@@ -2159,11 +2345,18 @@ def _llname(name: str) -> str:
 ARRAY_FIELDS = (16, 32, 40)
 
 
+def complex_slot(types: tuple[Type, ...], k: int) -> int:
+    """Where complex argument ``k``'s real part goes in ``floats`` (its imaginary part
+    after it): past one slot per argument, two per argument."""
+    return len(types) + 2 * k
+
+
 def entry_point(mod: ModuleBuilder, kernel_name: str, types: tuple[Type, ...],
                 fields: tuple[int, int, int] = ARRAY_FIELDS) -> str:
     """``i32 @rb_entry(ptr ints, ptr floats, ptr err)``: the kernel called with its
     arguments from two arrays of 8-byte slots, one per argument (:mod:`.engine` fills
-    them): a float in ``floats``, an int or bool in ``ints`` -- in and out -- and an array
+    them): a float in ``floats``, a complex number in two of them (:func:`complex_slot`), an
+    int or bool in ``ints`` -- in and out -- and an array
     as the address of its NumPy object in ``ints``, whose data pointer, shape and strides
     are read here (``fields``: their offsets), so Python passes ``id(a)`` and nothing more."""
     lines = ["define i32 @rb_entry(ptr %ints, ptr %floats, ptr %err) {", "entry:",
@@ -2194,6 +2387,9 @@ def entry_point(mod: ModuleBuilder, kernel_name: str, types: tuple[Type, ...],
                 lines += [f"  %t{k}.{j}.p = getelementptr i64, ptr %t{k}, i64 {j}",
                           f"  %t{k}.{j} = load i64, ptr %t{k}.{j}.p"]
                 args.append(f"i64 %t{k}.{j}")
+        elif t == C128:  # (its two parts, from floats[n + 2k])
+            lines.append(f"  %s{k} = getelementptr double, ptr %floats, i64 {complex_slot(types, k)}")
+            args.append(f"ptr %s{k}")
         else:
             where = "%floats" if t == F64 else "%ints"
             lines.append(f"  %s{k} = getelementptr i64, ptr {where}, i64 {k}")

@@ -51,8 +51,10 @@ declare void @Py_DecRef(ptr)
 
 
 def supported(types: tuple) -> bool:
-    """Whether the wrapper can take these argument types (tuples of ints cannot)."""
-    return all(isinstance(t, Arr) or t in (F64, I64, BOOL) for t in types)
+    """Whether the wrapper can take these argument types (tuples of ints and complex
+    numbers cannot: those calls take the engine's ctypes path)."""
+    return all((isinstance(t, Arr) and t.dtype in _DTYPE_ROW) or t in (F64, I64, BOOL)
+               for t in types)
 
 
 def fast_call(types: tuple, returns: tuple | str) -> str:
@@ -93,7 +95,7 @@ def _unpack(k: int, t, nxt: str) -> list[str]:
     L = [f"a{k}:", *_load(x, "ptr", "%args", 8 * k), *_load(f"{x}.ty", "ptr", x, OB_TYPE),
          f"  %slot{k} = getelementptr i64, ptr %ints, i64 {k}"]
     if isinstance(t, Arr):
-        want = ALIGNED | WRITEABLE | (C_CONTIGUOUS if t.contiguous else 0)
+        want = ALIGNED | (WRITEABLE if t.writeable else 0) | (C_CONTIGUOUS if t.contiguous else 0)
         L += [f"  {x}.isarr = icmp eq ptr {x}.ty, %T4",
               f"  br i1 {x}.isarr, label %a{k}.arr, label %fallback",
               f"a{k}.arr:",

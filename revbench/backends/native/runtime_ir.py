@@ -248,6 +248,49 @@ dzero:
   ret double %r2
 }"""
 
+#: Python's complex division (CPython's ``_Py_c_quot``, which Numba copies) of ``a`` by a
+#: ``b`` that is not zero (the caller raises for that): numerator and denominator divided by
+#: the larger part of ``b``; a nan part of ``b`` gives nan
+COMPLEX_DIVIDE = """
+define internal { double, double } @rb_cdiv(double %ar, double %ai, double %br, double %bi) {
+entry:
+  %abr = call double @llvm.fabs.f64(double %br)
+  %abi = call double @llvm.fabs.f64(double %bi)
+  %byreal = fcmp oge double %abr, %abi
+  br i1 %byreal, label %real, label %other
+real:
+  %q = fdiv double %bi, %br
+  %bq = fmul double %bi, %q
+  %d = fadd double %br, %bq
+  %aiq = fmul double %ai, %q
+  %nr = fadd double %ar, %aiq
+  %rr = fdiv double %nr, %d
+  %arq = fmul double %ar, %q
+  %ni = fsub double %ai, %arq
+  %ri = fdiv double %ni, %d
+  br label %done
+other:
+  %byimag = fcmp oge double %abi, %abr
+  br i1 %byimag, label %imag, label %done
+imag:
+  %q2 = fdiv double %br, %bi
+  %bq2 = fmul double %br, %q2
+  %d2 = fadd double %bq2, %bi
+  %arq2 = fmul double %ar, %q2
+  %nr2 = fadd double %arq2, %ai
+  %rr2 = fdiv double %nr2, %d2
+  %aiq2 = fmul double %ai, %q2
+  %ni2 = fsub double %aiq2, %ar
+  %ri2 = fdiv double %ni2, %d2
+  br label %done
+done:
+  %re = phi double [%rr, %real], [%rr2, %imag], [0x7FF8000000000000, %other]
+  %im = phi double [%ri, %real], [%ri2, %imag], [0x7FF8000000000000, %other]
+  %z0 = insertvalue { double, double } undef, double %re, 0
+  %z = insertvalue { double, double } %z0, double %im, 1
+  ret { double, double } %z
+}"""
+
 #: a Python object a kernel held (a disk store's array) let go on its return, the
 #: interpreter lock taken for it (``rb_release``), or already held (``rb_release_held``)
 RELEASE = """
