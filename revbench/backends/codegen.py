@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from revbench.backends import libm, runtime
+from revbench.backends import libm, runtime, targets
 from revbench.backends.runtime import POLL_MASK, CheckInfo
 from revbench.backends.source import same_value
 from revbench.lang import ir, ranges
@@ -231,6 +231,9 @@ class Emitter:
         self.env = typed.env
         self.direction = direction
         self.opt = options
+        #: the code runs in the interpreter (the Python backend), not compiled: what it
+        #: calls for the same rule differs (NumPy's scalars there, C functions here)
+        self.interpreted = targets.target(options.backend).interpreted
         self.callee_symbol = callee_symbol
         self.callee_writes = callee_writes or (lambda call: (True,) * len(call.args))
         self.lines: list[str] = []
@@ -344,12 +347,12 @@ class Emitter:
                     return self.int_helper("abs", e, *args)  # abs(-2**63) overflows
                 if rule.name == "abs" and d == "int":
                     return self.wrap_helper("abs", *args)
-            if (self.opt.backend == "numba" and rule.name in fn_rules.COMPILED_COMPLEX
+            if (not self.interpreted and rule.name in fn_rules.COMPILED_COMPLEX
                     and "complex" in dts):
                 helper = fn_rules.COMPILED_COMPLEX[rule.name]
                 self.user_functions[helper.impl] = helper
                 return f"{helper.impl}({', '.join(args)})"
-            if (self.opt.backend == "python" and rule.name in libm.FUNCTIONS
+            if (self.interpreted and rule.name in libm.FUNCTIONS
                     and all(t != "complex" for t in dts)):
                 # the C library's function, as compiled code calls: bit-identical results
                 self.uses_libm = True
@@ -408,7 +411,7 @@ class Emitter:
             # backend runs runtime.complex_pow, compiled code the same function)
             left, right = (c if t == "complex" else f"complex({self.cast(c, t, 'float')})"
                            for c, t in ((left, lt), (right, rt)))
-            if self.opt.backend != "python":
+            if not self.interpreted:
                 self.user_functions[COMPLEX_POW.impl] = COMPLEX_POW
             return f"_rb_cpow({left}, {right})"
         if e.op == "**" and d == "float":
@@ -422,7 +425,7 @@ class Emitter:
             # -3): runtime.float_int_power, except a literal k >= 0 in compiled code, which
             # both compilers unroll into the same products
             k = ranges.const_int(e.right)
-            if self.opt.backend != "python" and k is not None and k >= 0:
+            if not self.interpreted and k is not None and k >= 0:
                 return f"(_rb_np.float64({left}) ** {right})"
             self.user_functions[FLOAT_INT_POWER.impl] = FLOAT_INT_POWER
             return f"{FLOAT_INT_POWER.impl}({self.cast(left, lt, 'float')}, {self.cast(right, rt, 'int')})"
@@ -441,7 +444,7 @@ class Emitter:
     def division(self, op: str, left: str, right: str) -> str:
         """``left op right``; on the Python backend a ``/``, ``//`` or ``%`` through
         :data:`PY_DIVISION`, which raises for a zero divisor as compiled code does."""
-        if self.opt.backend != "python" or op not in PY_DIVISION:
+        if not self.interpreted or op not in PY_DIVISION:
             return f"({left} {op} {right})"
         rule = PY_DIVISION[op]
         self.user_functions[rule.impl] = rule
@@ -973,7 +976,7 @@ class Emitter:
         self.emit(f"    {buf} = _rb_np.empty(({', '.join(shape)},), dtype={dt})", loc)
         self.emit(f"{name} = {buf}", loc)
         zero = "False" if t.dtype == "bool" else ZERO_CODE[t.dtype]
-        if self.opt.backend == "python":
+        if self.interpreted:
             self.emit(f"{name}.fill({zero})", loc)
             return
         # a loop: Numba's fill() is a slice assignment, twice as slow on small arrays
@@ -1277,7 +1280,7 @@ class Emitter:
         names the element as the user wrote it).  The load and the store are skipped when
         the loop runs no iteration, so an element the loop never reaches is never touched.
         """
-        if self.opt.backend == "python":  # nothing to gain there
+        if self.interpreted:  # nothing to gain there
             return []
         changing = ir.names_written(loop.body) | {loop.var} | {
             st.var for st in ir.walk_stmts(loop.body) if isinstance(st, ir.For)}
@@ -1329,7 +1332,7 @@ class Emitter:
             lines.append("from revbench.backends.runtime import CheckFailed as _RbCheckFailed")
         if self.uses_libm:
             lines.append("from revbench.backends import libm as _rb_libm")
-        if self.opt.backend == "python":
+        if self.interpreted:
             # (Python's complex numbers raise OverflowError where compiled code and NumPy
             # give inf: abs() of a huge complex number, a complex power that overflows)
             lines.append("from revbench.backends.runtime import complex_pow as _rb_cpow, "

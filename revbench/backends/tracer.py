@@ -114,12 +114,9 @@ def stmt_text(s: ir.Stmt) -> str:
 
 def _writes(s: ir.Stmt) -> str | None:
     """The variable a simple statement writes (None for control flow and calls)."""
-    if isinstance(s, ir.Update):
-        return s.target.name
-    if isinstance(s, ir.Swap):
-        return s.a.name
-    if isinstance(s, (ir.Alloc, ir.Dealloc)):
-        return s.name
+    names = ir.simple_writes(s)
+    if names:
+        return names[0]
     if isinstance(s, ir.For) and s.var.startswith(GENERATED):  # an elementwise loop of AD
         names = {_writes(b) for b in s.body}
         primal = [n for n in names if n is None or not n.startswith(ADJOINT)]

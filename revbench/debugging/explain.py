@@ -192,20 +192,16 @@ def _line_owners(body) -> dict[int, int]:
     return owners
 
 
-def _is_adjoint(name: str) -> bool:
-    return name.startswith(ADJOINT_PREFIX) or (
+def _shown_as_adjoint(name: str) -> bool:
+    """An adjoint variable, or a helper ancilla of the adjoint of ``np.max``/``np.min``."""
+    return ir.is_adjoint(name) or (
         name.startswith(_ADJOINT_HELPERS) and name[len("_rb_m"):].isdigit())
 
 
 def _on_adjoints(s: ir.Stmt) -> bool:
     """Is this statement of the reverse sweep about adjoints (not the primal's inverse)?"""
-    if isinstance(s, ir.Update):
-        return _is_adjoint(s.target.name)
-    if isinstance(s, ir.Swap):
-        return _is_adjoint(s.a.name)
-    if isinstance(s, (ir.Alloc, ir.Dealloc)):
-        return _is_adjoint(s.name)
-    return False
+    names = ir.simple_writes(s)
+    return bool(names) and all(_shown_as_adjoint(n) for n in names)
 
 
 def _rows_of(nodes: list[_Node], only_adjoint: bool) -> tuple[list[Step], dict[int, list[str]]]:

@@ -780,6 +780,17 @@ def names_written(body: tuple[Stmt, ...]) -> set[str]:
     return out
 
 
+def simple_writes(s: Stmt) -> tuple[str, ...] | None:
+    """What a simple statement writes, its targets first (a swap's two sides, an update's
+    target, the ancilla an allocation binds); None for a statement holding others or
+    calling a function (debuggers and ``explain`` show those by their own structure)."""
+    kind = statement_kind(s)
+    if kind.blocks(s) or "calls" in kind.effects:
+        return None
+    bound = kind.binds(s)
+    return tuple(t.name for t in kind.targets(s)) + ((bound,) if bound is not None else ())
+
+
 def written_names(s: Stmt) -> set[str]:
     """The variables ``s`` itself writes: its targets (a reverse sweep's call updates the
     adjoints it carries, a tangent call the tangents), the variable it allocates or

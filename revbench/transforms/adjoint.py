@@ -105,7 +105,7 @@ class AdjointContext:
         """Whether a seed (an expression over program and adjoint variables) is complex.
         An adjoint variable has its variable's type; a generated seed ancilla
         ``_rb_g`` is typed when it is made."""
-        return self.is_complex(_rename(seed, lambda n: n[len(_ADJ):] if _is_adjoint(n) else n))
+        return self.is_complex(_rename(seed, lambda n: n[len(_ADJ):] if n.startswith(_ADJ) else n))
 
     # -- expression algebra (with the simplifications that keep code readable) ------
     def conj(self, e: ir.Expr) -> ir.Expr:
@@ -443,10 +443,6 @@ def lane_name(name: str, k: int) -> str:
     return ir.adjoint_name(name[len(_ADJ):], k) if name.startswith(_ADJ) else name
 
 
-def _is_adjoint(name: str) -> bool:
-    return name.startswith(_ADJ)
-
-
 def _rename(e: ir.Expr, f) -> ir.Expr:
     """``e`` with every variable and array name ``n`` replaced by ``f(n)``."""
     if isinstance(e, (ir.Var, ir.Elem)):
@@ -463,11 +459,11 @@ def replicate_lanes(body: tuple[ir.Stmt, ...], lanes: int) -> tuple[ir.Stmt, ...
     """Repeat each adjoint statement once per lane; primal statements stay single."""
     out: list[ir.Stmt] = []
     for s in body:
-        if isinstance(s, ir.Update) and _is_adjoint(s.target.name):
+        if isinstance(s, ir.Update) and ir.is_adjoint(s.target.name):
             out += [replace(s, target=_lane(s.target, k), value=_lane(s.value, k)) for k in range(lanes)]
-        elif isinstance(s, ir.Swap) and _is_adjoint(s.a.name):
+        elif isinstance(s, ir.Swap) and ir.is_adjoint(s.a.name):
             out += [ir.Swap(_lane(s.a, k), _lane(s.b, k), s.loc) for k in range(lanes)]
-        elif isinstance(s, (ir.Alloc, ir.Dealloc)) and _is_adjoint(s.name):
+        elif isinstance(s, (ir.Alloc, ir.Dealloc)) and ir.is_adjoint(s.name):
             # an adjoint ancilla may be computed from adjoints (a seed held for a loop)
             out += [replace(s, name=lane_name(s.name, k), init=_lane(s.init, k))
                     for k in range(lanes)]
