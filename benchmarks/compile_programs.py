@@ -184,6 +184,23 @@ def mlp_loss(loss, W1, b1, W2, b2, X, Y):
         ~layer
 
 
+@reversible
+def spectrum_power(power, c, w, t):
+    """The power of a sum of damped complex exponentials: complex arithmetic, a complex
+    function and a complex array, differentiated with respect to the amplitudes ``c``."""
+    with routine as total:
+        s = 0j
+        for k in range(c.shape[0]):
+            s += c[k] * np.exp(1j * w[k] * t) / (1.0 + w[k] ** 2)
+    power += abs(s) ** 2
+    ~total
+
+
+def spectrum_data(n: int = 64, seed: int = 0) -> tuple:
+    rng = np.random.default_rng(seed)
+    return (rng.normal(size=n) + 1j * rng.normal(size=n), rng.normal(size=n), 0.7)
+
+
 def mlp_data(n: int = 32, d: int = 8, h: int = 16, seed: int = 0) -> tuple:
     rng = np.random.default_rng(seed)
     return (0.3 * rng.normal(size=(h, d)), 0.1 * rng.normal(size=h), 0.3 * rng.normal(size=h),

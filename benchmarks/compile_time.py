@@ -141,6 +141,16 @@ REVBENCH_CASES = {
         first = time.perf_counter() - t
         value = out[0]
     """),
+    "complex_grad": ("complex spectrum power, first forward then value_and_grad, checks on", """
+        import revbench, compile_programs as C
+        t_import = time.perf_counter() - t0
+        data = C.spectrum_data()
+        t = time.perf_counter()
+        C.spectrum_power(0.0, *data)
+        (out, grads) = revbench.value_and_grad(C.spectrum_power, loss="power", wrt="c")(0.0, *data)
+        first = time.perf_counter() - t
+        value = out[0]
+    """),
     "ba_batch": ("BA residual, first jacobian(batch=) of 1,000 observations, checks on", """
         import revbench, natural_programs as P
         t_import = time.perf_counter() - t0

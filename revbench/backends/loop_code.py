@@ -329,16 +329,17 @@ class _Sweep:
             for s in self.store:
                 w.emit(f"_rb_v = {s}[_rb_b].reshape(-1)")
                 with w.block("for _rb_j in range(_rb_v.size):"):
-                    w.emit("_rb_scale = max(_rb_scale, abs(_rb_v[_rb_j]))",
-                           "_rb_odd += _rb_v[_rb_j] * 0.0")
+                    # (of the modulus: a complex state's sums stay floats)
+                    w.emit("_rb_modulus = abs(_rb_v[_rb_j])", "_rb_scale = max(_rb_scale, _rb_modulus)",
+                           "_rb_odd += _rb_modulus * 0.0")
         w.emit(call)
         if not self.check:
             return
         for k, s in enumerate(self.store):
             w.emit("_rb_left = 0.0", "_rb_bad = 0.0", f"_rb_v = {s}[_rb_b].reshape(-1)")
             with w.block("for _rb_j in range(_rb_v.size):"):
-                w.emit("_rb_left = max(_rb_left, abs(_rb_v[_rb_j]))",
-                       "_rb_bad += _rb_v[_rb_j] * 0.0")
+                w.emit("_rb_modulus = abs(_rb_v[_rb_j])", "_rb_left = max(_rb_left, _rb_modulus)",
+                       "_rb_bad += _rb_modulus * 0.0")
             with w.block("if _rb_bad != _rb_bad:"):
                 w.emit("_rb_left = _rb_np.inf")
             with w.block("if _rb_left > _rb_gatol + _rb_grtol * _rb_scale and _rb_odd == 0.0:"):

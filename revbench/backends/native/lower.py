@@ -656,7 +656,7 @@ class FunctionLowering:
             self.emit(f"call i32 @PyTuple_SetItem(ptr {shape}, i64 {j}, ptr {dim})")
         count = self.tmp()
         self.emit(f"{count} = call ptr @PyLong_FromLongLong(i64 {n.ref})")
-        dtype = {F64: "float64", I64: "int64", BOOL: "bool"}[like.t.dtype]
+        dtype = {F64: "float64", I64: "int64", BOOL: "bool", C128: "complex128"}[like.t.dtype]
         where = self.py_string(directory) if directory is not None else None
         if where is None:  # (None: the schedule's default folder)
             where = self.tmp()
