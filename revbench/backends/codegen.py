@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from revbench.backends import libm, runtime, targets
+from revbench.backends import libm, runtime
 from revbench.backends.runtime import POLL_MASK, CheckInfo
 from revbench.backends.source import same_value
 from revbench.lang import ir, ranges
@@ -178,6 +178,9 @@ class Generated:
     checks: list[CheckInfo]
     linemap: dict[int, int]  # generated line -> user line
     globals_needed: dict[str, object] = field(default_factory=dict)  # symbol -> object to inject
+    #: the type ``lang/types.py`` gave each variable of the function: what the native code
+    #: generator declares them as (it refuses a kernel whose values disagree)
+    types: dict[str, VarType] = field(default_factory=dict)
 
     @property
     def module_key(self) -> int:
@@ -195,6 +198,12 @@ class Options:
     #: compiled with Numba's reassociation and contraction flags (named in the header, so
     #: the content-hashed file, and Numba's cache beside it, differ from exact code's)
     fastmath: bool = False
+
+    @property
+    def interpreted(self) -> bool:
+        """Whether the code runs in the interpreter (the Python backend) rather than
+        compiled (native code, Numba, the GPU): the one place codegen asks the backend."""
+        return self.backend == "python"
 
 
 @dataclass(frozen=True)
@@ -233,7 +242,7 @@ class Emitter:
         self.opt = options
         #: the code runs in the interpreter (the Python backend), not compiled: what it
         #: calls for the same rule differs (NumPy's scalars there, C functions here)
-        self.interpreted = targets.target(options.backend).interpreted
+        self.interpreted = options.interpreted
         self.callee_symbol = callee_symbol
         self.callee_writes = callee_writes or (lambda call: (True,) * len(call.args))
         self.lines: list[str] = []
@@ -1380,7 +1389,7 @@ def generate(typed: TypedFunction, direction: Direction, options: Options,
     source = "\n".join(lines + em.lines) + "\n"
     linemap = {g + shift: u for g, u in em.linemap.items()}
     needed = {r.impl: r for r in em.user_functions.values()}
-    return Generated(source, key, fname, em.checks, linemap, needed)
+    return Generated(source, key, fname, em.checks, linemap, needed, dict(em.env))
 
 
 def assemble(comments: list[str], fname: str, params: tuple[str, ...], body: list[str],

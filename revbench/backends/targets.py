@@ -36,9 +36,6 @@ class Target:
     flavour: str = "py"
     #: a custom adjoint's call returns a tuple, checked when the caller is typed (Numba)
     adjoint_returns_tuple: bool = False
-    #: its generated code runs in the interpreter: codegen writes the Python backend's
-    #: dialect (NumPy's complex functions, the C library's real ones through ctypes)
-    interpreted: bool = True
 
     def compile(self, gen, injected: dict[str, object], check: bool,
                 fastmath: bool = False) -> Callable:
@@ -82,7 +79,6 @@ class Compiled(Target):
 
     name = "numba"
     flavour = "nb"
-    interpreted = False
     adjoint_returns_tuple = True
 
     def compile(self, gen, injected, check, fastmath=False):
@@ -133,7 +129,6 @@ class Cuda(Target):
 
     name = "cuda"
     flavour = "cu"
-    interpreted = False
 
     def compile(self, gen, injected, check, fastmath=False):
         from revbench.backends.cuda_backend import compile_device

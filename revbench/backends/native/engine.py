@@ -169,7 +169,8 @@ class Source:
         self.kernel = Kernel(gen.source, gen.function_name, gen.module_key, self._resolve,
                              check=check, fastmath=fastmath,
                              resolve_python=self._resolve_python,
-                             resolve_exception=self._resolve_exception)
+                             resolve_exception=self._resolve_exception,
+                             declared=getattr(gen, "types", {}))
         self.injected = injected
         self.check = check
         self.fastmath = fastmath

@@ -150,6 +150,10 @@ _COMPLEX_HELPERS = {fn_rules.COMPILED_COMPLEX[name].impl: v for name, v in _COMP
 _C_COMPLEX_ABI = platform.machine().lower() in ("x86_64", "amd64")
 
 
+#: lang/types.py's dtypes -> the lowering's
+_OF_DTYPE = {"bool": BOOL, "int": I64, "float": F64, "complex": C128}
+
+
 def _common(a: str, b: str) -> str:
     """The type two numbers compute in: complex, float or int."""
     return C128 if C128 in (a, b) else F64 if F64 in (a, b) else I64
@@ -182,6 +186,11 @@ class Kernel:
     resolve_python: Callable[[str], Callable | None] = lambda symbol: None
     #: a symbol -> revbench's own exception class it names (raised with numbers)
     resolve_exception: Callable[[str], type | None] = lambda symbol: None
+    #: a variable -> the type ``lang/types.py`` gave it (a ``VarType``: dtype and rank),
+    #: for a kernel generated from the typed IR: every value the kernel stores in one must
+    #: have that type (:meth:`FunctionLowering.store_var`), so the lowering's types are the
+    #: typed IR's, not a second inference that could differ
+    declared: dict = field(default_factory=dict)
 
     def function(self) -> ast.FunctionDef:
         if self.tree is None:
@@ -335,6 +344,7 @@ class FunctionLowering:
         return slots
 
     def store_var(self, name: str, v: Val) -> None:
+        self.as_declared(name, v.t)
         slots = self.declare_var(name, v.t)
         t = self.vars[name][0]
         if isinstance(t, Arr):
@@ -346,6 +356,19 @@ class FunctionLowering:
                 self.emit(f"store i64 {d}, ptr {s}")
         else:
             self.emit(f"store {t} {v.ref}, ptr {slots[0]}")
+
+    def as_declared(self, name: str, t: Type) -> None:
+        """Refuse a value of type ``t`` for ``name`` where the typed IR gave ``name``
+        another type (revbench's own inlined code has no declarations)."""
+        vt = self.k.declared.get(name) if not self.inlining else None
+        if vt is None:
+            return
+        want = _OF_DTYPE.get(vt.dtype)
+        if vt.ndim == 0 and t == want:
+            return
+        if vt.ndim and isinstance(t, Arr) and (t.dtype, t.ndim) == (want, vt.ndim):
+            return
+        raise Unsupported(f"{name}: {t}, where the typed IR has {vt}")
 
     def load_var(self, name: str) -> Val:
         if name not in self.vars:
@@ -433,6 +456,7 @@ class FunctionLowering:
         self.params = params
         entry_code = []
         for p, t in zip(params, self.arg_types):
+            self.as_declared(p, t)
             safe = _llname(p)
             if isinstance(t, Arr):
                 sig.append(f"ptr %a.{safe}")
