@@ -380,6 +380,21 @@ def test_complex_numbers_run_natively(monkeypatch, counted):
     assert stats["compiled"] + stats["loaded"] >= 1, stats
 
 
+def test_lowering_takes_the_types_of_the_typed_ir():
+    from revbench.lang.types import VarType
+
+    src = "def g(y, x):\n    t = x * 2\n    y += t\n    return (y, x)\n"
+    ints = {"y": VarType("int"), "x": VarType("int"), "t": VarType("int")}
+    k = lower.Kernel(src, "g", 1, lambda s: None, declared=ints)
+    lower.lower_module(k, (lower.I64, lower.I64))  # (the types agree)
+    k = lower.Kernel(src, "g", 1, lambda s: None, declared={**ints, "t": VarType("float")})
+    with pytest.raises(lower.Unsupported, match="t: i64, where the typed IR has float64"):
+        lower.lower_module(k, (lower.I64, lower.I64))
+    k = lower.Kernel(src, "g", 1, lambda s: None, declared={**ints, "x": VarType("int", 1)})
+    with pytest.raises(lower.Unsupported, match=r"x: i64, where the typed IR has int64\[:\]"):
+        lower.lower_module(k, (lower.I64, lower.I64))
+
+
 def test_lowering_names_what_it_refuses():
     k = lower.Kernel("def g(x):\n    print(x)\n    return (x,)\n", "g", 1, lambda s: None)
     with pytest.raises(lower.Unsupported, match="print of an array"):
