@@ -35,20 +35,23 @@ def run_on(path: str, monkeypatch, source: str, args: tuple, check: bool, op=Non
                         backend="python" if path == "python" else "numba",
                         filename="edges.py")["f"]
     call = f if op is None else op(f)
+    args = tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)  # (each its own)
     try:
         return ("returned", call(*args))
     except Exception as exc:
         return ("raised", type(exc).__name__, str(exc))
 
 
-def on_every_path(monkeypatch, source: str, args: tuple, check: bool = True, op=None):
-    """The outcome all three paths agree on (the test fails where they do not)."""
+def on_every_path(monkeypatch, source: str, args: tuple, check: bool = True, op=None,
+                  equal=None):
+    """The outcome all three paths agree on (the test fails where they do not); ``equal``
+    compares results (default: bit for bit, nans too)."""
     outcomes = {p: run_on(p, monkeypatch, source, args, check, op) for p in PATHS}
     first = outcomes["python"]
     for o in outcomes.values():
         assert o[0] == first[0], outcomes
         if o[0] == "returned":
-            assert same(o[1], first[1]), outcomes
+            assert (equal or same)(o[1], first[1]), outcomes
         else:
             assert o[1:] == first[1:], outcomes
     return first
@@ -323,3 +326,93 @@ def test_a_bool_array_size_counts_as_0_or_1_on_every_path(monkeypatch, flag, che
               "        del r\n")
     out = on_every_path(monkeypatch, source, (0, flag, 1.0), check)
     assert out[0] == "returned" and out[1][0] == 3 * int(flag), out
+
+
+# -- complex numbers: CPython's arithmetic and power, the C library's functions -------------
+_PARTS = (0.0, -0.0, 1.0, -2.5, 0.5, 1e-300, 5e-324, 1e308, 710.0, -745.0, 30.0,
+          math.pi, math.inf, -math.inf, math.nan)
+#: every pair of special parts: the values the C library treats one by one
+COMPLEX_GRID = np.array([complex(a, b) for a in _PARTS for b in _PARTS])
+
+
+def same_values(a, b) -> bool:
+    """Equal numbers, bit for bit, nan equal to any nan (its sign and payload are part of
+    no rule), element by element, real and imaginary parts apart."""
+    a, b = np.asarray(a, dtype=complex).ravel(), np.asarray(b, dtype=complex).ravel()
+    if a.shape != b.shape:
+        return False
+    pa = np.concatenate([a.real, a.imag])
+    pb = np.concatenate([b.real, b.imag])
+    nan = np.isnan(pa)
+    return bool(np.array_equal(nan, np.isnan(pb))
+                and pa[~nan].tobytes() == pb[~nan].tobytes())
+
+
+@pytest.mark.parametrize("fn", ["exp", "log", "log2", "log10", "sqrt", "sin", "cos", "tan",
+                                "sinh", "cosh", "tanh", "conj", "abs"])
+def test_complex_functions_are_the_c_librarys_on_every_path(monkeypatch, fn):
+    """Native code and Numba call the C library's ``cexp``, ``clog``, ... (the table
+    ``rules.special.COMPLEX_C``), the Python backend NumPy, which calls the same functions:
+    the same bits over every pair of special parts (infinities, nans, signed zeros, the
+    ends of the range)."""
+    source = f"""
+        def f(y, z):
+            for i in range(z.shape[0]):
+                y[i] += {'abs' if fn == 'abs' else 'np.' + fn}(z[i])
+    """
+    # (starting at -0.0: ``-0.0 + v`` is ``v``, its signed zeros too)
+    y = np.full(len(COMPLEX_GRID), -0.0 if fn == "abs" else complex(-0.0, -0.0))
+    first = on_every_path(monkeypatch, source, (y, COMPLEX_GRID), check=False,
+                          equal=lambda a, b: same_values(a[0], b[0]))
+    if fn == "abs":  # (the C library's hypot: NumPy's array loop has its own, last bits apart)
+        from revbench.backends import libm
+
+        expected = [libm.hypot(z.real, z.imag) for z in COMPLEX_GRID.tolist()]
+    else:
+        with np.errstate(all="ignore"):
+            expected = [complex(getattr(np, fn)(z)) for z in COMPLEX_GRID]  # (NumPy's scalars)
+    assert same_values(first[1][0], expected)
+
+
+@pytest.mark.parametrize("expr", ["a * b", "a / b", "a ** b", "a ** 2", "a ** 3", "a ** -1",
+                                  "a ** 0.5", "a + b", "a - b", "a ** 100"])
+def test_complex_arithmetic_is_pythons_on_every_path(monkeypatch, expr):
+    """``* / **`` of complex numbers as Python computes them (an array's complex128 element
+    included: NumPy's own division and power are other algorithms); where Python raises for
+    a power, the rule's value (section 9)."""
+    a = COMPLEX_GRID[::4].copy()
+    b = np.roll(COMPLEX_GRID, 7)[::4].copy()
+    source = f"""
+        def f(y, a, b):
+            for i in range(a.shape[0]):
+                y[i] += {expr.replace('a', 'a[i]').replace('b', 'b[i]')}
+    """
+    y = np.full(len(a), complex(-0.0, -0.0))
+    outcome = on_every_path(monkeypatch, source, (y, a, b), check=False,
+                            equal=lambda u, v: same_values(u[0], v[0]))
+    if "/" in expr and outcome[0] == "raised":
+        assert outcome[1:] == ("ZeroDivisionError", "complex division by zero")
+        return
+    for k, (x, w) in enumerate(zip(a.tolist(), b.tolist())):
+        try:
+            want = eval(expr, {"a": x, "b": w})
+        except (ZeroDivisionError, OverflowError):
+            continue  # (the rule's own value: tested below)
+        assert same_values(outcome[1][0][k], want), (expr, x, w)
+
+
+def test_a_complex_power_where_python_raises_has_the_rules_value(monkeypatch):
+    source = """
+        def f(y, a, b):
+            for i in range(a.shape[0]):
+                y[i] += a[i] ** b[i]
+    """
+    a = np.array([0j, 0j, 0j, 1e300 + 0j])
+    b = np.array([-1 + 0j, 1j, -2.5 + 0j, 3 + 0j])
+    out = on_every_path(monkeypatch, source, (np.zeros(4, dtype=complex), a, b), check=False,
+                        equal=lambda u, v: same_values(u[0], v[0]))
+    y = out[1][0]
+    assert all(math.isnan(v.real) and math.isnan(v.imag) for v in y[:3]), y  # (0 ** negative)
+    assert math.isinf(y[3].real), y                                          # (an overflow)
+    with pytest.raises(ZeroDivisionError):
+        0j ** -1  # (what Python does instead)
