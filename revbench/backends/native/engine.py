@@ -137,7 +137,8 @@ def _py_table() -> list[int]:
     objects = {"float": float, "int": int, "True": True, "False": False, "ndarray": np.ndarray,
                "NotImplemented": NotImplemented, "dtype:float64": np.dtype(np.float64),
                "dtype:int64": np.dtype(np.int64), "dtype:int32": np.dtype(np.int32),
-               "dtype:bool": np.dtype(np.bool_)}
+               "dtype:bool": np.dtype(np.bool_), "complex": complex,
+               "dtype:complex128": np.dtype(np.complex128)}
     return [id(objects[name]) for name in pycall.TABLE]
 
 

@@ -21,19 +21,32 @@ called by name, as Numba's compiled code calls them.
 
 from __future__ import annotations
 
-from revbench.backends.native.lower import BOOL, ERR_SLOTS, F64, I32, I64, RESULT_SLOT, Arr
+from revbench.backends.native.lower import (
+    BOOL,
+    C128,
+    ERR_SLOTS,
+    F64,
+    I32,
+    I64,
+    RESULT_SLOT,
+    Arr,
+    complex_slot,
+)
 
 #: what ``@rb_py`` holds, in order (the engine writes their addresses)
 TABLE = ("float", "int", "True", "False", "ndarray", "NotImplemented",
-         "dtype:float64", "dtype:int64", "dtype:int32", "dtype:bool")
-_DTYPE_ROW = {F64: 6, I64: 7, I32: 8, BOOL: 9}
+         "dtype:float64", "dtype:int64", "dtype:int32", "dtype:bool", "complex",
+         "dtype:complex128")
+_DTYPE_ROW = {F64: 6, I64: 7, I32: 8, BOOL: 9, C128: 11}
+_COMPLEX_ROW = 10
 
 #: offsets in NumPy's array object (checked against a real array by the engine, which
 #: leaves this path off where they differ): rank, dtype, flags
 ARRAY_NDIM, ARRAY_DESCR, ARRAY_FLAGS = 24, 56, 64
 #: NumPy's flag bits
 C_CONTIGUOUS, ALIGNED, WRITEABLE = 0x1, 0x100, 0x400
-#: where a float object keeps its value, and an object its type
+#: where a float object keeps its value (a complex object its real part, its imaginary
+#: part after it), and an object its type
 FLOAT_VALUE, OB_TYPE = 16, 8
 
 _DECLARE = """
@@ -41,6 +54,7 @@ declare ptr @PyTuple_New(i64)
 declare i32 @PyTuple_SetItem(ptr, i64, ptr)
 declare ptr @PyBytes_FromStringAndSize(ptr, i64)
 declare ptr @PyFloat_FromDouble(double)
+declare ptr @PyComplex_FromDoubles(double, double)
 declare ptr @PyLong_FromLongLong(i64)
 declare i64 @PyLong_AsLongLong(ptr)
 declare ptr @PyErr_Occurred()
@@ -51,9 +65,9 @@ declare void @Py_DecRef(ptr)
 
 
 def supported(types: tuple) -> bool:
-    """Whether the wrapper can take these argument types (tuples of ints and complex
-    numbers cannot: those calls take the engine's ctypes path)."""
-    return all((isinstance(t, Arr) and t.dtype in _DTYPE_ROW) or t in (F64, I64, BOOL)
+    """Whether the wrapper can take these argument types (tuples of ints cannot: those
+    calls take the engine's ctypes path)."""
+    return all((isinstance(t, Arr) and t.dtype in _DTYPE_ROW) or t in (F64, I64, BOOL, C128)
                for t in types)
 
 
@@ -63,13 +77,13 @@ def fast_call(types: tuple, returns: tuple | str) -> str:
     n = len(types)
     L = [f"@rb_py = global [{len(TABLE)} x i64] zeroinitializer", _DECLARE,
          "define ptr @rb_call(ptr %self, ptr %args, i64 %nargs) {", "entry:",
-         f"  %ints = alloca [{max(n, 1)} x i64]", f"  %floats = alloca [{max(n, 1)} x double]",
+         f"  %ints = alloca [{max(n, 1)} x i64]", f"  %floats = alloca [{3 * max(n, 1)} x double]",
          f"  %err = alloca [{ERR_SLOTS} x i64]"]
     for i in range(len(TABLE)):
         L += [f"  %T{i}.p = getelementptr i64, ptr @rb_py, i64 {i}", f"  %T{i} = load ptr, ptr %T{i}.p"]
     L += [f"  %nok = icmp eq i64 %nargs, {n}", f"  br i1 %nok, label %{_arg(0, n)}, label %fallback"]
     for k, t in enumerate(types):
-        L += _unpack(k, t, _arg(k + 1, n))
+        L += _unpack(k, t, _arg(k + 1, n), types)
     L += ["call:", "  %st = call i32 @rb_entry(ptr %ints, ptr %floats, ptr %err)",
           "  %bad = icmp ne i32 %st, 0", "  br i1 %bad, label %failed, label %done", "done:"]
     L += _box(types, returns)
@@ -89,7 +103,7 @@ def _arg(k: int, n: int) -> str:
     return f"a{k}" if k < n else "call"
 
 
-def _unpack(k: int, t, nxt: str) -> list[str]:
+def _unpack(k: int, t, nxt: str, types: tuple) -> list[str]:
     """Argument ``k``: checked against ``t``, stored in the entry's buffers."""
     x = f"%x{k}"
     L = [f"a{k}:", *_load(x, "ptr", "%args", 8 * k), *_load(f"{x}.ty", "ptr", x, OB_TYPE),
@@ -115,6 +129,16 @@ def _unpack(k: int, t, nxt: str) -> list[str]:
               f"a{k}.f:", *_load(f"{x}.v", "double", x, FLOAT_VALUE),
               f"  %fslot{k} = getelementptr double, ptr %floats, i64 {k}",
               f"  store double {x}.v, ptr %fslot{k}", f"  br label %{nxt}"]
+    elif t == C128:  # (an exact complex: its two parts, where the entry reads them)
+        j = complex_slot(types, k)
+        L += [f"  {x}.isc = icmp eq ptr {x}.ty, %T{_COMPLEX_ROW}",
+              f"  br i1 {x}.isc, label %a{k}.c, label %fallback",
+              f"a{k}.c:", *_load(f"{x}.re", "double", x, FLOAT_VALUE),
+              *_load(f"{x}.im", "double", x, FLOAT_VALUE + 8),
+              f"  %cre{k} = getelementptr double, ptr %floats, i64 {j}",
+              f"  store double {x}.re, ptr %cre{k}",
+              f"  %cim{k} = getelementptr double, ptr %floats, i64 {j + 1}",
+              f"  store double {x}.im, ptr %cim{k}", f"  br label %{nxt}"]
     elif t == I64:
         L += [f"  {x}.isi = icmp eq ptr {x}.ty, %T1", f"  br i1 {x}.isi, label %a{k}.i, label %fallback",
               f"a{k}.i:", f"  {x}.v = call i64 @PyLong_AsLongLong(ptr {x})",
@@ -149,6 +173,11 @@ def _box(types: tuple, returns: tuple | str) -> list[str]:
         elif t == I64:
             L += [*_load(f"{y}.v", "i64", "%ints", 8 * j),
                   f"  {y}.o = call ptr @PyLong_FromLongLong(i64 {y}.v)"]
+        elif t == C128:
+            c = complex_slot(types, j)
+            L += [*_load(f"{y}.re", "double", "%floats", 8 * c),
+                  *_load(f"{y}.im", "double", "%floats", 8 * (c + 1)),
+                  f"  {y}.o = call ptr @PyComplex_FromDoubles(double {y}.re, double {y}.im)"]
         else:
             L += [*_load(f"{y}.v", "i64", "%ints", 8 * j), f"  {y}.b = icmp ne i64 {y}.v, 0",
                   f"  {y}.o = select i1 {y}.b, ptr %T2, ptr %T3",
