@@ -248,6 +248,21 @@ dzero:
   ret double %r2
 }"""
 
+def _quotient(k: str, big: str, small: str, u: str, v: str, imag_first: bool) -> str:
+    """One branch of ``_Py_c_quot``: ``q = small / big``, the denominator ``big + small*q``
+    (written in CPython's operand order: IEEE addition commutes, subtraction does not),
+    the real part ``(u + v*q) / d``, the imaginary part ``(v - u*q) / d`` or, dividing by
+    the imaginary part (``imag_first``), ``(u*q - v) / d``."""
+    d = (f"%bq{k}, %{big}" if imag_first else f"%{big}, %bq{k}")
+    nr = (f"%vq{k}, %{u}" if imag_first else f"%{u}, %vq{k}")
+    ni = (f"%uq{k}, %{v}" if imag_first else f"%{v}, %uq{k}")
+    return (f"  %q{k} = fdiv double %{small}, %{big}\n  %bq{k} = fmul double %{small}, %q{k}\n"
+            f"  %d{k} = fadd double {d}\n  %vq{k} = fmul double %{v}, %q{k}\n"
+            f"  %nr{k} = fadd double {nr}\n  %rr{k} = fdiv double %nr{k}, %d{k}\n"
+            f"  %uq{k} = fmul double %{u}, %q{k}\n  %ni{k} = fsub double {ni}\n"
+            f"  %ri{k} = fdiv double %ni{k}, %d{k}\n  br label %done\n")
+
+
 #: Python's complex division (CPython's ``_Py_c_quot``, which Numba copies) of ``a`` by a
 #: ``b`` that is not zero (the caller raises for that): numerator and denominator divided by
 #: the larger part of ``b``; a nan part of ``b`` gives nan
@@ -259,33 +274,13 @@ entry:
   %byreal = fcmp oge double %abr, %abi
   br i1 %byreal, label %real, label %other
 real:
-  %q = fdiv double %bi, %br
-  %bq = fmul double %bi, %q
-  %d = fadd double %br, %bq
-  %aiq = fmul double %ai, %q
-  %nr = fadd double %ar, %aiq
-  %rr = fdiv double %nr, %d
-  %arq = fmul double %ar, %q
-  %ni = fsub double %ai, %arq
-  %ri = fdiv double %ni, %d
-  br label %done
-other:
+""" + _quotient("1", "br", "bi", "ar", "ai", False) + """other:
   %byimag = fcmp oge double %abi, %abr
   br i1 %byimag, label %imag, label %done
 imag:
-  %q2 = fdiv double %br, %bi
-  %bq2 = fmul double %br, %q2
-  %d2 = fadd double %bq2, %bi
-  %arq2 = fmul double %ar, %q2
-  %nr2 = fadd double %arq2, %ai
-  %rr2 = fdiv double %nr2, %d2
-  %aiq2 = fmul double %ai, %q2
-  %ni2 = fsub double %aiq2, %ar
-  %ri2 = fdiv double %ni2, %d2
-  br label %done
-done:
-  %re = phi double [%rr, %real], [%rr2, %imag], [0x7FF8000000000000, %other]
-  %im = phi double [%ri, %real], [%ri2, %imag], [0x7FF8000000000000, %other]
+""" + _quotient("2", "bi", "br", "ai", "ar", True) + """done:
+  %re = phi double [%rr1, %real], [%rr2, %imag], [0x7FF8000000000000, %other]
+  %im = phi double [%ri1, %real], [%ri2, %imag], [0x7FF8000000000000, %other]
   %z0 = insertvalue { double, double } undef, double %re, 0
   %z = insertvalue { double, double } %z0, double %im, 1
   ret { double, double } %z
