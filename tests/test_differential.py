@@ -70,6 +70,10 @@ FIXED_RANGES = ("range(-2**63, 9223372036854775807, 2**62)",
 ARRAY_FLOAT = ("W * u", "np.exp(W) - v", "W / a", "np.sqrt(W) + N", "W ** 2 * np.sin(u)")
 ARRAY_INT = ("N * a", "N // 3", "N - b", "abs(N)", "N ** 2")
 ARRAY_COMPLEX = ("C * w", "np.exp(C) - u", "C / w", "C ** 2", "np.conj(C) * W")
+#: the updates of a statement of kind 2: a target, and its operand -- an expression of a
+#: dtype (:data:`GRAMMAR`) or one of a tuple of whole-array operands
+ARRAY_UPDATES = (("X[{k}]", "float"), ("Y[{k}]", "int"), ("X", ARRAY_FLOAT), ("Y", ARRAY_INT),
+                 ("z", "complex"), ("Z[{k}]", "complex"), ("Z", ARRAY_COMPLEX))
 
 COMMON = dict(deadline=None, derandomize=True,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -133,23 +137,14 @@ def statement(draw, depth: int, loop_var: str | None = None):
     if kind == 1:
         op = draw(st.sampled_from(("+=", "-=")))
         return [f"x {op} {draw(expression('float', 2, loop_var))}"]
-    if kind == 2:  # an element, or a whole-array update
-        which = draw(st.integers(0, 6))
+    if kind == 2:  # an element, a whole array or the complex scalar (ARRAY_UPDATES)
+        which = draw(st.integers(0, len(ARRAY_UPDATES) - 1))
         op = draw(st.sampled_from(("+=", "-=")))
         k = draw(index(loop_var))
-        if which == 0:
-            return [f"X[{k}] {op} {draw(expression('float', 1, loop_var))}"]
-        if which == 1:
-            return [f"Y[{k}] {op} {draw(expression('int', 1, loop_var))}"]
-        if which == 2:
-            return [f"X {op} {draw(st.sampled_from(ARRAY_FLOAT))}"]
-        if which == 3:
-            return [f"Y {op} {draw(st.sampled_from(ARRAY_INT))}"]
-        if which == 4:
-            return [f"z {op} {draw(expression('complex', 2, loop_var))}"]
-        if which == 5:
-            return [f"Z[{k}] {op} {draw(expression('complex', 1, loop_var))}"]
-        return [f"Z {op} {draw(st.sampled_from(ARRAY_COMPLEX))}"]
+        target, operand = ARRAY_UPDATES[which]
+        value = (draw(st.sampled_from(operand)) if isinstance(operand, tuple)
+                 else draw(expression(operand, 2 if target == "z" else 1, loop_var)))
+        return [f"{target.format(k=k)} {op} {value}"]
     if kind == 3:
         body = draw(statement(depth - 1, loop_var))
         other = draw(statement(depth - 1, loop_var))
