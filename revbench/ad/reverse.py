@@ -345,21 +345,46 @@ def _cotangent(f: ReversibleFunction, api: str, t: VarType, value: Any, name: st
     return complex(arr) if complex_ else float(arr)
 
 
-def check_grad(f: ReversibleFunction, *args: Any, loss: Loss, eps: float = 1e-6,
+#: machine epsilon of float64, the unit of a loss's rounding error
+_MACHINE_EPS = float(np.finfo(float).eps)
+
+#: how many times its simplest estimate (machine epsilon * |loss| / h) a central difference's
+#: rounding error may be: the loss's own rounding error is a few of its last bits, more where
+#: it sums many terms
+ROUNDING_MARGIN = 10.0
+
+
+def check_grad(f: ReversibleFunction, *args: Any, loss: Loss, eps: float = 6e-6,
                rtol: float = 1e-5, atol: float = 1e-7, wrt: Any = None) -> tuple:
     """Compare ``grad(f, loss, wrt=wrt)`` with central finite differences; raise if they
     differ.
 
-    Every float scalar, every element of a float array, and the real and
-    imaginary parts of complex arguments are perturbed by ``eps`` (only those ``wrt``
-    names, when given: a custom adjoint may be exact for some arguments only).  Returns
-    the AD gradients.
+    Every float scalar, every element of a float array, and the real and imaginary parts
+    of complex arguments are perturbed in turn (only those ``wrt`` names, when given: a
+    custom adjoint may be exact for some arguments only).  Returns the AD gradients.
+
+    ``eps`` is the *relative* step: an element ``x`` moves by ``h = eps * max(1, |x|)``
+    either way (rounded so that ``x + h`` and ``x - h`` are exact).  The default, about
+    the cube root of machine epsilon, balances the two errors of a central difference:
+    truncation, which grows like ``h**2``, and the rounding of the loss, about
+    ``machine_eps * |loss| / h`` -- a fixed step too small for a loss of hundreds or more
+    makes that rounding larger than any fixed tolerance and calls a right gradient wrong.
+
+    So the tolerance is that of the finite difference as well: AD and central differences
+    agree when ``|ad - fd| <= atol + rtol * |fd| + err``, where ``err``, the finite
+    difference's estimated error, is ``ROUNDING_MARGIN`` (10) times
+    ``machine_eps * (|loss(x + h)| + |loss(x - h)|) / (2 h)``, from the loss values the
+    check saw; where that is not enough, the check repeats the difference with the step
+    ``2 h`` and adds the change (truncation and rounding both show in it) before it
+    decides.  The ``AssertionError`` raised names the argument and element, both values,
+    the step, the loss's value, the estimated error and the tolerance applied.
     """
     for name, v, positive in (("eps", eps, True), ("rtol", rtol, False), ("atol", atol, False)):
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)) \
                 or not np.isfinite(v) or v < 0 or (positive and v == 0):
             need = "a finite number > 0" if positive else "a finite number >= 0"
             raise ValueError(f"check_grad: {name} must be {need}, got {v!r}")
+    eps, rtol, atol = float(eps), float(rtol), float(atol)
     require_reversible(f, "check_grad")
     g = grad(f, loss, wrt=wrt)(*args)
     sig = f.signature_of(args, on_copies=True)
@@ -368,32 +393,85 @@ def check_grad(f: ReversibleFunction, *args: Any, loss: Loss, eps: float = 1e-6,
         param_index(f, w, "wrt") for w in as_names(wrt)}
 
     def loss_of(a) -> float:
-        out = f(*(copy_arg(x) for x in a))[seed.param]
+        out = f(*a)[seed.param]
         return float(out if seed.index is None else out[seed.index])
+
+    def central(k: int, idx: Any, part: int, h: float) -> tuple[float, float, float, float]:
+        """The central difference of the loss in one real direction (``part`` 1: the
+        imaginary part) with step ``h``: ``(difference, loss at +h, loss at -h, the step
+        actually taken)``."""
+        value = args[k] if idx is None else args[k][idx]
+        is_complex = sig[k].dtype == "complex"
+        base = float(np.imag(value) if part else np.real(value))
+        losses = []
+        ends = (base + h, base - h)
+        for end in ends:
+            new = [copy_arg(x) for x in args]
+            if is_complex:
+                moved = complex(np.real(value), end) if part else complex(end, np.imag(value))
+            else:
+                moved = end
+            if idx is None:
+                new[k] = moved
+            else:
+                new[k][idx] = moved
+            losses.append(loss_of(new))
+        step = (ends[0] - ends[1]) / 2  # the step as rounded: x + h and x - h are exact
+        return (losses[0] - losses[1]) / (2 * step), losses[0], losses[1], step
 
     for k, (t, a) in enumerate(zip(sig, args)):
         if t.dtype not in DIFFERENTIABLE or k not in checked:
             continue
-        parts = [1.0] + ([1j] if t.dtype == "complex" else [])
+        parts = (0, 1) if t.dtype == "complex" else (0,)
         for idx in (np.ndindex(a.shape) if t.is_array else [None]):
-            fd = 0.0
-            for unit in parts:
-                def shifted(h, idx=idx, unit=unit, k=k):
-                    new = list(copy_arg(x) for x in args)
-                    if idx is None:
-                        new[k] = new[k] + h * unit
-                    else:
-                        new[k][idx] += h * unit
-                    return new
-                d = (loss_of(shifted(eps)) - loss_of(shifted(-eps))) / (2 * eps)
-                fd = fd + d * unit
-            ad = g[k] if idx is None else g[k][idx]
-            if not abs(ad - fd) <= atol + rtol * abs(fd):
-                where = f.params[k] + ("" if idx is None else str(list(idx)))
-                used = f._program.custom_adjoints_used() if not f.is_inverse else ()
-                hint = (f" (the reverse sweep uses the custom adjoint(s) "
-                        f"{', '.join(used)}: check them)" if used else "")
-                raise AssertionError(
-                    f"check_grad({f.__name__}): d loss / d {where}: AD gives {ad!r}, central "
-                    f"differences give {fd!r}{hint}")
+            value = a if idx is None else a[idx]
+            h = eps * max(1.0, float(abs(value)))
+            diffs = [central(k, idx, part, h) for part in parts]
+            fd = _from_parts([d[0] for d in diffs])
+            steps = [d[3] for d in diffs]
+            rounding = ROUNDING_MARGIN * sum(
+                _MACHINE_EPS * (abs(d[1]) + abs(d[2])) / (2 * d[3]) for d in diffs)
+            ad = _from_parts([np.real(g[k] if idx is None else g[k][idx]),
+                              np.imag(g[k] if idx is None else g[k][idx])][:len(parts)])
+            diff = abs(ad - fd)
+            if diff <= atol + rtol * abs(fd) + rounding:
+                continue
+            # not enough: how much the difference moves with twice the step (truncation
+            # grows fourfold, rounding halves) tells what the finite difference is worth
+            change = sum(abs(central(k, idx, part, 2 * h)[0] - d[0])
+                         for part, d in zip(parts, diffs))
+            err = rounding + change
+            tol = atol + rtol * abs(fd) + err
+            if diff <= tol:  # (a nan anywhere fails)
+                continue
+            where = f.params[k] + ("" if idx is None else str(list(idx)))
+            used = f._program.custom_adjoints_used() if not f.is_inverse else ()
+            hint = (f"\n  the reverse sweep uses the custom adjoint(s) {', '.join(used)}: "
+                    "check them" if used else
+                    "\n  (eps= sets the relative step; rtol= and atol= loosen the comparison)")
+            raise AssertionError(
+                f"check_grad({f.__name__}): d loss / d {where}: AD gives {ad!r}, central "
+                f"differences give {fd!r}; they differ by {diff:.3g}, more than the "
+                f"tolerance applied, {tol:.3g}"
+                f"\n  step: h = {max(steps):.3g} either way (eps={eps:g} times "
+                f"max(1, |{where}|) = {max(1.0, float(abs(value))):.6g})"
+                f"\n  loss: {_loss_values(diffs)}"
+                f"\n  estimated finite-difference error: {err:.3g} (rounding "
+                f"{ROUNDING_MARGIN:g} * machine eps * |loss| / h = {rounding:.3g}, plus "
+                f"{change:.3g}, the change from step h to 2h)"
+                f"\n  tolerance: atol + rtol * |fd| + estimated error = {atol:g} + {rtol:g} * "
+                f"{abs(fd):.3g} + {err:.3g} = {tol:.3g}{hint}")
     return g
+
+
+def _from_parts(parts: list) -> float | complex:
+    """A real number, or a complex one from its real and imaginary parts."""
+    if len(parts) == 1:
+        return float(parts[0])
+    return complex(float(parts[0]), float(parts[1]))
+
+
+def _loss_values(diffs: list) -> str:
+    """The loss's values at the points a failed check moved to."""
+    said = [f"{d[1]:.12g} at +h, {d[2]:.12g} at -h" for d in diffs]
+    return said[0] if len(said) == 1 else f"{said[0]} (real part); {said[1]} (imaginary part)"

@@ -262,6 +262,37 @@ def with_identity(fn: Callable, fingerprint: str) -> Callable:
     return copy
 
 
+#: what a stand-in's compile error names (``the external function mvp``) -> (the reversible
+#: function it belongs to, the user's code to rewrite, the fix where that function is the
+#: one called)
+_STAND_INS: dict[str, tuple[str, str, str]] = {}
+
+#: what a stand-in's compile error adds to its fix, not knowing who calls the function
+_CALLERS_TOO = (", and give backend='python' to the reversible functions that call it, if "
+                "any: a function compiled by Numba compiles every function it calls with "
+                "Numba, whatever their own backend= says")
+
+
+def _fix_for_the_caller(first: str, function: str) -> str:
+    """A stand-in's compile error (``first``), met running ``function`` (compiled by
+    Numba), with its fix made exact: the function's own backend where ``function`` is
+    the stand-in's function; else ``function``'s, which decides for all it calls --
+    giving the callee backend='python' does not help (a user had)."""
+    function = function.lstrip("~")  # an inverse has its function's backend
+    for what, (subject, code, fix) in _STAND_INS.items():
+        if first.startswith(what + " cannot be compiled") and first.endswith(fix + _CALLERS_TOO):
+            head = first[:-len(fix + _CALLERS_TOO)]
+            if subject == function:
+                return head + fix
+            return head + (
+                f"{subject} runs here as part of {function}, which has backend='numba': a "
+                "function compiled by Numba compiles every function it calls with Numba, "
+                f"whatever their own backend= says. To call other Python, give {function} "
+                f"backend='python' (it then runs {subject} as Python, whatever {subject}'s "
+                f"own backend), or write {code} in the Python that Numba compiles")
+    return first
+
+
 def external_callable(fn: Callable, name: str, fingerprint: str) -> Callable:
     """What generated code calls for an external function (:mod:`revbench.ad.external`):
     ``fn`` compiled once per argument types; a function Numba cannot compile is reported
@@ -271,7 +302,9 @@ def external_callable(fn: Callable, name: str, fingerprint: str) -> Callable:
 
     return _opaque_stand_in(fn, (f"external:{name}", fingerprint), f"rb_external_{name}",
                             f"the external function {name}",
-                            f"to call other Python, define {name} with backend='python'", result)
+                            f"to call other Python, define {name} with "
+                            f"revbench.external({name}, ..., backend='python')", result,
+                            subject=name, code=name)
 
 
 def adjoint_callable(fn: Callable, label: str, function: str, fingerprint: str,
@@ -297,17 +330,23 @@ def adjoint_callable(fn: Callable, label: str, function: str, fingerprint: str,
 
     return _opaque_stand_in(fn, (f"adjoint:{function}:{n_adjoints}", fingerprint),
                             f"rb_adjoint_{function}", f"the custom adjoint {label} of {function}",
-                            f"to call other Python, give {function} backend='python'", result)
+                            f"to call other Python, give {function} backend='python'", result,
+                            subject=function, code=label)
 
 
 def _opaque_stand_in(fn: Callable, key: tuple, symbol: str, what: str, fix: str,
-                     result: Callable) -> Callable:
+                     result: Callable, subject: str, code: str) -> Callable:
     """A stand-in for a user's function that is not an expression rule, compiled while
     the caller is typed: a function Numba cannot compile is reported as the user's
     mistake -- naming it (``what``) and how to fix it -- rather than as Numba's typing
     trace of generated code.  ``result(dispatcher, arg_types)`` checks what it returns
     and gives the implementation.  One stand-in per fingerprint: edited code is new code.
+
+    ``fix`` is the fix when ``subject`` (the reversible function the code belongs to) is
+    the function called, on the Numba backend; the error adds the callers' part, which
+    :func:`translate_numba_error`, knowing the function called, makes exact.
     """
+    _STAND_INS[what] = (subject, code, fix)
     if key in _user_cache:
         return _user_cache[key]
     import numba
@@ -327,7 +366,7 @@ def _opaque_stand_in(fn: Callable, key: tuple, symbol: str, what: str, fix: str,
             first = text.splitlines()[0] if text else type(exc).__name__
             raise TypingError(f"{what} cannot be compiled by Numba: {first}. Under "
                               f"backend='numba' it must compile with Numba (numpy, np.linalg, "
-                              f"math); {fix}") from None
+                              f"math); {fix}{_CALLERS_TOO}") from None
         return result(disp, args)
 
     stand_in.__name__ = stand_in.__qualname__ = symbol
@@ -396,7 +435,7 @@ def translate_numba_error(exc: BaseException, function: str) -> ReversibilityTyp
     for marker in ("the custom adjoint ", "the external function "):
         own = next((ln for ln in lines if marker in ln), None)
         if own is not None:
-            first = own[own.index(marker):]
+            first = _fix_for_the_caller(own[own.index(marker):], function)
             break
     if where:
         table, line = where

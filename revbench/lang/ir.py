@@ -125,7 +125,9 @@ class Slice:
 
 @dataclass(frozen=True)
 class BinOp:
-    op: str  # one of + - * / ** // %, or @ (a matrix product, lowered once types are known)
+    #: one of + - * / ** // %, or ``@`` (a matrix product) and ``outer`` (``np.outer(u, v)``),
+    #: which :mod:`revbench.lang.products` lowers once types are known
+    op: str
     left: Expr
     right: Expr
     loc: Loc = field(default=NO_LOC, compare=False)
@@ -133,7 +135,7 @@ class BinOp:
 
 @dataclass(frozen=True)
 class UnaryOp:
-    op: str  # '-', '+' or 'not'
+    op: str  # '-', '+', 'not', or 'T' (``A.T``: lowered with products once types are known)
     operand: Expr
     loc: Loc = field(default=NO_LOC, compare=False)
 
@@ -681,6 +683,13 @@ def map_children(e: Expr, f) -> Expr:
     return e
 
 
+def is_reshape(e: Expr) -> bool:
+    """A node whose elements are its operands' elements taken elsewhere: ``A.T`` (``A[j, i]``
+    at ``(i, j)``) and ``np.outer(u, v)`` (``u[i] * v[j]``), lowered once types are known
+    (:mod:`revbench.lang.products`)."""
+    return (isinstance(e, UnaryOp) and e.op == "T") or (isinstance(e, BinOp) and e.op == "outer")
+
+
 def is_subarray(e: Expr, ndim: int) -> bool:
     """Is ``e`` (of an array with ``ndim`` axes) a sub-array rather than one element?"""
     return isinstance(e, Elem) and (len(e.indices) < ndim
@@ -844,6 +853,7 @@ __all__ = [
     "adjoint_name",
     "child_blocks",
     "is_adjoint",
+    "is_reshape",
     "is_subarray",
     "map_children",
     "names_read",

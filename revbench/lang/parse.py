@@ -891,8 +891,11 @@ class Parser:
                 return self._frozen_constant(e, dotted)
             if e.attr in ("real", "imag"):  # z.real is the pure function real(z)
                 return ir.Func(e.attr, (self.expr(e.value),), loc)
+            if e.attr == "T":  # a transpose, lowered with products once types are known
+                return ir.UnaryOp("T", self.expr(e.value), loc)
             raise self.error(e, f"`{ast.unparse(e)}` is not supported in an expression; arrays "
-                                "offer len(x), x.shape[k], and complex numbers z.real and z.imag")
+                                "offer len(x), x.shape[k] and A.T (a transpose), and complex "
+                                "numbers z.real and z.imag")
         if isinstance(e, ast.Subscript):
             return self._subscript(e)
         if isinstance(e, ast.BinOp):
@@ -1164,6 +1167,14 @@ class Parser:
                                     f"one: `for i in range(n): Y[i] += {name}(A[i])`")
             raise self.error(e, f"`{kw}=`: functions in expressions take positional arguments "
                                 f"only (in `{ast.unparse(e)}`)")
+        if name in _OUTERS or name in _TRANSPOSES:
+            if len(e.args) != (2 if name in _OUTERS else 1):
+                raise self.error(e, f"{name}() takes " + ("two 1-D array expressions: "
+                                    f"`{name}(u, v)`" if name in _OUTERS else
+                                    f"one 2-D array expression: `{name}(A)` (no axes)"))
+            args = tuple(self.expr(a) for a in e.args)
+            return (ir.BinOp("outer", *args, loc) if name in _OUTERS
+                    else ir.UnaryOp("T", args[0], loc))
         if name in _SCANS:
             if len(e.args) != 1:
                 raise self.error(e, f"{name}() takes one 1-D array expression here: "
@@ -1365,6 +1376,10 @@ _DOTS = frozenset({"np.dot", "numpy.dot", "np.inner", "numpy.inner"})
 #: elementwise pure functions max(a, b) and min(a, b))
 #: running sums and products: np.cumsum(x), np.cumprod(x) (1-D)
 _SCANS = {f"{m}.{f}": f for m in ("np", "numpy") for f in ("cumsum", "cumprod")}
+#: ``np.outer(u, v)``: the 2-D array ``u[i] * v[j]`` (lowered with products)
+_OUTERS = frozenset({"np.outer", "numpy.outer"})
+#: ``np.transpose(A)``: ``A.T``
+_TRANSPOSES = frozenset({"np.transpose", "numpy.transpose"})
 _EXTREMES = frozenset({f"{m}.{f}" for m in ("np", "numpy") for f in ("max", "min", "amax", "amin")})
 
 

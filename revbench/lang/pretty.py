@@ -106,6 +106,8 @@ class Printer:
         if isinstance(e, ir.UnaryOp):
             if e.op == "not":
                 return f"not {self._sub(e.operand, _above(_PREC_NOT))}", _PREC_NOT
+            if e.op == "T":
+                return f"{self._sub(e.operand, _above(_PREC_ATOM - 1))}.T", _PREC_ATOM
             inner = self._sub(e.operand, lambda text, p: p > _PREC_UNARY or (
                 p == _PREC_UNARY and not text.startswith(("-", "+"))))
             return f"{e.op}{inner}", _PREC_UNARY
@@ -144,6 +146,8 @@ class Printer:
         return text if keep else f"({text})"
 
     def _binop(self, e: ir.BinOp) -> tuple[str, int]:
+        if e.op == "outer":
+            return f"np.outer({self.expr(e.left)}, {self.expr(e.right)})", _PREC_ATOM
         prec = _BIN_PREC[e.op]
         if e.op == "**":  # right-associative; -x ** 2 is -(x ** 2)
             left = self._sub(e.left, _above(prec))
@@ -244,7 +248,7 @@ def _is_atom(e: ir.Expr) -> bool:
     in the message style (a negative number is)."""
     if isinstance(e, ir.Const):
         return not (isinstance(e.value, (int, float)) and e.value < 0)
-    return isinstance(e, (ir.Var, ir.Elem, ir.Func, ir.Len, ir.Shape))
+    return ir.is_reshape(e) or isinstance(e, (ir.Var, ir.Elem, ir.Func, ir.Len, ir.Shape))
 
 
 def conditional_syntax(e: ir.IfExp | ir.Compare | ir.BoolOp, part: Callable[[ir.Expr], str]) -> str:

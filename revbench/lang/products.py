@@ -50,15 +50,43 @@ LOWERED_OPERATORS = frozenset({"@"})
 
 
 def _is_lowered(e: ir.Expr) -> bool:
-    """A node this module lowers: ``a @ b``, or a reduction along one axis."""
+    """A node this module lowers whose element is one whole sum: ``a @ b``, or a reduction
+    along one axis."""
     return (isinstance(e, ir.BinOp) and e.op in LOWERED_OPERATORS) or (
         isinstance(e, ir.Reduce) and e.axis is not None)
 
 
-def present(func: ir.Function) -> bool:
+def _combines(e: ir.Expr) -> tuple[ir.Expr, ...]:
+    """The operands an elementwise node combines element by element (a condition is not
+    one of them)."""
+    if isinstance(e, ir.IfExp):
+        return (e.then, e.orelse)
+    if isinstance(e, (ir.BinOp, ir.UnaryOp, ir.Func)) and not _is_lowered(e) and not ir.is_reshape(e):
+        return ir.sub_expressions(e)
+    return ()
+
+
+def present(func: ir.Function, type_of: Callable[[ir.Expr], Any]) -> bool:
     """Does ``func`` hold anything to lower?  (Most functions do not: one walk.)"""
-    return any(_is_lowered(n) or isinstance(n, ir.Scan) for s in ir.walk_stmts(func.body)
-               for e in ir.statement_expressions(s) for n in ir.walk_expr(e))
+    for s in ir.walk_stmts(func.body):
+        if isinstance(s, ir.Update) and _broadcast_update(s, type_of):
+            return True
+        for e in ir.statement_expressions(s):
+            if any(_is_lowered(n) or ir.is_reshape(n) or isinstance(n, ir.Scan)
+                   or _broadcast(n, type_of) for n in ir.walk_expr(e)):
+                return True
+    return False
+
+
+def _broadcast(e: ir.Expr, type_of: Callable[[ir.Expr], Any]) -> bool:
+    """Does ``e`` combine arrays of different numbers of axes (``Z + b``)?"""
+    return len({type_of(c).ndim for c in _combines(e) if type_of(c).is_array}) > 1
+
+
+def _broadcast_update(s: ir.Update, type_of: Callable[[ir.Expr], Any]) -> bool:
+    """``Z += b``: a right-hand side with fewer axes than its (array) target."""
+    value = type_of(s.value)
+    return value.is_array and value.ndim < type_of(s.target).ndim
 
 
 def lower(func: ir.Function, env: MutableMapping[str, Any],
@@ -73,8 +101,19 @@ def lower(func: ir.Function, env: MutableMapping[str, Any],
 
 class _Lowering(Lowering):
 
+    def __init__(self, func: ir.Function, env: MutableMapping[str, Any],
+                 type_of: Callable[[ir.Expr], Any]):
+        super().__init__(func, env, type_of)
+        #: ancilla name -> the expression it holds (messages show the expression)
+        self.held: dict[str, ir.Expr] = {}
+
     def ndim(self, e: ir.Expr) -> int:
         return self.type_of(e).ndim
+
+    def text(self, e: ir.Expr) -> str:
+        """``e`` as the user wrote it, for messages: an ancilla this lowering made for an
+        inner product is shown as that product."""
+        return expr_text(_renamed(e, self.held) if self.held else e)
 
     # -- errors and types ---------------------------------------------------------------
     def error(self, loc: ir.Loc, message: str) -> ReversibilityTypeError:
@@ -115,25 +154,79 @@ class _Lowering(Lowering):
             return [replace(s, cond=self.scalar(s.cond, s.loc))]
         for e in ir.statement_expressions(s):  # swaps and calls take variables, not values
             for n in ir.walk_expr(e):
-                if _is_lowered(n) or isinstance(n, ir.Scan):
-                    raise self.error(s.loc, f"`{expr_text(n)}` cannot be used here: compute it "
+                if self.special(n):
+                    raise self.error(s.loc, f"`{self.text(n)}` cannot be used here: compute it "
                                             "into an ancilla first")
         return [s]
+
+    def special(self, e: ir.Expr) -> bool:
+        """A node that only this module lowers: a product, a reduction along an axis, a
+        running sum, a transpose, an outer product, or arrays broadcast together."""
+        return (_is_lowered(e) or ir.is_reshape(e) or isinstance(e, ir.Scan)
+                or _broadcast(e, self.type_of))
+
+    def sums_special(self, e: ir.Expr) -> bool:
+        """A reduction (along an axis or not) of an array expression that holds a product,
+        a transpose, an outer product or a broadcast."""
+        if not isinstance(e, ir.Reduce):
+            return False
+        if e.axis is not None:  # (its element is a sum along one axis: transposes and
+            # broadcasts are read in place there, products are not)
+            return any(_is_lowered(m) or isinstance(m, ir.Scan) for m in ir.walk_expr(e.arg))
+        return any(self.special(m) for m in ir.walk_expr(e.arg))
 
     def update(self, s: ir.Update) -> list[ir.Stmt]:
         scans = [n for n in ir.walk_expr(s.value) if isinstance(n, ir.Scan)]
         if scans:
             return self.with_scans(s, scans)
-        sums = _outermost(s.value, _sums_a_product)
+        sums = _outermost(s.value, self.sums_special)
         if sums and self.sums_in_place(s):
             return self.summed_in_place(s)
         if sums:
             return self.with_summed_arrays(s, sums)
-        if not any(_is_lowered(n) for n in ir.walk_expr(s.value)):
+        inner = self.inner_products(s.value)
+        if inner:
+            return self.with_inner_arrays(s, inner)
+        if not (any(self.special(n) for n in ir.walk_expr(s.value))
+                or _broadcast_update(s, self.type_of)):
             return [s]
         if not self.ndim(s.target):
             return [replace(s, value=self.scalar(s.value, s.loc))]
         return self.whole_array(s)
+
+    # -- a product inside a product: an ancilla array for the inner one --------------------
+    def inner_products(self, e: ir.Expr) -> list[ir.Expr]:
+        """The array-valued products and reductions along an axis that stand inside another
+        one (``A @ B`` in ``(A @ B) @ x``), innermost first: each is computed into an
+        ancilla array before its statement (:meth:`with_inner_arrays`)."""
+        found: list[ir.Expr] = []
+        for outer in (n for n in ir.walk_expr(e) if _is_lowered(n)):
+            for part in ((outer.left, outer.right) if isinstance(outer, ir.BinOp) else (outer.arg,)):
+                found += [n for n in _outermost(part, _is_lowered) if self.ndim(n)]
+        return found
+
+    def with_inner_arrays(self, s: ir.Update, inner: list[ir.Expr]) -> list[ir.Stmt]:
+        """``y += (A @ B) @ x``: the inner product computed into an ancilla array first
+        (``t += A @ B``, a whole-array statement), the statement on ``t``, and ``t``
+        uncomputed after (``t -= A @ B``: the same values subtracted from the values they
+        made, so exactly zero again).  The inner product is computed twice; one array of
+        its shape is held meanwhile."""
+        before: list[ir.Stmt] = []
+        after: list[ir.Stmt] = []
+        held: dict[int, ir.Expr] = {}
+        for node in inner:
+            name = f"_rb_inner{next(self._names)}"
+            t = self.type_of(node)
+            alloc = ir.ArrayAlloc("zeros", self.extents(node), None, t.dtype, s.loc)
+            self.env[name] = t
+            array = ir.Var(name, s.loc)
+            before += [ir.Alloc(name, alloc, s.loc),
+                       *self.update(ir.Update(array, "+=", node, s.loc))]
+            after = [*self.update(ir.Update(array, "-=", node, s.loc)),
+                     ir.Dealloc(name, alloc, s.loc), *after]
+            held[id(node)] = array
+            self.held[name] = node
+        return [*before, *self.update(replace(s, value=_substitute(s.value, held))), *after]
 
     # -- a sum of an array with products in it -------------------------------------------
     def sums_in_place(self, s: ir.Update) -> bool:
@@ -142,7 +235,8 @@ class _Lowering(Lowering):
         v = s.value
         return (s.op in ("+=", "-=") and not self.ndim(s.target) and isinstance(v, ir.Reduce)
                 and v.kind == "sum" and v.axis is None and self.type_of(v.arg).dtype != "bool"
-                and not any(_sums_a_product(n) for n in ir.walk_expr(v.arg)))
+                and not any(self.sums_special(n) for n in ir.walk_expr(v.arg))
+                and not self.inner_products(v.arg))
 
     def summed_in_place(self, s: ir.Update) -> list[ir.Stmt]:
         """``loss += np.sum((W2 @ h + b2 - y) ** 2)``: one loop over the summed array's
@@ -185,6 +279,7 @@ class _Lowering(Lowering):
             after = [*self.update(ir.Update(array, "-=", r.arg, s.loc)),
                      ir.Dealloc(name, alloc, s.loc), *after]
             summed[id(r)] = replace(r, arg=array)
+            self.held[name] = r.arg
         return [*before, *self.update(replace(s, value=_substitute(s.value, summed))), *after]
 
     # -- running sums and products: an ancilla array around the statement --------------
@@ -200,14 +295,14 @@ class _Lowering(Lowering):
         ancillas: dict[int, ir.Expr] = {}
         if self.ndim(s.target):  # (named as the user wrote it, not as the ancilla it becomes)
             outer = [n for n in self.operands(s.value) if isinstance(n, ir.Scan)]
-            name = expr_text(s.target)
+            name = self.text(s.target)
             before += [_assert(self.extents(n)[0], extent(s.target, 0, self.env),
-                               f"`{expr_text(n)}` must have the shape of `{name}` (axis 0)", s.loc)
+                               f"`{self.text(n)}` must have the shape of `{name}` (axis 0)", s.loc)
                        for n in outer]
         for scan in scans:
             inner = next((n for n in ir.walk_expr(scan.arg) if isinstance(n, ir.Scan)), None)
             if inner is not None:
-                raise self.error(s.loc, f"`{expr_text(inner)}` inside `{expr_text(scan)}`: "
+                raise self.error(s.loc, f"`{self.text(inner)}` inside `{self.text(scan)}`: "
                                         "compute it into an ancilla array first")
             name = f"_rb_scan{next(self._names)}"
             compute, uncompute = self.running(name, scan, s.loc)
@@ -252,20 +347,35 @@ class _Lowering(Lowering):
         return compute, uncompute
 
     def same_shapes(self, arrays: list[ir.Expr], loc: ir.Loc) -> list[ir.Stmt]:
-        """The arrays an elementwise expression combines have one shape (asserted)."""
+        """The arrays an elementwise expression combines have one shape, or (broadcast) the
+        shape of the last axes of the one with the most axes (asserted)."""
         out: list[ir.Stmt] = []
-        for other in arrays[1:]:
-            for ax, (got, need) in enumerate(zip(self.extents(other), self.extents(arrays[0]))):
-                out.append(_assert(got, need, f"`{expr_text(other)}` and `{expr_text(arrays[0])}`"
-                                              f" must have one shape (axis {ax})", loc))
+        if not arrays:
+            return out
+        lead = max(arrays, key=self.ndim)
+        want = self.extents(lead)
+        for other in arrays:
+            if other is lead:
+                continue
+            got = self.extents(other)
+            skip = len(want) - len(got)
+            for ax, (g, need) in enumerate(zip(got, want[skip:])):
+                out.append(_assert(g, need, f"`{self.text(other)}` and `{self.text(lead)}` must "
+                                            f"have one shape (axis {ax}"
+                                            + (f" of `{self.text(other)}`, axis {ax + skip} of "
+                                               f"`{self.text(lead)}`: broadcasting aligns the "
+                                               "last axes)" if skip else ")"), loc))
         return out
 
     # -- a number: x @ y, np.sum(x, axis=0) of a 1-D x ------------------------------------
     def scalar(self, e: ir.Expr, loc: ir.Loc) -> ir.Expr:
         """``e`` with its number-valued products and reductions lowered where they stand."""
+        if self.sums_special(e):
+            raise self.error(loc, f"`{self.text(e)}` cannot be used here: compute it into an "
+                                  "ancilla first (`s = 0.0`, `s += ...`)")
         if _is_lowered(e):
             if self.ndim(e) != 0:
-                raise self.error(loc, f"`{expr_text(e)}` is an array, so it can only be the "
+                raise self.error(loc, f"`{self.text(e)}` is an array, so it can only be the "
                                       "right-hand side of an update of a whole array "
                                       "(`y += A @ x`)")
             return self.element(e, ())
@@ -288,11 +398,19 @@ class _Lowering(Lowering):
         return [*checks, body]
 
     def at(self, e: ir.Expr, at: tuple[ir.Expr, ...], loc: ir.Loc) -> ir.Expr:
-        """The value of the elementwise expression ``e`` at the target's element ``at``."""
+        """The value of the elementwise expression ``e`` at the target's element ``at`` (an
+        operand with fewer axes at the last ones: NumPy's broadcasting)."""
+        if isinstance(e, ir.Reduce) and e.axis is None:
+            return self.scalar(e, loc)  # a whole sum: the same at every element
+        if isinstance(e, ir.Compare) or not self.type_of(e).is_array:
+            return e if not any(self.special(n) for n in ir.walk_expr(e)) else self.scalar(e, loc)
+        at = at[len(at) - self.ndim(e):]
         if _is_lowered(e):
             return self.element(e, at)
-        if isinstance(e, ir.Reduce):
-            return self.scalar(e, loc)  # a whole sum: the same at every element
+        if isinstance(e, ir.UnaryOp) and e.op == "T":
+            return self.at(e.operand, at[::-1], loc)
+        if isinstance(e, ir.BinOp) and e.op == "outer":
+            return ir.BinOp("*", self.at(e.left, at[:1], loc), self.at(e.right, at[1:], loc), e.loc)
         if isinstance(e, (ir.Var, ir.Elem)):
             return element_at(e, at, self.env)
         return ir.map_children(e, lambda c: self.at(c, at, loc))
@@ -302,7 +420,7 @@ class _Lowering(Lowering):
         for part in ((e.left, e.right) if isinstance(e, ir.BinOp) else (e.arg,)):
             inner = next((n for n in ir.walk_expr(part) if _is_lowered(n)), None)
             if inner is not None:
-                raise self.error(e.loc, f"`{expr_text(inner)}` inside `{expr_text(e)}`: compute "
+                raise self.error(e.loc, f"`{self.text(inner)}` inside `{self.text(e)}`: compute "
                                         "it into an ancilla array first, then use that")
         if isinstance(e, ir.Reduce):
             nd = self.ndim(e.arg)
@@ -313,13 +431,22 @@ class _Lowering(Lowering):
         rows = at[:a - 1]  # the row of a 2-D left operand, the column of a 2-D right one
         cols = at[a - 1:]
         left = self.fix(e.left, (*rows, None))
-        right = self.fix(e.right, (None, *cols)) if b == 2 else e.right
+        right = self.fix(e.right, (None, *cols) if b == 2 else (None,))
         return ir.Reduce("dot", ir.BinOp("*", left, right, e.loc), e.loc)
 
     def fix(self, e: ir.Expr, parts: tuple[ir.Expr | None, ...]) -> ir.Expr:
         """The elementwise array expression ``e`` with some axes fixed: ``parts`` holds an
         index per axis, ``None`` for an axis kept whole (``A`` at ``(i, None)`` is
-        ``A[i, :]``)."""
+        ``A[i, :]``; an operand with fewer axes takes the last parts: broadcasting)."""
+        if self.type_of(e).is_array and self.ndim(e) < len(parts):
+            parts = parts[len(parts) - self.ndim(e):]
+        if isinstance(e, ir.UnaryOp) and e.op == "T":
+            if self.ndim(e.operand) == 1 or any(p is not None for p in parts):
+                # (one axis left at most: a row of A.T is a column of A, in its order)
+                return self.fix(e.operand, parts[::-1])
+            return e
+        if isinstance(e, ir.BinOp) and e.op == "outer" and any(p is not None for p in parts):
+            return ir.BinOp("*", self.fix(e.left, parts[:1]), self.fix(e.right, parts[1:]), e.loc)
         if all(p is None for p in parts):
             return e
         if isinstance(e, ir.Var) and self.env[e.name].is_array:
@@ -346,6 +473,10 @@ class _Lowering(Lowering):
         if isinstance(e, ir.BinOp) and e.op == "@":
             a, b = self.extents(e.left), self.extents(e.right)
             return (*a[:-1], *b[1:])
+        if isinstance(e, ir.UnaryOp) and e.op == "T":
+            return self.extents(e.operand)[::-1]
+        if isinstance(e, ir.BinOp) and e.op == "outer":
+            return (*self.extents(e.left), *self.extents(e.right))
         if isinstance(e, ir.Scan):
             return self.extents(e.arg)
         if isinstance(e, ir.Reduce) and e.axis is not None:
@@ -353,13 +484,14 @@ class _Lowering(Lowering):
             axis = e.axis % len(inner)
             return (*inner[:axis], *inner[axis + 1:])
         nodes = self.operands(e)
-        return self.extents(nodes[0]) if nodes and nodes[0] is not e else tuple(
+        lead = max(nodes, key=self.ndim) if nodes else None  # (broadcast: the most axes)
+        return self.extents(lead) if lead is not None and lead is not e else tuple(
             extent(e, ax, self.env) for ax in range(self.ndim(e)))
 
     def operands(self, e: ir.Expr) -> list[ir.Expr]:
         """The arrays, sub-arrays, products and reductions along an axis that an elementwise
         expression combines element by element (not what is inside them)."""
-        if _is_lowered(e) or isinstance(e, ir.Scan):
+        if _is_lowered(e) or ir.is_reshape(e) or isinstance(e, ir.Scan):
             return [e]
         if isinstance(e, ir.Reduce):
             return []
@@ -375,39 +507,43 @@ class _Lowering(Lowering):
         operand has the target's shape, and each product's inner lengths agree."""
         out: list[ir.Stmt] = []
         want = tuple(extent(target, ax, self.env) for ax in range(self.ndim(target)))
-        name = expr_text(target)
+        name = self.text(target)
         for node in self.operands(s.value):
             out += self.agreement(node, s.loc)
-            for ax, (got, need) in enumerate(zip(self.extents(node), want)):
-                out.append(_assert(got, need, f"`{expr_text(node)}` must have the shape of "
-                                              f"`{name}` (axis {ax})", s.loc))
+            got = self.extents(node)
+            skip = len(want) - len(got)  # (broadcast: it runs along the last axes)
+            for ax, (g, need) in enumerate(zip(got, want[skip:])):
+                out.append(_assert(g, need, f"`{self.text(node)}` must have the shape of "
+                                            f"`{name}` (axis {ax}" + (
+                                                f"; axis {ax + skip} of `{name}`: broadcasting "
+                                                "aligns the last axes)" if skip else ")"), s.loc))
         return out
 
     def agreement(self, node: ir.Expr, loc: ir.Loc) -> list[ir.Stmt]:
         """The checks inside one product or reduction: a product's inner lengths agree, the
         arrays of each operand have one shape."""
-        if not _is_lowered(node):
+        if not (_is_lowered(node) or ir.is_reshape(node)):
             return []
-        parts = (node.left, node.right) if isinstance(node, ir.BinOp) else (node.arg,)
+        parts = ((node.left, node.right) if isinstance(node, ir.BinOp) else
+                 (node.operand,) if isinstance(node, ir.UnaryOp) else (node.arg,))
         out: list[ir.Stmt] = []
         for part in parts:
-            out += self.same_shapes(self.operands(part), loc)
+            inside = self.operands(part)
+            out += self.same_shapes(inside, loc) + [c for n in inside
+                                                    for c in self.agreement(n, loc)]
+        if ir.is_reshape(node):
+            return out
         if isinstance(node, ir.BinOp):
             a, b = self.extents(node.left), self.extents(node.right)
-            left, right = f"`{expr_text(node.left)}`", f"`{expr_text(node.right)}`"
+            left, right = f"`{self.text(node.left)}`", f"`{self.text(node.right)}`"
             has = "columns" if len(a) == 2 else "elements"
             needs = "rows" if len(b) == 2 else "elements"
-            message = (f"`{expr_text(node)}`: {left} and {right} must have as many elements"
+            message = (f"`{self.text(node)}`: {left} and {right} must have as many elements"
                        if len(a) == len(b) == 1 else
-                       f"`{expr_text(node)}`: {right} must have as many {needs} as {left} has "
+                       f"`{self.text(node)}`: {right} must have as many {needs} as {left} has "
                        f"{has}")
             out.append(_assert(a[-1], b[0], message, loc))
         return out
-
-
-def _sums_a_product(e: ir.Expr) -> bool:
-    """A reduction (along an axis or not) of an array expression that holds a product."""
-    return isinstance(e, ir.Reduce) and any(_is_lowered(m) for m in ir.walk_expr(e.arg))
 
 
 def _outermost(e: ir.Expr, pred: Callable[[ir.Expr], bool]) -> list[ir.Expr]:
@@ -415,6 +551,13 @@ def _outermost(e: ir.Expr, pred: Callable[[ir.Expr], bool]) -> list[ir.Expr]:
     if pred(e):
         return [e]
     return [n for c in ir.sub_expressions(e) for n in _outermost(c, pred)]
+
+
+def _renamed(e: ir.Expr, held: dict[str, ir.Expr]) -> ir.Expr:
+    """``e`` with each variable named in ``held`` replaced by its expression."""
+    if isinstance(e, ir.Var) and e.name in held:
+        return held[e.name]
+    return ir.map_children(e, lambda c: _renamed(c, held))
 
 
 def _substitute(e: ir.Expr, new: dict[int, ir.Expr]) -> ir.Expr:

@@ -212,9 +212,10 @@ class TypeInference:
                                     f"{vt.dtype}: the update would change its type and its inverse "
                                     f"would not be exact. Make `{name}` {vt.dtype} (e.g. allocate "
                                     f"it as {_ZERO_LITERAL[vt.dtype]})")
-        if vt.is_array and tt.is_array and vt.ndim != tt.ndim:
+        if vt.is_array and tt.is_array and vt.ndim > tt.ndim:
             raise self.error(s.loc, f"a whole-array statement needs arrays of one shape: `{name}` is "
-                                    f"{tt} but the right-hand side is {vt}")
+                                    f"{tt} but the right-hand side is {vt} (broadcasting goes from "
+                                    "fewer axes to more: the right-hand side cannot have more)")
         if vt.is_array and not tt.is_array:
             raise self.error(s.loc, f"the right-hand side is an array ({vt}) but `{name}` is a "
                                     "scalar; index the array or update a whole array")
@@ -311,6 +312,31 @@ class TypeInference:
             raise self.error(e.loc, f"`{ir_text(e)}` is an array ({out}) but a scalar is "
                                     "needed here; update a whole array with it (`y += A @ x`)")
         return out
+
+    def outer(self, e: ir.BinOp, ew: bool) -> VarType:
+        """``np.outer(u, v)`` of two 1-D array expressions: the 2-D array ``u[i] * v[j]``."""
+        a, b = self._expr(e.left, True), self._expr(e.right, True)
+        for t, side in ((a, e.left), (b, e.right)):
+            if t.ndim != 1:
+                raise self.error(e.loc, f"np.outer() takes 1-D array expressions, but "
+                                        f"`{ir_text(side)}` is {t}")
+        out = VarType(promote(a.dtype, b.dtype, "int"), 2)
+        if not ew:
+            raise self.error(e.loc, f"`{ir_text(e)}` is an array ({out}) but a scalar is "
+                                    "needed here; update a whole array with it "
+                                    "(`C += np.outer(u, v)`)")
+        return out
+
+    def transpose(self, e: ir.UnaryOp, ew: bool) -> VarType:
+        """``A.T`` of a 2-D array expression (of a 1-D one: the same array, as in NumPy)."""
+        t = self._expr(e.operand, ew)
+        if not t.is_array:
+            raise self.error(e.loc, f"`{ir_text(e)}`: `{ir_text(e.operand)}` is a scalar ({t}), "
+                                    "and only arrays have a transpose")
+        if t.ndim > 2:
+            raise self.error(e.loc, f"`{ir_text(e)}` of a {t.ndim}-D array is not supported: "
+                                    "index it down to a matrix first")
+        return t
 
     def scan(self, e: ir.Scan, ew: bool) -> VarType:
         """``np.cumsum(x)``: a 1-D array of the elements' type (bools counted as ints)."""
@@ -450,12 +476,13 @@ class TypeInference:
                                             "is needed here; index it further, or sum it")
                 return view
             return t.scalar()
+        if isinstance(e, ir.BinOp) and e.op == "outer":
+            return self.outer(e, ew)
         if isinstance(e, ir.BinOp) and e.op == "@":
             return self.matmul(e, ew)
         if isinstance(e, ir.BinOp):
             a, b = self._expr(e.left, ew), self._expr(e.right, ew)
-            nd = _common_ndim(a, b, lambda: self.error(e.loc, "arrays of different dimensions "
-                                                              f"in one expression: {a} and {b}"))
+            nd = _common_ndim(a, b)
             if e.op == "/":
                 d = promote(a.dtype, b.dtype, "float")
             elif e.op in ("//", "%"):
@@ -469,6 +496,8 @@ class TypeInference:
             else:
                 d = promote(a.dtype, b.dtype, "int")
             return VarType(d, nd)
+        if isinstance(e, ir.UnaryOp) and e.op == "T":
+            return self.transpose(e, ew)
         if isinstance(e, ir.UnaryOp):
             t = self._expr(e.operand, ew)
             if e.op == "not":
@@ -481,8 +510,7 @@ class TypeInference:
             ts = [self._expr(a, ew) for a in e.args]
             nd = 0
             for t in ts:
-                nd = _common_ndim(VarType("int", nd), t, lambda: self.error(
-                    e.loc, "arrays of different dimensions in one expression"))
+                nd = _common_ndim(VarType("int", nd), t)
             dts = [t.dtype for t in ts]
             if "complex" in dts and not rule.complex_ok:
                 raise self.error(e.loc, f"{e.name}() is not defined for complex numbers")
@@ -518,7 +546,7 @@ class TypeInference:
         if isinstance(e, ir.IfExp):
             self.condition(e.cond, statement=False)
             a, b = self._expr(e.then, ew), self._expr(e.orelse, ew)
-            nd = _common_ndim(a, b, lambda: self.error(e.loc, "branches of different dimensions"))
+            nd = _common_ndim(a, b)
             return VarType(promote(a.dtype, b.dtype), nd)
         if isinstance(e, ir.Compare):
             ts = [self._expr(o, ew) for o in e.operands]
@@ -545,9 +573,11 @@ def _axis_ndim(e: ir.Reduce, t: VarType) -> int:
     return 0 if e.axis is None else t.ndim - 1
 
 
-def _common_ndim(a: VarType, b: VarType, err) -> int:
-    if a.is_array and b.is_array and a.ndim != b.ndim:
-        raise err()
+def _common_ndim(a: VarType, b: VarType) -> int:
+    """The number of axes of an elementwise combination of ``a`` and ``b``: NumPy's
+    broadcasting, the axes of the one with fewer aligned with the last axes of the other
+    (``Z + b`` of a 2-D ``Z`` and a 1-D ``b`` adds ``b`` to every row).  Lowered to loops by
+    :mod:`revbench.lang.products`, which asserts that the aligned lengths agree."""
     return max(a.ndim, b.ndim)
 
 
@@ -570,7 +600,7 @@ def infer(func: ir.Function, params: tuple[VarType, ...]) -> TypedFunction:
         lowered = derivatives.lower(typed.func, env,
                                     TypedFunction(typed.func, params, env).expr_type)
         typed = TypeInference(lowered, params).run()
-    if not products.present(typed.func):
+    if not products.present(typed.func, TypedFunction(typed.func, params, typed.env).expr_type):
         return typed
     env = dict(typed.env)  # (the lowering adds its ancillas to it)
     lowered = products.lower(typed.func, env, TypedFunction(typed.func, params, env).expr_type)
