@@ -22,7 +22,13 @@ Programs (``--quick`` shrinks the number of samples / steps / tokens about 10x):
                  ``H`` of shape (T + 1, 32); w.r.t. Wh, Wx and the initial state ``H[0]``;
 ``rnn_revolve``  the same RNN with its loop ``checkpointed(range(T), Revolve(snapshots=10),
                  new=hT, old=h0)``, the step a reversible function; w.r.t. h0, Wh, Wx;
-``attention``    one attention head, n = 128 tokens, d = 32; w.r.t. Wq, Wk, Wv.
+``attention``    one attention head, n = 128 tokens, d = 32; w.r.t. Wq, Wk, Wv;
+``mlp_matrix``   the MLP written as a model reads (``docs/language.md``, "A model as it
+                 reads"): ``H += np.tanh(X @ W1.T + b1)``, ``loss += np.sum((H @ W2.T + b2
+                 - Y) ** 2)``, the same data and references as ``mlp``;
+``attention_matrix``  the attention head written with whole matrices (``Q += X @ Wq.T``,
+                 ``S += Q @ K.T / sqrt(d)``, a row softmax broadcast over columns), the same
+                 data and references as ``attention``.
 
 For each program it times, repetitions interleaved, medians (and minimums):
 
@@ -103,7 +109,10 @@ from natural_reference import mlp_value_and_grad as mlp_grad  # noqa: E402
 from revbench import reversible, value_and_grad  # noqa: E402
 from revbench.checkpoint import Revolve, checkpointed  # noqa: E402 (used in the language)
 
-PROGRAMS = ("logreg", "mlp", "softmax", "conv1d", "rnn", "rnn_revolve", "attention")
+PROGRAMS = ("logreg", "mlp", "softmax", "conv1d", "rnn", "rnn_revolve", "attention",
+            "mlp_matrix", "attention_matrix")
+#: a program written another way, on the data (and against the references) of another
+SAME_AS = {"mlp_matrix": "mlp", "attention_matrix": "attention"}
 FULL = {"logreg": (100_000, 32), "mlp": (2000, 32, 64, 8), "softmax": (10_000, 64, 10),
         "conv1d": (100_000, 16), "rnn": (1000, 32, 8), "attention": (128, 32),
         "reps": 15, "case_budget_s": 4.0}
@@ -209,6 +218,40 @@ def attention_src(loss, Wq, Wk, Wv, X, Y):
     ~proj
 
 
+def mlp_matrix_src(loss, W1, b1, W2, b2, X, Y):
+    with routine as hidden:                        # noqa: F821
+        H = np.zeros((X.shape[0], W1.shape[0]))
+        H += np.tanh(X @ W1.T + b1)
+    loss += np.sum((H @ W2.T + b2 - Y) ** 2)
+    ~hidden
+
+
+def attention_matrix_src(loss, Wq, Wk, Wv, X, Y):
+    n = X.shape[0]
+    d = Wq.shape[0]
+    with routine as proj:                          # noqa: F821
+        Q = np.zeros((n, d))
+        K = np.zeros((n, d))
+        V = np.zeros((n, d))
+        Q += X @ Wq.T
+        K += X @ Wk.T
+        V += X @ Wv.T
+    with routine as att:                           # noqa: F821
+        S = np.zeros((n, n))
+        M = np.zeros(n)
+        P = np.zeros((n, n))
+        Z = np.zeros(n)
+        O = np.zeros((n, d))                       # noqa: E741
+        S += Q @ K.T / math.sqrt(d)
+        M += np.max(S, axis=1)
+        P += np.exp(S.T - M).T                     # each row less its largest
+        Z += np.sum(P, axis=1)
+        O += ((P @ V).T / Z).T
+    loss += np.sum((O - Y) ** 2)
+    ~att
+    ~proj
+
+
 logreg_fast, logreg = reversible(check=False)(logreg_src), reversible(logreg_src)
 mlp_fast, mlp = reversible(check=False)(mlp_src), reversible(mlp_src)
 softmax_fast, softmax = reversible(check=False)(softmax_src), reversible(softmax_src)
@@ -217,6 +260,9 @@ rnn_fast, rnn = reversible(check=False)(rnn_src), reversible(rnn_src)
 rnn_revolve_fast = reversible(check=False)(rnn_revolve_src)
 rnn_revolve = reversible(rnn_revolve_src)
 attention_fast, attention = reversible(check=False)(attention_src), reversible(attention_src)
+mlp_matrix_fast, mlp_matrix = reversible(check=False)(mlp_matrix_src), reversible(mlp_matrix_src)
+attention_matrix_fast = reversible(check=False)(attention_matrix_src)
+attention_matrix = reversible(attention_matrix_src)
 
 
 # =======================================================================================
@@ -572,6 +618,8 @@ def torch_versions(one_thread: bool) -> dict | None:
 
 def make_data(name: str, cfg: dict) -> tuple[str, tuple, tuple]:
     """(size label, parameters, data) of a program, parameters first as in the losses."""
+    if name in SAME_AS:
+        return make_data(SAME_AS[name], cfg)
     rng = np.random.default_rng(PROGRAMS.index(name) + 1)
     if name == "logreg":
         n, d = cfg["logreg"]
@@ -616,6 +664,9 @@ SPECS = {
     "rnn_revolve": (rnn_revolve_fast, rnn_revolve, ("h0", "Wh", "Wx"), rnn_value, rnn_grad),
     "attention": (attention_fast, attention, ("Wq", "Wk", "Wv"), attention_value,
                   attention_grad),
+    "mlp_matrix": (mlp_matrix_fast, mlp_matrix, ("W1", "b1", "W2", "b2"), mlp_value, mlp_grad),
+    "attention_matrix": (attention_matrix_fast, attention_matrix, ("Wq", "Wk", "Wv"),
+                         attention_value, attention_grad),
 }
 
 
@@ -733,7 +784,7 @@ def bench_program(name: str, cfg: dict, peers: dict) -> dict:
         cases[f"rb vg{suffix}"] = run
 
     jx, th = peers.get("jax"), peers.get("torch")
-    peer_key = "rnn" if name == "rnn_revolve" else name
+    peer_key = "rnn" if name == "rnn_revolve" else SAME_AS.get(name, name)
     if jx is not None:
         jnp, jax = jx["jnp"], jx["jax"]
         jargs = tuple(jnp.asarray(a) for a in ref_args)

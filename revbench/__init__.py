@@ -22,7 +22,12 @@ from revbench.ad import (
 from revbench.config import set_tolerance
 from revbench.debugging.tracing import trace
 from revbench.function import ReversibleFunction, define, reversible
-from revbench.lang.errors import ReversibilityError, ReversibilitySyntaxError, ReversibilityTypeError
+from revbench.lang.errors import (
+    ReversibilityError,
+    ReversibilitySyntaxError,
+    ReversibilityTypeError,
+    ShapeMismatchError,
+)
 from revbench.lang.markers import inverted, routine
 from revbench.rules.functions import register
 from revbench.testing import check_inverse
@@ -37,6 +42,7 @@ __all__ = [
     "ReversibilityError",
     "ReversibilitySyntaxError",
     "ReversibilityTypeError",
+    "ShapeMismatchError",
     "ReversibleFunction",
     "__version__",
     "check_grad",

@@ -34,7 +34,13 @@ from revbench.config import check_tolerance, get_tolerance
 from revbench.debugging.explain import Explanation, explain_program
 from revbench.lang import ir
 from revbench.lang.check import check_calls, check_function
-from revbench.lang.errors import ReversibilityError, ReversibilitySyntaxError, ReversibilityTypeError
+from revbench.lang.errors import (
+    SHAPE_MESSAGE,
+    ReversibilityError,
+    ReversibilitySyntaxError,
+    ReversibilityTypeError,
+    ShapeMismatchError,
+)
 from revbench.lang.ir import Print, walk_stmts
 from revbench.lang.parse import SourceInfo, parse_definition, parse_function
 from revbench.lang.types import VarType, guess_signature, python_scalar, type_of_value
@@ -273,6 +279,10 @@ class ReversibleFunction(ProgramView):
                     raise replayed.with_traceback(None) from None
             # (an assert's own message names its line: `... (in f, line 7)`)
             located = isinstance(exc, AssertionError) and re.search(r"\bline \d+\)", str(exc))
+            if located and not isinstance(exc, ReversibilityError) and SHAPE_MESSAGE.match(str(exc)):
+                # (a whole-array statement's sizes: an error of the program's arrays, as
+                # every shape mismatch is, and still the AssertionError it was)
+                raise ShapeMismatchError(str(exc), function=self.__name__) from None
             if not add_user_line_note(exc) and hasattr(exc, "add_note") and not located:
                 # compiled code (an IndexError, a ZeroDivisionError, ...): no line to show,
                 # but the message must still say where it came from

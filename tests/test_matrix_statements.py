@@ -194,9 +194,10 @@ def test_products_with_transposes_match_numpy(m, n, k, ta, tb, seed):
 ])
 def test_shape_mismatches_are_located(source, args, words):
     f = revbench.define(f"@reversible\ndef f(Z, X, W, b):\n    {source}\n", {"np": np})["f"]
-    with pytest.raises(AssertionError) as info:
+    with pytest.raises(revbench.ShapeMismatchError) as info:
         f(*(np.ones(s) for s in args))
     assert words in str(info.value) and "line 3" in str(info.value)
+    assert isinstance(info.value, AssertionError) and isinstance(info.value, revbench.ReversibilityError)
 
 
 @pytest.mark.parametrize("source, words", [

@@ -16,6 +16,8 @@ compiler easy to test stage by stage.
 
 from __future__ import annotations
 
+import re
+
 from typing import Any
 
 
@@ -83,4 +85,16 @@ class ReversibilityTypeError(ReversibilityError, TypeError):
     """
 
 
-__all__ = ["ReversibilityError", "ReversibilitySyntaxError", "ReversibilityTypeError"]
+class ShapeMismatchError(ReversibilityError, AssertionError):
+    """The arrays of a whole-array statement with a product, a transpose or a broadcast do
+    not fit together (``Z += X @ W.T + b`` with ``b`` as long as ``Z`` has rows).  Its sizes
+    are checked by ``assert`` statements before its loops (``check=False`` keeps them), so
+    it is an :class:`AssertionError` too."""
+
+
+#: the messages of those ``assert`` statements (:mod:`revbench.lang.products`)
+SHAPE_MESSAGE = re.compile(r"^`[^\n]*` must have (the shape of|one shape|as many)|^`[^\n]*`: `"
+                           r"[^\n]*` (and `[^\n]*` )?must have as many")
+
+__all__ = ["ReversibilityError", "ReversibilitySyntaxError", "ReversibilityTypeError",
+           "ShapeMismatchError"]
