@@ -246,7 +246,7 @@ def attention_matrix_src(loss, Wq, Wk, Wv, X, Y):
         M += np.max(S, axis=1)
         P += np.exp(S.T - M).T                     # each row less its largest
         Z += np.sum(P, axis=1)
-        O += ((P @ V).T / Z).T
+        O += ((P @ V).T / Z).T                    # noqa: E741
     loss += np.sum((O - Y) ** 2)
     ~att
     ~proj

@@ -17,7 +17,6 @@ compiler easy to test stage by stage.
 from __future__ import annotations
 
 import re
-
 from typing import Any
 
 
