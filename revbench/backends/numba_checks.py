@@ -34,8 +34,19 @@ copy_function = runtime.copy_function
 
 def inline_helper(fn: Callable) -> Callable | None:
     """The intrinsic generated code calls under Numba for the runtime helper ``fn``, or
-    ``None`` where ``fn`` has none (it is then compiled as a function)."""
-    return _intrinsics().get(fn)
+    ``None`` where ``fn`` has none (it is then compiled as a function).
+
+    The matrix-product update (:func:`revbench.backends.blas.matmul_update`, and its
+    ``matmul_failed``) is :mod:`~revbench.backends.blas`'s own Numba code, which calls
+    the routine ``rb_matmul`` by name: asking for it registers that symbol in this
+    process -- which a caller loaded from Numba's cache needs as much as one compiled
+    now (its lazy dispatcher asks here before Numba loads it)."""
+    found = _intrinsics().get(fn)
+    if found is None and getattr(fn, "__module__", None) == "revbench.backends.blas":
+        from revbench.backends import blas
+
+        found = blas.numba_helper(fn)
+    return found
 
 
 def _call_out_of_line(context, builder, dispatcher, argtypes: tuple, args: tuple) -> None:

@@ -644,6 +644,51 @@ def _build(text: str) -> tuple[int, int]:
         return _LOADED[digest]
 
 
+#: runtime module digest -> the addresses of the symbols asked for (:func:`build_runtime`)
+_RUNTIMES: dict[str, tuple[int, ...]] = {}
+
+
+def build_runtime(text: str, names: tuple[str, ...]) -> tuple[int, ...]:
+    """The addresses of the functions and globals ``names`` of the runtime module
+    ``text`` (LLVM IR defining them under those very names: ``rb_matmul`` of
+    :mod:`revbench.backends.blas`), in the same JIT as the kernels and through the same
+    disk cache as :func:`_build`: compiled once, loaded from the object code by a later
+    process.  Its symbols are not renamed, so a module is added once per process (a
+    second call with the same text answers from memory); the external symbols it calls
+    must be registered first (``llvmlite.binding.add_symbol``)."""
+    with _LOCK:
+        digest = _digest(text)
+        found = _RUNTIMES.get(digest)
+        if found is not None:
+            stats["reused"] += 1
+            return found
+        import llvmlite.binding as llvm
+
+        tm, ee = _jit()
+        path = _cache_file(digest)
+        obj = _read_object(path) if path is not None else None
+        if obj is not None:
+            stats["loaded"] += 1
+        else:
+            mod = llvm.parse_assembly(text)
+            mod.verify()
+            pto = llvm.create_pipeline_tuning_options(speed_level=opt_level())
+            pb = llvm.create_pass_builder(tm, pto)
+            pb.getModulePassManager().run(mod, pb)
+            obj = tm.emit_object(mod)
+            stats["compiled"] += 1
+            if path is not None:
+                _write_object(path, obj)
+        ee.add_object_file(llvm.ObjectFileRef.from_data(obj))
+        ee.finalize_object()
+        addresses = tuple(ee.get_global_value_address(name) for name in names)
+        missing = [name for name, a in zip(names, addresses) if not a]
+        if missing:
+            raise RuntimeError(f"native runtime symbols {missing} did not link")
+        _RUNTIMES[digest] = addresses
+        return addresses
+
+
 #: an object file in the cache: this tag, the SHA-256 of the object code, the code
 _MAGIC = b"revbench-native-1\n"
 
