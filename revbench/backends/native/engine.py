@@ -605,7 +605,6 @@ def _build(text: str) -> tuple[int, int]:
         if digest in _LOADED:
             stats["reused"] += 1
             return _LOADED[digest]
-        import llvmlite.binding as llvm
 
         tm, ee = _jit()
         entry, call, table = f"rb_entry_{digest}", f"rb_call_{digest}", f"rb_py_{digest}"
@@ -613,22 +612,7 @@ def _build(text: str) -> tuple[int, int]:
         # (each module's symbols are its own: the JIT links every module into one space)
         text = text.replace("@rb_entry(", f"@{entry}(").replace("@rb_call(", f"@{call}(")
         text = text.replace("@rb_py ", f"@{table} ").replace("@rb_py,", f"@{table},")
-        path = _cache_file(digest)
-        obj = _read_object(path) if path is not None else None
-        if obj is not None:
-            stats["loaded"] += 1
-        else:
-            mod = llvm.parse_assembly(text)
-            mod.verify()
-            pto = llvm.create_pipeline_tuning_options(speed_level=opt_level())
-            pb = llvm.create_pass_builder(tm, pto)
-            pb.getModulePassManager().run(mod, pb)
-            obj = tm.emit_object(mod)
-            stats["compiled"] += 1
-            if path is not None:
-                _write_object(path, obj)
-        ee.add_object_file(llvm.ObjectFileRef.from_data(obj))
-        ee.finalize_object()
+        _link(text, digest, tm, ee)
         address = ee.get_function_address(entry)
         if not address:
             raise RuntimeError(f"native kernel {entry} did not link")
@@ -642,6 +626,29 @@ def _build(text: str) -> tuple[int, int]:
             (ctypes.c_int64 * len(values)).from_address(slots)[:] = values
         _LOADED[digest] = (address, wrapper)
         return _LOADED[digest]
+
+
+def _link(text: str, digest: str, tm, ee) -> None:
+    """Add module ``text`` to the JIT: its object code from the disk cache (under
+    ``digest``) when an earlier process compiled it, else optimised, compiled and saved."""
+    import llvmlite.binding as llvm
+
+    path = _cache_file(digest)
+    obj = _read_object(path) if path is not None else None
+    if obj is not None:
+        stats["loaded"] += 1
+    else:
+        mod = llvm.parse_assembly(text)
+        mod.verify()
+        pto = llvm.create_pipeline_tuning_options(speed_level=opt_level())
+        pb = llvm.create_pass_builder(tm, pto)
+        pb.getModulePassManager().run(mod, pb)
+        obj = tm.emit_object(mod)
+        stats["compiled"] += 1
+        if path is not None:
+            _write_object(path, obj)
+    ee.add_object_file(llvm.ObjectFileRef.from_data(obj))
+    ee.finalize_object()
 
 
 #: runtime module digest -> the addresses of the symbols asked for (:func:`build_runtime`)
@@ -662,25 +669,9 @@ def build_runtime(text: str, names: tuple[str, ...]) -> tuple[int, ...]:
         if found is not None:
             stats["reused"] += 1
             return found
-        import llvmlite.binding as llvm
 
         tm, ee = _jit()
-        path = _cache_file(digest)
-        obj = _read_object(path) if path is not None else None
-        if obj is not None:
-            stats["loaded"] += 1
-        else:
-            mod = llvm.parse_assembly(text)
-            mod.verify()
-            pto = llvm.create_pipeline_tuning_options(speed_level=opt_level())
-            pb = llvm.create_pass_builder(tm, pto)
-            pb.getModulePassManager().run(mod, pb)
-            obj = tm.emit_object(mod)
-            stats["compiled"] += 1
-            if path is not None:
-                _write_object(path, obj)
-        ee.add_object_file(llvm.ObjectFileRef.from_data(obj))
-        ee.finalize_object()
+        _link(text, digest, tm, ee)
         addresses = tuple(ee.get_global_value_address(name) for name in names)
         missing = [name for name, a in zip(names, addresses) if not a]
         if missing:
