@@ -39,6 +39,7 @@ from revbench.backends.source import SourceWriter, emit_given_back
 from revbench.config import get_tolerance
 from revbench.lang.errors import ReversibilityError
 from revbench.lang.types import NUMPY_DTYPES, NUMPY_NAMES
+from revbench.rules import checks
 
 DEVICES = ("cpu", "cuda")
 #: threads per block: enough warps to hide latency; local memory per thread is small
@@ -272,7 +273,10 @@ def _kernel_item(out: SourceWriter, lay, npar: int, shapes: tuple[tuple[int, ...
     def give_up(leave: str) -> None:
         """After a kernel call: a failed item marks itself and leaves (``leave``)."""
         with out.block("if st[1] != 0:"):
-            out.emit("_rb_cuda.atomic.min(STAT, 0, i)", leave)
+            out.emit("_rb_cuda.atomic.min(STAT, 0, i)")
+            with out.block("if rerun == 1:"):  # (its check, before it leaves the loop)
+                out.emit("STAT[1] = st[0]", "STAT[2] = st[1]")
+            out.emit(leave)
 
     for k in range(npar):
         if k in written_arrays:
@@ -587,9 +591,10 @@ def raise_for_item(bat, args: Arguments, i: int, status: tuple[int, int], driver
         raise ReversibilityError(f"{bat.api}: item {i} failed a runtime check on the GPU")
     what = MESSAGES.get(info.kind, "check `{var}` failed").format(
         var=info.variable, detail=info.detail, axis="?", why="is not exact")
+    why = ("" if info.kind in checks.GPU_ONLY else " (the CPU ran it without error: the "
+           "GPU's arithmetic differs in the last digits here)")
     raise ReversibilityError(
-        f"{bat.api}: item {i} failed on the GPU (the CPU ran it without error: the GPU's "
-        f"arithmetic differs in the last digits here): {what}\n  in reversible function "
+        f"{bat.api}: item {i} failed on the GPU{why}: {what}\n  in reversible function "
         f"{table.function}, line {info.line}: {table.source_lines.get(info.line, '').strip()}",
         variable=info.variable, function=table.function, stage="call")
 

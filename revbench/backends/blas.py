@@ -844,11 +844,19 @@ def _shapes(C, A, B) -> str:
 def geometry(C, A, B, trans_a, trans_b) -> tuple[int, ...]:
     """``(m, n, k, cs0, cs1, as0, as1, bs0, bs1)`` of ``C op= op(A) @ op(B)`` (NumPy's
     rules for 1-D and 2-D operands: a 1-D A is a row, a 1-D B a column, C what the
-    product is); ValueError naming the shapes where they do not agree, where an array
-    is not float64 or C is read-only."""
+    product is; a 2-D C and two 1-D operands: ``np.outer(A, B)``, k = 1); ValueError
+    naming the shapes where they do not agree, where an array is not float64 or C is
+    read-only."""
     arrays = (C, A, B)
     if not all(isinstance(x, np.ndarray) and x.dtype == np.float64 for x in arrays):
         raise ValueError(f"matmul_update takes float64 arrays: {_shapes(C, A, B)}")
+    if (C.ndim, A.ndim, B.ndim) == (2, 1, 1):  # np.outer(A, B): a column times a row
+        if C.shape != (A.shape[0], B.shape[0]):
+            raise ValueError(f"matmul_update: the shapes do not make C op= np.outer(A, B): "
+                             f"{_shapes(C, A, B)}")
+        if not C.flags.writeable:
+            raise ValueError(f"matmul_update: C is read-only: {_shapes(C, A, B)}")
+        return (A.shape[0], B.shape[0], 1, *C.strides, A.strides[0], 0, 0, B.strides[0])
     if A.ndim == 2:
         (m, k), (as0, as1) = A.shape, A.strides
         if trans_a:
@@ -1005,8 +1013,15 @@ def _numba_functions() -> dict[str, Any]:
         if not all(isinstance(x, nb.Array) and x.dtype == nb.float64 for x in (C, A, B)):
             return None
         dims = (C.ndim, A.ndim, B.ndim)
-        if dims not in ((2, 2, 2), (1, 2, 1), (1, 1, 2)):
+        if dims not in ((2, 2, 2), (1, 2, 1), (1, 1, 2), (2, 1, 1)):
             return None
+        if dims == (2, 1, 1):
+            def outer(C, A, B, trans_a, trans_b):
+                if C.shape[0] != A.shape[0] or C.shape[1] != B.shape[0]:
+                    raise ValueError("matmul_update: the shapes do not make C op= np.outer(A, B)")
+                return (A.shape[0], B.shape[0], 1, C.strides[0], C.strides[1], A.strides[0], 0,
+                        0, B.strides[0])
+            return outer
 
         if A.ndim == 2:
             def a_of(A, t):
@@ -1112,6 +1127,17 @@ def numba_helper(fn: Any) -> Any:
     if fn is matmul_failed:
         return _numba_functions()["failed"]
     return None
+
+
+def _provide_symbol() -> None:
+    """Tell the native engine how to register ``rb_matmul`` before it links a kernel that
+    calls it (the engine does not import this module: it sits below it)."""
+    from revbench.backends.native import engine
+
+    engine.SYMBOL_PROVIDERS["rb_matmul"] = matmul_symbol
+
+
+_provide_symbol()
 
 
 def __getattr__(name: str) -> Any:

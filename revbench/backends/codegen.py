@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from revbench.backends import libm, runtime
+from revbench.backends import blas, libm, runtime
 from revbench.backends.runtime import POLL_MASK, CheckInfo
 from revbench.backends.source import same_value
 from revbench.lang import ir, ranges
@@ -51,7 +51,7 @@ def _helpers_fingerprint() -> str:
     here = Path(__file__).resolve().parent
     digest = hashlib.sha256()
     for name in ("runtime.py", "numba_backend.py", "numba_checks.py", "numba_linking.py",
-                 "kernel_cache.py", "libm.py"):
+                 "kernel_cache.py", "libm.py", "blas.py"):
         digest.update((here / name).read_bytes())
     return digest.hexdigest()[:12]
 
@@ -163,6 +163,10 @@ FLOAT_INT_POWER = _helper_rule("fpowi", runtime.float_int_power, 2, result="floa
 COMPLEX_POW = _helper_rule("cpow", special.complex_pow, 2, result="float")
 #: what a checked float ``+=`` / ``-=`` calls: the update and its test in one call
 FLOAT_SHIFT = _helper_rule("float_shift", runtime.float_shift, 5, result="float")
+#: what ``C += A @ B`` (:class:`ir.MatMul`) calls, and, where a checked one stopped at an
+#: element it could not update, what finishes it as a checked float update would
+MATMUL_UPDATE = _helper_rule("matmul_update", blas.matmul_update, 7)
+MATMUL_FAILED = _helper_rule("matmul_failed", blas.matmul_failed, 9)
 
 
 # --------------------------------------------------------------------------- #
@@ -611,6 +615,9 @@ class Emitter:
         self._sums[id(e)] = (e, acc)
 
     def s_Update(self, s: ir.Update) -> None:
+        if isinstance(s.value, ir.MatMul):
+            self.matmul_update(s)
+            return
         tt = self.env[s.target.name]
         view = self.is_view(s.target)
         if (isinstance(s.target, ir.Var) and tt.is_array) or view:
@@ -628,6 +635,31 @@ class Emitter:
             for other in s.alias_checks:
                 self.alias_check(s.target, other, "alias", s.loc, s.shown)
         self.scalar_update(s, target, tt.dtype, ())
+
+    def matmul_update(self, s: ir.Update) -> None:
+        """``C += op(A) @ op(B)`` (``-=``): one call of the BLAS routine
+        (:func:`blas.matmul_update`); checked, it stops at the first element it would make
+        infinite or nan, and :func:`blas.matmul_failed` finishes the update as a checked
+        float ``+=`` of each element does (raising check ``k`` or ``k + 1``).  An adjoint
+        update is never undone, so never checked, as a scalar one."""
+        e = s.value
+        if not (isinstance(s.target, ir.Var) and isinstance(e.a, ir.Var) and isinstance(e.b, ir.Var)
+                and s.op in (ADD, SUB)):
+            raise AssertionError(f"internal: a BLAS product in `{expr_text(s.target)} {s.op} "
+                                 f"{expr_text(e)}`")
+        checked = self.opt.check and not ir.is_adjoint(s.target.name)
+        target, a, b = self.x(s.target), self.x(e.a), self.x(e.b)
+        args = (f"{target}, {a}, {b}, {e.trans_a}, {e.trans_b}, {s.op == SUB}")
+        self.user_functions[MATMUL_UPDATE.impl] = MATMUL_UPDATE
+        r = self.tmp("r")
+        self.emit(f"{r} = {MATMUL_UPDATE.impl}({args}, {checked})", s.loc)
+        if checked:
+            k = self.check("nonfinite", expr_text(e), s.loc, s.op)
+            self.check("result", expr_text(s.target), s.loc,
+                       f"{expr_text(s.target)} {s.op} {expr_text(e)}")  # k + 1
+            self.user_functions[MATMUL_FAILED.impl] = MATMUL_FAILED
+            self.emit(f"if {r} != -1:", s.loc)
+            self.emit("    " + self.helper_call(MATMUL_FAILED.impl, f"{args}, {r}", k), s.loc)
 
     def scalar_update(self, s: ir.Update, target: str, dtype: str, ew: tuple[str, ...]) -> None:
         rule = UPDATES[s.op]

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from revbench.backends import codegen
+from revbench.backends import blas, codegen
 from revbench.backends.codegen import ZERO_CODE, Emitter, Generated, Options
-from revbench.lang import ir
+from revbench.lang import ir, products
 from revbench.lang.errors import ReversibilityTypeError
 from revbench.lang.text import expr_text
 from revbench.lang.types import NUMPY_NAMES, TypedFunction, VarType
@@ -344,6 +344,19 @@ class CudaEmitter(Emitter):
 
     def buffered_alloc(self, name: str, init: ir.ArrayAlloc, loc: ir.Loc) -> None:
         raise AssertionError("unreachable: s_Alloc allocates every array")  # pragma: no cover
+
+    def s_Update(self, s: ir.Update) -> None:
+        if isinstance(s.value, ir.MatMul):
+            # no BLAS on the GPU yet: the routine's own loop, whose bits are the CPU's below
+            # the BLAS size; a larger product is refused where it runs
+            size, loops = products.matmul_as_loops(s, self.env)
+            k = self.check("gpu-product", expr_text(s.value), s.loc, str(blas.MATMUL_THRESHOLD))
+            self.emit(f"if {self.x(size)} >= {blas.MATMUL_THRESHOLD}:", s.loc)
+            self.emit("    " + self.fail(k, str(blas.MATMUL_THRESHOLD), self.x(size)), s.loc)
+            for st in loops:
+                self.stmt(st)
+            return
+        super().s_Update(s)
 
     def s_Assert(self, s: ir.Assert) -> None:
         k = self.check("assert", expr_text(s.cond), s.loc, s.message or "")

@@ -272,6 +272,27 @@ def parse_derivative_callee(name: str) -> tuple[str, str, str, tuple[str, ...]] 
 
 
 @dataclass(frozen=True)
+class MatMul:
+    """``op(a) @ op(b)`` of two whole float64 arrays, ``op`` the transpose where ``trans_a`` /
+    ``trans_b``: a matrix (2-D @ 2-D), a vector (2-D @ 1-D, 1-D @ 2-D) or, of two 1-D
+    arrays, their *outer* product (``np.outer(a, b)``; a number ``x @ y`` is never one).
+
+    Made by :mod:`revbench.lang.products` and by the transforms, only as the value of an
+    :class:`Update` ``+=`` / ``-=`` of a whole float64 array that is neither operand: the
+    statement is one call of :func:`revbench.backends.blas.matmul_update` (``rb_matmul``,
+    BLAS above a size) on every backend, so the same operands give the same bits and
+    ``C -= A @ B`` takes away exactly what ``C += A @ B`` added.  The inverse flips the
+    update's operator; the adjoints are products again (:mod:`revbench.transforms.adjoint`)."""
+
+    a: Var
+    b: Var
+    trans_a: bool = False
+    trans_b: bool = False
+    outer: bool = False  # two 1-D operands: np.outer(a, b) (no transposes)
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+
+@dataclass(frozen=True)
 class ArrayAlloc:
     """An array allocation: ``np.zeros(shape)``, ``np.zeros_like(x)``, ``x.copy()``.
 
@@ -287,7 +308,7 @@ class ArrayAlloc:
 
 
 Expr = Union[Const, Var, Elem, Slice, BinOp, UnaryOp, Func, Len, Shape, IfExp, Compare, BoolOp, Reduce, Scan,
-             Derivative, ArrayAlloc]
+             Derivative, MatMul, ArrayAlloc]
 Target = Union[Var, Elem]
 
 # --------------------------------------------------------------------------- #
@@ -648,6 +669,8 @@ def sub_expressions(e: Expr) -> tuple[Expr, ...]:
         return (e.arg,)
     if isinstance(e, Derivative):
         return (*e.args, *e.directions)
+    if isinstance(e, MatMul):
+        return (e.a, e.b)
     if isinstance(e, ArrayAlloc):
         return e.shape
     return ()
@@ -678,6 +701,8 @@ def map_children(e: Expr, f) -> Expr:
     if isinstance(e, Derivative):
         return replace(e, args=tuple(f(a) for a in e.args),
                        directions=tuple(f(v) for v in e.directions))
+    if isinstance(e, MatMul):
+        return replace(e, a=f(e.a), b=f(e.b))
     if isinstance(e, ArrayAlloc):
         return replace(e, shape=tuple(f(d) for d in e.shape))
     return e
@@ -740,7 +765,7 @@ def walk_elementwise(e: Expr):
     """``walk_expr`` without the insides of sums: what a whole-array statement
     evaluates per element (the arrays inside a sum are summed, not indexed)."""
     yield e
-    if not isinstance(e, (Reduce, Scan, Derivative)):
+    if not isinstance(e, (Reduce, Scan, Derivative, MatMul)):
         for c in sub_expressions(e):
             yield from walk_elementwise(c)
 

@@ -134,6 +134,12 @@ class Printer:
             args = ", ".join(self.expr(a) for a in e.args)
             return (f"revbench.grad({e.func}, loss={e.params[e.loss]!r}, "
                     f"wrt={e.params[e.wrt]!r})({args})", _PREC_ATOM)
+        if isinstance(e, ir.MatMul):
+            a, b = (self.name(v.name) + (".T" if t else "")
+                    for v, t in ((e.a, e.trans_a), (e.b, e.trans_b)))
+            if e.outer:
+                return f"np.outer({a}, {b})", _PREC_ATOM
+            return f"{a} @ {b}", _BIN_PREC["@"]
         if isinstance(e, ir.ArrayAlloc):
             return self._array_alloc(e), _PREC_ATOM
         return f"<{type(e).__name__}>", _PREC_ATOM

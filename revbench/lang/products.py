@@ -32,6 +32,7 @@ their line, with what to write instead.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, MutableMapping
 from dataclasses import replace
 from typing import Any
@@ -179,6 +180,11 @@ class _Lowering(Lowering):
         scans = [n for n in ir.walk_expr(s.value) if isinstance(n, ir.Scan)]
         if scans:
             return self.with_scans(s, scans)
+        held = self.blas_inside(s)
+        if held:
+            return self.with_blas_ancillas(s, held)
+        if self.blas_terms(s):
+            return self.on_blas_statements(s)
         sums = _outermost(s.value, self.sums_special)
         if sums and self.sums_in_place(s):
             return self.summed_in_place(s)
@@ -193,6 +199,96 @@ class _Lowering(Lowering):
         if not self.ndim(s.target):
             return [replace(s, value=self.scalar(s.value, s.loc))]
         return self.whole_array(s)
+
+    # -- products on BLAS: ``C += A @ B`` one call of rb_matmul --------------------------
+    def blas_operand(self, e: ir.Expr, ndims: tuple[int, ...]) -> bool:
+        """A whole float64 array (``A``), or the transpose of a matrix (``A.T``), with a
+        number of axes in ``ndims``."""
+        if isinstance(e, ir.UnaryOp) and e.op == "T":
+            return 2 in ndims and self.blas_operand(e.operand, (2,))
+        if not isinstance(e, ir.Var):
+            return False
+        t = self.env.get(e.name)
+        return t is not None and t.is_array and t.dtype == "float" and t.ndim in ndims
+
+    def on_blas(self, e: ir.Expr) -> bool:
+        """A product BLAS computes: ``a @ b`` of whole float64 arrays (or transposed
+        matrices) that is an array, or ``np.outer(u, v)`` of two float64 vectors."""
+        if isinstance(e, ir.BinOp) and e.op == "@":
+            return (self.blas_operand(e.left, (1, 2)) and self.blas_operand(e.right, (1, 2))
+                    and self.ndim(e) > 0)
+        if isinstance(e, ir.BinOp) and e.op == "outer":
+            return self.blas_operand(e.left, (1,)) and self.blas_operand(e.right, (1,))
+        return False
+
+    def blas_target(self, s: ir.Update) -> bool:
+        """Can ``s`` take a product's value as one call: ``+=`` / ``-=`` of a whole float64
+        array?"""
+        t = self.env.get(s.target.name)
+        return (s.op in ("+=", "-=") and isinstance(s.target, ir.Var) and t is not None
+                and t.is_array and t.dtype == "float")
+
+    def blas_terms(self, s: ir.Update) -> list[tuple[bool, ir.Expr]]:
+        """``[(minus, P)]`` where ``s``'s right-hand side is one product on BLAS ``P`` (or
+        ``-P``) that can be added into its target by one call; else none.  A product
+        among other terms (``Z += X @ W.T + b``) is computed into an ancilla first
+        (:meth:`blas_inside`), so the statement keeps NumPy's order of operations and the
+        bits of its element formula (``Z[i, j] += np.dot(X[i, :], W[j, :]) + b[j]`` below
+        the BLAS size), and its inverse the exact reverse."""
+        if not self.blas_target(s):
+            return []
+        terms = _terms(s.value)
+        if len(terms) == 1 and self.on_blas(terms[0][1]) and (
+                self.ndim(terms[0][1]) == self.ndim(s.target)):
+            return terms
+        return []
+
+    def blas_inside(self, s: ir.Update) -> list[ir.Expr]:
+        """The products on BLAS in ``s``'s right-hand side that are not its terms
+        (``X @ W1.T`` in ``H += np.tanh(X @ W1.T + b1)``): each is computed into an
+        ancilla array first, by one call."""
+        terms = {id(e) for _, e in self.blas_terms(s)}
+        return [n for n in ir.walk_expr(s.value) if self.on_blas(n) and id(n) not in terms]
+
+    def with_blas_ancillas(self, s: ir.Update, found: list[ir.Expr]) -> list[ir.Stmt]:
+        """``H += np.tanh(X @ W1.T + b1)``: the product computed into an ancilla array
+        ``t`` by BLAS (``t += X @ W1.T``), the statement on ``t``, and ``t`` uncomputed
+        after by the same call (``t -= X @ W1.T``: the same bits subtracted from the bits
+        they made, so exactly zero again).  The product is computed twice, on BLAS; one
+        array of its shape is held meanwhile."""
+        # (the statement's sizes checked first, as its loops would, naming the products)
+        before: list[ir.Stmt] = (self.shape_checks(s, s.target) if self.ndim(s.target)
+                                 else [])
+        after: list[ir.Stmt] = []
+        held: dict[int, ir.Expr] = {}
+        for node in found:
+            name = f"_rb_product{next(self._names)}"
+            self.env[name] = self.type_of(node)
+            alloc = ir.ArrayAlloc("zeros", self.extents(node), None, "float", s.loc)
+            array = ir.Var(name, s.loc)
+            before += [ir.Alloc(name, alloc, s.loc), *self.on_blas_update(array, "+=", node, s.loc)]
+            after = [*self.on_blas_update(array, "-=", node, s.loc),
+                     ir.Dealloc(name, alloc, s.loc), *after]
+            held[id(node)] = array
+            self.held[name] = node
+        return [*before, *self.update(replace(s, value=_substitute(s.value, held))), *after]
+
+    def on_blas_statements(self, s: ir.Update) -> list[ir.Stmt]:
+        """``C += A @ B`` (``-=``, ``C += -(A @ B)``): one call."""
+        [(minus, e)] = self.blas_terms(s)
+        op = s.op if not minus else ("-=" if s.op == "+=" else "+=")
+        return self.on_blas_update(s.target, op, e, s.loc)
+
+    def on_blas_update(self, target: ir.Var, op: str, e: ir.BinOp, loc: ir.Loc) -> list[ir.Stmt]:
+        """``target op= e`` for a product on BLAS: its shapes checked (located, as the loops'
+        are), then one :class:`ir.MatMul` update."""
+        checks = self.shape_checks(ir.Update(target, op, e, loc), target)
+        if e.op == "outer":
+            product = ir.MatMul(e.left, e.right, outer=True, loc=e.loc)
+        else:
+            (a, ta), (b, tb) = (_untransposed(x) for x in (e.left, e.right))
+            product = ir.MatMul(a, b, ta, tb, loc=e.loc)
+        return [*checks, ir.Update(target, op, product, loc)]
 
     # -- a product inside a product: an ancilla array for the inner one --------------------
     def inner_products(self, e: ir.Expr) -> list[ir.Expr]:
@@ -546,11 +642,77 @@ class _Lowering(Lowering):
         return out
 
 
+def matmul_as_loops(s: ir.Update, env: MutableMapping[str, Any]
+                    ) -> tuple[ir.Expr, list[ir.Stmt]]:
+    """``C op= op(A) @ op(B)`` (an :class:`ir.MatMul` update) as the loop over ``C``'s
+    elements of one sum each, in the routine's own order (``s = 0.0``, then ``s + A[i, p] *
+    B[p, j]`` for ``p`` in order, then ``C[i, j] op= s``): the same bits as
+    :mod:`revbench.backends.blas` below its BLAS size.  For a target without BLAS (the
+    GPU), which must refuse a product of more multiply-adds than that (it would give other
+    bits than the CPU): returns their number (an expression) and the loops."""
+    e, loc, C = s.value, s.loc, s.target
+    k = next(_LOOP_NAMES)
+    i, j = ir.Var(f"{_INDEX}m{k}_i", loc), ir.Var(f"{_INDEX}m{k}_j", loc)
+    env[i.name] = env[j.name] = type(env[C.name])("int")
+    full = ir.Slice(None, None)
+    a, b = e.a.name, e.b.name
+    if e.outer:
+        m, n, inner = ir.Shape(a, 0, loc), ir.Shape(b, 0, loc), ir.Const(1, loc)
+        value: ir.Expr = ir.BinOp("+", ir.Const(0.0, loc), ir.BinOp(
+            "*", ir.Elem(a, (i,), loc), ir.Elem(b, (j,), loc), loc), loc)
+        at: tuple[ir.Expr, ...] = (i, j)
+    else:
+        nd_a, nd_b = env[a].ndim, env[b].ndim
+        if nd_a == 2:
+            m, inner = (ir.Shape(a, 1, loc), ir.Shape(a, 0, loc)) if e.trans_a else (
+                ir.Shape(a, 0, loc), ir.Shape(a, 1, loc))
+            row = ir.Elem(a, (full, i) if e.trans_a else (i, full), loc)
+        else:
+            m, inner, row = ir.Const(1, loc), ir.Shape(a, 0, loc), ir.Var(a, loc)
+        if nd_b == 2:
+            n = ir.Shape(b, 0 if e.trans_b else 1, loc)
+            col = ir.Elem(b, (j, full) if e.trans_b else (full, j), loc)
+        else:
+            n, col = ir.Const(1, loc), ir.Var(b, loc)
+        value = ir.Reduce("dot", ir.BinOp("*", row, col, loc), loc)
+        at = (i, j) if (nd_a, nd_b) == (2, 2) else (i,) if nd_a == 2 else (j,)
+    body: ir.Stmt = ir.Update(ir.Elem(C.name, at, loc), s.op, value, loc)
+    if (not e.outer) and at == (i,):
+        body = ir.For(i.name, ir.Const(0, loc), m, ir.Const(1, loc), (body,), loc=loc)
+    elif at == (j,):
+        body = ir.For(j.name, ir.Const(0, loc), n, ir.Const(1, loc), (body,), loc=loc)
+    else:
+        body = ir.For(i.name, ir.Const(0, loc), m, ir.Const(1, loc), (
+            ir.For(j.name, ir.Const(0, loc), n, ir.Const(1, loc), (body,), loc=loc),), loc=loc)
+    return ir.BinOp("*", ir.BinOp("*", m, n, loc), inner, loc), [body]
+
+
+#: loop names of :func:`matmul_as_loops` (its callers have no lowering's counter)
+_LOOP_NAMES = itertools.count()
+
+
 def _outermost(e: ir.Expr, pred: Callable[[ir.Expr], bool]) -> list[ir.Expr]:
     """The nodes of ``e`` that satisfy ``pred`` and lie inside no other such node."""
     if pred(e):
         return [e]
     return [n for c in ir.sub_expressions(e) for n in _outermost(c, pred)]
+
+
+def _terms(e: ir.Expr, minus: bool = False) -> list[tuple[bool, ir.Expr]]:
+    """The terms of a sum, each with whether it is subtracted: ``a - (b - c)`` is
+    ``[(False, a), (True, b), (False, c)]``."""
+    if isinstance(e, ir.BinOp) and e.op in ("+", "-"):
+        return [*_terms(e.left, minus), *_terms(e.right, minus != (e.op == "-"))]
+    if isinstance(e, ir.UnaryOp) and e.op == "-":
+        return _terms(e.operand, not minus)
+    return [(minus, e)]
+
+
+def _untransposed(e: ir.Expr) -> tuple[ir.Var, bool]:
+    """``(A, True)`` for ``A.T``, ``(A, False)`` for ``A``."""
+    if isinstance(e, ir.UnaryOp) and e.op == "T":
+        return e.operand, True
+    return e, False
 
 
 def _renamed(e: ir.Expr, held: dict[str, ir.Expr]) -> ir.Expr:

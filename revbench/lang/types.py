@@ -313,6 +313,17 @@ class TypeInference:
                                     "needed here; update a whole array with it (`y += A @ x`)")
         return out
 
+    def blas_product(self, e: ir.MatMul, ew: bool) -> VarType:
+        """A product the compiler made (:class:`ir.MatMul`): of float64 arrays, as NumPy
+        types it, or the outer product of two vectors."""
+        a, b = self._expr(e.a, True), self._expr(e.b, True)
+        dims = (a.ndim, b.ndim)
+        if (a.dtype, b.dtype) != ("float", "float") or not ew or dims not in (
+                ((1, 1),) if e.outer else ((2, 2), (2, 1), (1, 2))):
+            raise self.error(e.loc, f"internal: a BLAS product of {a} and {b} "
+                                    f"(`{ir_text(e)}`)")
+        return VarType("float", 2 if e.outer else a.ndim + b.ndim - 2)
+
     def outer(self, e: ir.BinOp, ew: bool) -> VarType:
         """``np.outer(u, v)`` of two 1-D array expressions: the 2-D array ``u[i] * v[j]``."""
         a, b = self._expr(e.left, True), self._expr(e.right, True)
@@ -480,6 +491,8 @@ class TypeInference:
             return self.outer(e, ew)
         if isinstance(e, ir.BinOp) and e.op == "@":
             return self.matmul(e, ew)
+        if isinstance(e, ir.MatMul):
+            return self.blas_product(e, ew)
         if isinstance(e, ir.BinOp):
             a, b = self._expr(e.left, ew), self._expr(e.right, ew)
             nd = _common_ndim(a, b)

@@ -262,7 +262,15 @@ CHECKS: dict[str, CheckKind] = {
                        "for `{var}`"),
     "division": CheckKind("a divisor is not zero", "division by zero in `{detail}` (`{var}` is 0)"),
     "assert": CheckKind("an assert's condition holds", "assertion failed: `{var}`"),
+    "gpu-product": CheckKind(
+        "a matrix product on the GPU has fewer multiply-adds than the size from which the CPU "
+        "calls BLAS (blas.MATMUL_THRESHOLD): below it both compute the same loop",
+        "`{var}` is too large for the GPU, which has no BLAS yet: it must have fewer than "
+        "{detail} multiply-adds (run it on the CPU, device='cpu', where it runs on BLAS)",
+        values=lambda f: f"it has {fmt(f.actual)}", stops_thread=True),
 }
+#: checks that fail on the GPU only, by design (not from its arithmetic)
+GPU_ONLY = frozenset({"gpu-product"})
 
 
 def headline(kind: str, f: Failure) -> str:

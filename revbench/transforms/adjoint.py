@@ -175,6 +175,8 @@ class AdjointContext:
         ``result``: where ``e``'s value is held (:meth:`held_result`): a partial that is
         written with ``e`` itself (``1 - tanh(z)**2``, ``exp(z)``, ``-(a / b) / b``, the
         maximum a ``np.max`` found) reads it there."""
+        if isinstance(e, ir.MatMul):  # (its partials never read its value)
+            return self.matmul_adjoints(e, seed, op)
         if result is not None:
             return [_substituted(st, e, result)
                     for st in self.accumulate(e, seed, op)]
@@ -187,6 +189,38 @@ class AdjointContext:
                 out += self._sum_adjoint(c.reduce, c.seed, op, loc)
             else:
                 out.append(ir.Update(self.adj(c[0]), op, c[1], loc))
+        return out
+
+    def matmul_adjoints(self, e: ir.MatMul, seed: ir.Expr, op: str) -> list[ir.Stmt]:
+        """The adjoints of ``C op= op(A) @ op(B)`` (seed: C's adjoint, a whole array),
+        products again, on BLAS, for the operands that carry a gradient:
+        ``A_bar op= C_bar @ op(B).T`` and ``B_bar op= op(A).T @ C_bar`` (transposed where A or B
+        was); of a matrix-vector product the matrix gets an outer product, and of an outer
+        product ``u (x) v`` the vectors get ``C_bar @ v`` and ``C_bar.T @ u``."""
+        if not isinstance(seed, ir.Var):
+            raise AssertionError(f"internal: the adjoint of {e} from {seed}")
+        a, b, ta, tb, loc = e.a, e.b, e.trans_a, e.trans_b, e.loc
+        ndim = (self.typed.env[a.name].ndim, self.typed.env[b.name].ndim)
+
+        def mm(x, y, tx=False, ty=False, outer=False) -> ir.MatMul:
+            return ir.MatMul(x, y, tx, ty, outer, loc)
+
+        if e.outer:  # C += u (x) v
+            grads = [(a, mm(seed, b)), (b, mm(seed, a, True))]
+        elif ndim == (2, 2):  # C += op(A) @ op(B)
+            grads = [(a, mm(b, seed, tb, True) if ta else mm(seed, b, False, not tb)),
+                     (b, mm(seed, a, True, ta) if tb else mm(a, seed, not ta, False))]
+        elif ndim == (2, 1):  # y += op(A) @ x
+            grads = [(a, mm(b, seed, outer=True) if ta else mm(seed, b, outer=True)),
+                     (b, mm(a, seed, not ta))]
+        else:  # y += x @ op(B)
+            grads = [(a, mm(b, seed, tb)),
+                     (b, mm(seed, a, outer=True) if tb else mm(a, seed, outer=True))]
+        out: list[ir.Stmt] = []
+        for var, product in grads:
+            bar = self.adj(var)
+            if bar is not None:
+                out.append(ir.Update(bar, op, product, loc))
         return out
 
     def _seed_ancilla(self, value: ir.Expr, pre: list, post: list, loc: ir.Loc) -> ir.Var:
@@ -312,6 +346,8 @@ class Adjoint:
 
     def s_Update(self, s: ir.Update) -> list[ir.Stmt]:
         t = self.env[s.target.name]
+        if isinstance(s.value, ir.MatMul):  # (one product, whose adjoints are products)
+            return UPDATES[s.op].adjoint(self.ctx, s)
         if (isinstance(s.target, ir.Var) and t.is_array) or ir.is_subarray(s.target, t.ndim):
             return self.elementwise(s, self.ctx.typed.expr_type(s.target).ndim)
         return UPDATES[s.op].adjoint(self.ctx, s)

@@ -261,6 +261,8 @@ class Tangent:
         t = self.env[s.target.name]
         if not self.has_tangent(s.target.name):
             return [s]  # ints and bools carry no tangent
+        if isinstance(s.value, ir.MatMul):
+            return [*self.matmul(s), s]
         if (isinstance(s.target, ir.Var) and t.is_array) or ir.is_subarray(s.target, t.ndim):
             return self.elementwise(s)
         ty = self.tan(s.target)
@@ -273,6 +275,16 @@ class Tangent:
         if rule is None:
             raise SecondOrderUnsupported(f"no tangent rule for `{s.op}` on a float")
         return [*pre, *rule(s, ty, de), *post, s]
+
+    def matmul(self, s: ir.Update) -> list[ir.Stmt]:
+        """``C op= op(A) @ op(B)``: ``C' op= op(A') @ op(B)`` and ``C' op= op(A) @ op(B')``,
+        products on BLAS as the statement is, for the operands with a tangent."""
+        e, ty = s.value, self.tan(s.target)
+        out: list[ir.Stmt] = []
+        for da, db in ((self.tan(e.a), e.b), (e.a, self.tan(e.b))):
+            if ty is not None and da is not None and db is not None:
+                out.append(ir.Update(ty, s.op, replace(e, a=da, b=db), s.loc))
+        return out
 
     def elementwise(self, s: ir.Update) -> list[ir.Stmt]:
         """A whole-array update as explicit loops over its elements (then the scalar

@@ -628,11 +628,20 @@ def _build(text: str) -> tuple[int, int]:
         return _LOADED[digest]
 
 
+#: external routines a kernel may ``declare`` and call by name -> what registers the
+#: symbol with the JIT (``rb_matmul``: :func:`revbench.backends.blas.matmul_symbol`, put
+#: here when that module is imported -- by the code generator, before any kernel exists)
+SYMBOL_PROVIDERS: dict[str, Callable[[], object]] = {}
+
+
 def _link(text: str, digest: str, tm, ee) -> None:
     """Add module ``text`` to the JIT: its object code from the disk cache (under
     ``digest``) when an earlier process compiled it, else optimised, compiled and saved."""
     import llvmlite.binding as llvm
 
+    for name, provide in SYMBOL_PROVIDERS.items():  # (resolved by name: registered first)
+        if re.search(rf"^declare [^\n]*@{name}\(", text, re.MULTILINE):
+            provide()
     path = _cache_file(digest)
     obj = _read_object(path) if path is not None else None
     if obj is not None:

@@ -1709,6 +1709,10 @@ class FunctionLowering:
             return self.poll()
         if name == "_rb_float_shift":
             return self.float_shift(args)
+        if name == "_rb_matmul_update":
+            return self.matmul_update(args)
+        if name == "_rb_matmul_failed":
+            return self.matmul_failed(args)
         if name in _INT_HELPERS:
             return self.int_helper(name, args)
         if name in _WRAP_HELPERS:
@@ -1977,6 +1981,150 @@ class FunctionLowering:
         self.fail("check", 0, (old, new_v), check_no=Val(I64, k1), module=args[3])
         self.start(ok)
         return new_v
+
+    # -- C += op(A) @ op(B): the routine every backend calls (backends/blas.py) ---------
+    def byte_strides(self, v: Val) -> tuple[str, ...]:
+        """An array's strides in bytes (a contiguous one's from its shape)."""
+        if v.strides:
+            return v.strides
+        out, acc = [], str(v.t.item_bytes)
+        for d in reversed(v.dims):
+            out.append(acc)
+            nxt = self.tmp()
+            self.emit(f"{nxt} = mul i64 {acc}, {d}")
+            acc = nxt
+        return tuple(reversed(out))
+
+    def matmul_geometry(self, C: Val, A: Val, B: Val, ta: bool, tb: bool) -> tuple[str, ...]:
+        """``(m, n, k, cs0, cs1, as0, as1, bs0, bs1)`` as :func:`blas.geometry` gives them
+        (the statement's shapes were asserted before it)."""
+        dims = (C.t.ndim, A.t.ndim, B.t.ndim)
+        (cs, as_, bs) = (self.byte_strides(v) for v in (C, A, B))
+        if dims == (2, 1, 1):  # (np.outer: a column times a row)
+            return (A.dims[0], B.dims[0], "1", *cs, as_[0], "0", "0", bs[0])
+        if A.t.ndim == 2:
+            m, k, as0, as1 = (A.dims[1], A.dims[0], as_[1], as_[0]) if ta else (*A.dims, *as_)
+        else:
+            m, k, as0, as1 = "1", A.dims[0], "0", as_[0]
+        if B.t.ndim == 2:
+            n, bs0, bs1 = (B.dims[0], bs[1], bs[0]) if tb else (B.dims[1], *bs)
+        else:
+            n, bs0, bs1 = "1", bs[0], "0"
+        if dims == (2, 2, 2):
+            c0, c1 = cs
+        elif dims == (1, 2, 1):
+            c0, c1 = cs[0], "0"
+        elif dims == (1, 1, 2):
+            c0, c1 = "0", cs[0]
+        else:
+            raise Unsupported(f"a matrix product of ranks {dims}")
+        return (m, n, k, c0, c1, as0, as1, bs0, bs1)
+
+    def _matmul_args(self, args: list[Val], count: int) -> tuple[Val, Val, Val, bool, bool, bool]:
+        if len(args) != count or any(not isinstance(v.t, Arr) or v.t.dtype != F64
+                                     for v in args[:3]):
+            raise Unsupported("matmul update")
+        flags = [v.ref for v in args[3:6]]
+        if any(f not in ("true", "false") for f in flags):
+            raise Unsupported("matmul update flags")
+        return (*args[:3], *(f == "true" for f in flags))
+
+    def call_matmul(self, C: Val, A: Val, B: Val, g: tuple[str, ...], subtract: bool,
+                    check: bool) -> str:
+        """One call of ``rb_matmul`` (:mod:`revbench.backends.blas`, linked by name)."""
+        m, n, k, cs0, cs1, as0, as1, bs0, bs1 = g
+        self.mod.declare("rb_matmul", "declare i64 @rb_matmul(ptr, i64, i64, ptr, i64, i64, "
+                                      "ptr, i64, i64, i64, i64, i64, i64, i64)")
+        r = self.tmp("mm")
+        self.emit(f"{r} = call i64 @rb_matmul(ptr {C.ptr}, i64 {cs0}, i64 {cs1}, ptr {A.ptr}, "
+                  f"i64 {as0}, i64 {as1}, ptr {B.ptr}, i64 {bs0}, i64 {bs1}, i64 {m}, i64 {n}, "
+                  f"i64 {k}, i64 {int(subtract)}, i64 {int(check)})")
+        oom = self.tmp()
+        self.emit(f"{oom} = icmp eq i64 {r}, -2")
+        self.fail_if(oom, "value", self.mod.message("matmul_update: no memory for the product"))
+        return r
+
+    def matmul_update(self, args: list[Val]) -> Val:
+        """``blas.matmul_update(C, A, B, trans_a, trans_b, subtract, check)``."""
+        C, A, B, ta, tb, sub = self._matmul_args(args, 7)
+        if args[6].ref not in ("true", "false"):
+            raise Unsupported("matmul update check")
+        g = self.matmul_geometry(C, A, B, ta, tb)
+        return Val(I64, self.call_matmul(C, A, B, g, sub, args[6].ref == "true"))
+
+    def matmul_failed(self, args: list[Val]) -> Val:
+        """``blas.matmul_failed(C, A, B, trans_a, trans_b, subtract, index, module, k)``: the
+        product again, into scratch memory filled with -0.0 (so it holds the product's bits),
+        then, from element ``index`` on, what a checked float ``+=`` of each element does."""
+        C, A, B, ta, tb, sub = self._matmul_args(args, 9)
+        index, module, k = self.convert(args[6], I64), args[7], self.convert(args[8], I64)
+        m, n, kk, cs0, cs1, *rest = self.matmul_geometry(C, A, B, ta, tb)
+        P = self.new_array(Arr(F64, 2, True), (m, n), zero=False)
+        total = self.count((m, n))
+        minus_zero = _float_text(-0.0)
+
+        def fill(f: str) -> None:
+            q = self.tmp("q")
+            self.emit(f"{q} = getelementptr double, ptr {P.ptr}, i64 {f}")
+            self.emit(f"store double {minus_zero}, ptr {q}")
+
+        self._count_loop("0", total, fill)
+        row = self.tmp()
+        self.emit(f"{row} = mul i64 {n}, 8")
+        self.call_matmul(P, A, B, (m, n, kk, row, "8", *rest), False, False)
+        self.mod.declare("llvm.fabs.f64", "declare double @llvm.fabs.f64(double)")
+
+        def element(f: str) -> None:
+            i, j, off0, off1, off, addr, q = (self.tmp() for _ in range(7))
+            self.emit(f"{i} = sdiv i64 {f}, {n}")
+            self.emit(f"{j} = srem i64 {f}, {n}")
+            self.emit(f"{off0} = mul i64 {i}, {cs0}")
+            self.emit(f"{off1} = mul i64 {j}, {cs1}")
+            self.emit(f"{off} = add i64 {off0}, {off1}")
+            self.emit(f"{addr} = getelementptr i8, ptr {C.ptr}, i64 {off}")
+            self.emit(f"{q} = getelementptr double, ptr {P.ptr}, i64 {f}")
+            old, value, new = Val(F64, self.tmp()), Val(F64, self.tmp()), Val(F64, self.tmp())
+            self.emit(f"{old.ref} = load double, ptr {addr}, align 1")
+            self.emit(f"{value.ref} = load double, ptr {q}")
+            self.emit(f"{new.ref} = {'fsub' if sub else 'fadd'} double {old.ref}, {value.ref}")
+            bad, store = self.label("mmbad"), self.label("mmstore")
+            self.cbr(self._finite(new.ref), store, bad)
+            self.start(bad)
+            vbad, vok = self.label("mmval"), self.label("mmold")
+            self.cbr(self._finite(value.ref), vok, vbad)
+            self.start(vbad)
+            self.fail("check", 0, (const(I64, 0), value), check_no=k, module=module)
+            self.start(vok)
+            obad = self.label("mmover")
+            self.cbr(self._finite(old.ref), obad, store)
+            self.start(obad)
+            k1 = self.tmp()
+            self.emit(f"{k1} = add i64 {k.ref}, 1")
+            self.fail("check", 0, (old, new), check_no=Val(I64, k1), module=module)
+            self.start(store)
+            self.emit(f"store double {new.ref}, ptr {addr}, align 1")
+
+        self._count_loop(index.ref, total, element)
+        return const(I64, 0)
+
+    def _count_loop(self, first: str, stop: str, body: Callable[[str], None]) -> None:
+        """``for f in range(first, stop): body(f)``."""
+        c = self.slot("i64", "c")
+        self.emit(f"store i64 {first}, ptr {c}")
+        head, body_l, end = self.label("ch"), self.label("cb"), self.label("ce")
+        self.br(head)
+        self.start(head)
+        f, go = self.tmp(), self.tmp()
+        self.emit(f"{f} = load i64, ptr {c}")
+        self.emit(f"{go} = icmp slt i64 {f}, {stop}")
+        self.cbr(go, body_l, end)
+        self.start(body_l)
+        body(f)
+        nxt = self.tmp()
+        self.emit(f"{nxt} = add i64 {f}, 1")
+        self.emit(f"store i64 {nxt}, ptr {c}")
+        self.br(head)
+        self.start(end)
 
     def _finite_value(self, v: Val) -> str:
         """Whether a float, or both parts of a complex number, are finite."""
