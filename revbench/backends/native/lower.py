@@ -1822,29 +1822,16 @@ class FunctionLowering:
 
     def _each_flat(self, target: Val, source: Val | None,
                    body: Callable[[str, str | None], None]) -> None:
-        n = self.count(target.dims)
-        c = self.slot("i64", "c")
-        self.emit(f"store i64 0, ptr {c}")
-        head, body_l, end = self.label("fh"), self.label("fb"), self.label("fe")
-        self.br(head)
-        self.start(head)
-        i, go = self.tmp(), self.tmp()
-        self.emit(f"{i} = load i64, ptr {c}")
-        self.emit(f"{go} = icmp slt i64 {i}, {n}")
-        self.cbr(go, body_l, end)
-        self.start(body_l)
-        dst = self.tmp("q")
-        self.emit(f"{dst} = getelementptr {target.t.mem}, ptr {target.ptr}, i64 {i}")
-        src = None
-        if source is not None:
-            src = self.tmp("q")
-            self.emit(f"{src} = getelementptr {source.t.mem}, ptr {source.ptr}, i64 {i}")
-        body(dst, src)
-        nxt = self.tmp()
-        self.emit(f"{nxt} = add i64 {i}, 1")
-        self.emit(f"store i64 {nxt}, ptr {c}")
-        self.br(head)
-        self.start(end)
+        def element(i: str) -> None:
+            dst = self.tmp("q")
+            self.emit(f"{dst} = getelementptr {target.t.mem}, ptr {target.ptr}, i64 {i}")
+            src = None
+            if source is not None:
+                src = self.tmp("q")
+                self.emit(f"{src} = getelementptr {source.t.mem}, ptr {source.ptr}, i64 {i}")
+            body(dst, src)
+
+        self._count_loop("0", self.count(target.dims), element)
 
     def range_length(self, e: ast.Call) -> Val:
         """``len(range(start, stop, step))``, as Python counts it."""
