@@ -61,14 +61,19 @@ class AdjointContext:
     def __post_init__(self) -> None:
         self._loops = count()
         self.at: ir.Loc = ir.NO_LOC  # the statement being swept (for messages)
-        #: the updates whose target holds their value after them (ids: transforms/fresh.py)
-        self.fresh: set[int] = set(fresh_updates(self.typed.func.body))
+        #: the updates whose target holds their value after them (transforms/fresh.py),
+        #: by ``id`` -- the dict holds each statement, so no ``id`` is ever reused
+        self.fresh: dict[int, ir.Stmt] = fresh_updates(self.typed.func.body)
+
+    def is_fresh(self, s: ir.Stmt) -> bool:
+        """Whether ``s`` is itself (not merely equal to) a fresh update or allocation."""
+        return self.fresh.get(id(s)) is s
 
     def held_result(self, s: ir.Update) -> ir.Target | None:
         """The target of ``s`` where, at its adjoint, it holds ``s.value``: a fresh ``+=``
         (its target was zero before it, :mod:`revbench.transforms.fresh`), whose partials
         then read the value from there instead of computing it again."""
-        return s.target if id(s) in self.fresh else None
+        return s.target if self.is_fresh(s) else None
 
     def no_partial(self, name: str, k: int) -> ReversibilityTypeError:
         """A registered function without the partial derivative a gradient needs: the
@@ -370,7 +375,7 @@ class Adjoint:
                 if init.kind == "copy" and ctx.differentiable(init.source):
                     out.append(ir.Update(ir.Var(adj_name(init.source)), ADD, tbar, s.loc))
             else:  # (an ancilla nothing changed holds its value: its partials read it)
-                held = ir.Var(s.name, s.loc) if id(s) in ctx.fresh else None
+                held = ir.Var(s.name, s.loc) if ctx.is_fresh(s) else None
                 out += ctx.accumulate(init, tbar, ADD, result=held)
         out.append(ir.Dealloc(s.name, s.init, s.loc))
         if tbar is not None:
@@ -426,8 +431,8 @@ class Adjoint:
         idx = tuple(self.ctx.fresh_loop_var() for _ in range(ndim))
         at = tuple(ir.Var(i) for i in idx)
         scalar = ir.Update(element_at(s.target, at, self.env), s.op, element_at(s.value, at, self.env), s.loc)
-        if id(s) in self.ctx.fresh:  # (each element of a fresh whole-array update is fresh)
-            self.ctx.fresh.add(id(scalar))
+        if self.ctx.is_fresh(s):  # (each element of a fresh whole-array update is fresh)
+            self.ctx.fresh[id(scalar)] = scalar
         for i in idx:
             self.env[i] = VarType("int")
         inner: tuple[ir.Stmt, ...] = tuple(UPDATES[s.op].adjoint(self.ctx, scalar))

@@ -36,14 +36,19 @@ from revbench.lang import ir, ranges
 from revbench.rules.instructions import ADD
 
 
-def fresh_updates(body: tuple[ir.Stmt, ...]) -> frozenset[int]:
-    """The ``id`` of every fresh update (see the module docstring) in ``body``, nested
-    bodies included -- and of every allocation ``t = e`` whose ancilla nothing writes
-    before its ``del`` (but blocks that run backwards): ``t`` holds ``e`` bit for bit
-    wherever the sweep meets it, ``m = np.max(z)``'s maximum included."""
-    found: set[int] = set()
+def fresh_updates(body: tuple[ir.Stmt, ...]) -> dict[int, ir.Stmt]:
+    """Every fresh update (see the module docstring) in ``body``, nested bodies included
+    -- and every allocation ``t = e`` whose ancilla nothing writes before its ``del`` (but
+    blocks that run backwards): ``t`` holds ``e`` bit for bit wherever the sweep meets it,
+    ``m = np.max(z)``'s maximum included.
+
+    Keyed by ``id`` (IR nodes compare by value: two equal updates at different places are
+    not both fresh), and holding the statements themselves: an ``id`` is only unique while
+    its object lives, and a statement built during the sweep and dropped must never lend
+    its ``id`` to a later one (that made gradients depend on the allocator's history)."""
+    found: dict[int, ir.Stmt] = {}
     _scan(body, found)
-    return frozenset(found)
+    return found
 
 
 def _is_zero(init: ir.Expr) -> bool:
@@ -52,15 +57,15 @@ def _is_zero(init: ir.Expr) -> bool:
     return isinstance(init, ir.Const) and not isinstance(init.value, bool) and init.value == 0
 
 
-def _scan(body: tuple[ir.Stmt, ...], found: set[int]) -> None:
+def _scan(body: tuple[ir.Stmt, ...], found: dict[int, ir.Stmt]) -> None:
     for k, s in enumerate(body):
         if isinstance(s, ir.Alloc) and _is_zero(s.init):
             update = _the_one_write(s.name, body[k + 1:])
             if update is not None:
-                found.add(id(update))
+                found[id(update)] = update
         elif isinstance(s, ir.Alloc) and not isinstance(s.init, ir.ArrayAlloc) \
                 and _never_written(s.name, body[k + 1:]):
-            found.add(id(s))
+            found[id(s)] = s
         for block in ir.child_blocks(s):
             _scan(block, found)
 
