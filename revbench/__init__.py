@@ -19,6 +19,7 @@ from revbench.ad import (
     value_and_grad,
     vjp,
 )
+from revbench.backends.blas import set_threads, threads
 from revbench.config import set_tolerance
 from revbench.debugging.tracing import trace
 from revbench.function import ReversibleFunction, define, reversible
@@ -61,8 +62,10 @@ __all__ = [
     "remove_adjoint",
     "reversible",
     "routine",
+    "set_threads",
     "set_tiered",
     "set_tolerance",
+    "threads",
     "trace",
     "value_and_grad",
     "vjp",

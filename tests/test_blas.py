@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import revbench
 from revbench.backends import blas, numba_checks, runtime
 
 T = blas.MATMUL_THRESHOLD
@@ -388,6 +389,78 @@ def test_the_same_bits_with_one_thread_and_with_two(m, n, k):
             assert C.tobytes() == out[threads]
         out[threads] = C.tobytes()
     assert out[1] == out[2]
+
+
+@pytest.mark.parametrize("m,n,k", [(300, 200, 500), (200, 130, 70), (1000, 1, 800),
+                                   (1, 900, 700), (65, 513, 96)])
+@pytest.mark.parametrize("layout", ["c", "f", "step"])
+def test_the_routines_own_threads_change_no_bit(m, n, k, layout):
+    """The blocks of a product run on up to ``set_threads`` threads (here every product
+    gets them all: ``thread_work`` 1), each block whole on one: the same bits on 1, 2, 3
+    and 7 threads, for ``+=`` and ``-=``, and the same failing element with checks on."""
+    rng = np.random.default_rng(9)
+    A = laid_out(rng.standard_normal((m, k)), layout)
+    B = laid_out(rng.standard_normal((k, n)), layout)
+    base = rng.standard_normal((m, n))
+    base[m // 2, n // 2] = np.inf  # (checked, the routine stops there)
+    work = blas.knobs.thread_work
+    blas.knobs.thread_work = 1
+    out = []
+    try:
+        for t in (1, 2, 3, 7, 1):
+            with revbench.threads(t):
+                assert blas.knobs.threads == t
+                C = base.copy()
+                plus = blas.matmul_update(C, A, B, 0, 0, 0, 0)
+                D = C.copy()
+                minus = blas.matmul_update(D, A, B, 0, 0, 1, 0)
+                E = base.copy()
+                failed = blas.matmul_update(E, A, B, 0, 0, 0, 1)
+            out.append((plus, minus, failed, C.tobytes(), D.tobytes(), E.tobytes()))
+    finally:
+        blas.knobs.thread_work = work
+    assert all(o == out[0] for o in out), [o[:3] for o in out]
+    assert out[0][:3] == (-1, -1, (m // 2) * n + n // 2)
+    np.testing.assert_allclose(np.frombuffer(out[0][3]).reshape(m, n)[0],
+                               base[0] + (np.asarray(A) @ np.asarray(B))[0], atol=1e-10)
+
+
+def test_set_threads_and_its_default(monkeypatch):
+    before = blas.get_threads()
+    with revbench.threads(3):
+        assert blas.get_threads() == 3 and blas.knobs.threads == 3
+        with revbench.threads(None):  # (the default, inside)
+            assert blas.get_threads() == blas.default_threads()
+        assert blas.get_threads() == 3
+    assert blas.get_threads() == before
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="threads must be a positive int or None"):
+            revbench.set_threads(bad)
+    for name in ("REVBENCH_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "5")
+    assert blas.default_threads() == 5
+    monkeypatch.setenv("OMP_NUM_THREADS", "3,2")  # (OpenMP's list: the outer level)
+    assert blas.default_threads() == 3
+    monkeypatch.setenv("REVBENCH_THREADS", "2")
+    assert blas.default_threads() == 2
+    monkeypatch.setenv("REVBENCH_THREADS", "many")
+    with pytest.raises(ValueError, match="REVBENCH_THREADS='many': the number of threads"):
+        blas.default_threads()
+    monkeypatch.delenv("REVBENCH_THREADS")
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS")
+    assert blas.default_threads() == len(os.sched_getaffinity(0))
+
+
+def test_batched_items_keep_products_on_the_workers_threads():
+    with revbench.threads(4):
+        with blas.batched_items():
+            assert blas.knobs.threads == 1
+            with blas.batched_items():
+                assert blas.knobs.threads == 1
+            assert blas.knobs.threads == 1
+        assert blas.knobs.threads == 4
 
 
 def test_blas_threads_limits_scipys_blas():

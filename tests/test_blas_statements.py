@@ -154,6 +154,45 @@ def test_gradients_are_the_hand_derived_products(backend, size):
 
 
 @pytest.mark.parametrize("backend", ["python", "numba"])
+def test_a_gradient_is_the_same_bits_on_one_thread_and_on_several(backend):
+    """``revbench.threads(n)``: a model's products on 1, 2 or 3 threads (every product
+    threaded: ``thread_work`` 1), its value, gradient and round trip to the bit."""
+    m, k, n = 150, 70, 90
+    A, B, R = rng.standard_normal((m, k)), rng.standard_normal((k, n)), rng.standard_normal((m, n))
+    f = funcs(backend)["loss_of"]
+    work = blas.knobs.thread_work
+    blas.knobs.thread_work = 1
+    seen = []
+    try:
+        for t in (1, 2, 3):
+            with revbench.threads(t):
+                value, g = revbench.value_and_grad(f, loss="loss", wrt=("A", "B"))(0.0, A, B, R)
+                back = (~f)(*f(0.0, A, B, R))
+            seen.append((value.tobytes() if hasattr(value, "tobytes") else repr(value),
+                         g[1].tobytes(), g[2].tobytes(), back[0]))
+    finally:
+        blas.knobs.thread_work = work
+    assert seen[0] == seen[1] == seen[2]
+
+
+def test_batched_items_with_products_on_two_workers_are_each_items_own_gradient():
+    """``batch=`` over 600 items, each with a product BLAS computes, on two workers (the
+    products then run on the workers' threads): each item's gradient is the one a call
+    for that item alone gives, to the bit."""
+    f = funcs("numba")["loss_of"]
+    items, m, k, n = 600, 12, 13, 14
+    A = rng.standard_normal((items, m, k))
+    B, R = rng.standard_normal((k, n)), rng.standard_normal((items, m, n))
+    with revbench.threads(2):
+        g = revbench.grad(f, "loss", wrt=("A",), batch=("loss", "A", "R"),
+                          workers=2)(np.zeros(items), A, B, R)
+        assert blas.knobs.threads == 2  # (back after the batched run)
+    for i in (0, 299, 300, 599):
+        one = revbench.grad(f, "loss", wrt=("A",))(0.0, A[i], B, R[i])
+        assert np.array_equal(g[1][i], one[1])
+
+
+@pytest.mark.parametrize("backend", ["python", "numba"])
 @pytest.mark.parametrize("name", sorted(GEOMETRY))
 def test_every_geometry_differentiates_like_numpy(name, backend):
     """The pullback of each statement against central differences of NumPy's formula (it

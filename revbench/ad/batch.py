@@ -44,7 +44,7 @@ from revbench.ad.sweep import (
     resolve_loss,
     tolerance_of,
 )
-from revbench.backends import cuda_arrays, targets
+from revbench.backends import blas, cuda_arrays, targets
 from revbench.backends.batch_steps import cotangent_names, each_block, seed_lanes
 from revbench.backends.loader import load_module
 from revbench.backends.runtime import Interrupted, interrupted
@@ -232,16 +232,18 @@ class _Batched:
                 except Exception as exc:  # a runtime check (or an error) inside some item
                     outcomes.append((-1, exc))
             else:
-                futures = [_pool().submit(part, c) for c in range(len(bounds))]
-                try:
-                    for fut in futures:
-                        exc = fut.exception()
-                        outcomes.append((-1, exc) if exc is not None else (fut.result(), None))
-                except KeyboardInterrupt:  # Ctrl-C in the waiting thread: stop the workers
-                    stop[0] = 1
-                    for fut in futures:
-                        fut.exception()
-                    raise
+                with blas.batched_items():  # (the cores are the workers': products on theirs)
+                    futures = [_pool().submit(part, c) for c in range(len(bounds))]
+                    try:
+                        for fut in futures:
+                            exc = fut.exception()
+                            outcomes.append((-1, exc) if exc is not None
+                                            else (fut.result(), None))
+                    except KeyboardInterrupt:  # Ctrl-C in the waiting thread: stop them
+                        stop[0] = 1
+                        for fut in futures:
+                            fut.exception()
+                        raise
         except KeyboardInterrupt:  # Ctrl-C, noticed by the compiled loop
             raise KeyboardInterrupt from None
         for (lo, _), (bad, exc) in zip(bounds, outcomes):

@@ -46,9 +46,12 @@ routine uses one core.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import math
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -87,6 +90,11 @@ GEMV = 1
 TILE_M, TILE_N, TILE_K = 64, 64, 64
 TILE_OUT, TILE_RED = 64, 128
 
+#: the fewest multiply-adds a product gives each thread it runs on: a thread costs about
+#: 20-40 us to start and join, about 1/10 of the time BLAS takes for this many.
+#: Smaller products run on the calling thread alone
+THREAD_WORK = 1 << 18
+
 #: the results of :data:`MATMUL_IR`'s routine besides a flat index
 ALL_WRITTEN = -1
 OUT_OF_MEMORY = -2
@@ -99,6 +107,8 @@ MATMUL_IR = r"""
 @rb_matmul_tile_k = global i64 @TILE_K@
 @rb_matmul_tile_out = global i64 @TILE_OUT@
 @rb_matmul_tile_red = global i64 @TILE_RED@
+@rb_matmul_threads = global i64 1
+@rb_matmul_thread_work = global i64 @THREAD_WORK@
 
 declare ptr @malloc(i64)
 declare ptr @calloc(i64, i64)
@@ -110,6 +120,9 @@ declare {i64, i1} @llvm.umul.with.overflow.i64(i64, i64)
 ; SciPy's cython_blas dgemm and dgemv: Fortran's arguments, all by pointer
 declare void @rb_blas_dgemm(ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr)
 declare void @rb_blas_dgemv(ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr)
+; the C library's threads (their addresses registered by _addresses, from ctypes)
+declare i32 @pthread_create(ptr, ptr, ptr, ptr)
+declare i32 @pthread_join(i64, ptr)
 
 ; a tile's size along a dimension of %d: the setting at %g, or all of it where that is <= 0
 define internal i64 @rb_mm_tile(ptr %g, i64 %d) alwaysinline {
@@ -263,28 +276,289 @@ copy:
   ret ptr %buf
 }
 
+; --- the blocks of S, on the calling thread and on up to @rb_matmul_threads - 1 more ---
+; A block is computed whole by one thread, its tiles of the sum in order: which thread
+; computes it, and how many threads there are, changes no bit.  The context (%ctx, i64
+; slots): 0 kind (0 dgemm, 1 dgemv), 1-2 the operands' 'N'/'T', 3-4 their data, 5-6
+; their leading dimensions (dgemv: X's, the vector's increment), 7 S, 8 m (dgemv: the
+; outputs), 9 n, 10 k, 11-13 the tiles (dgemv: outputs, sum, then whether X is held 'N'),
+; 14 blocks along a row of S (dgemv: whether n is 1), 15 the blocks, 16 the next block.
+define internal void @rb_mm_set(ptr %ctx, i64 %slot, i64 %v) alwaysinline {
+entry:
+  %p = getelementptr i64, ptr %ctx, i64 %slot
+  store i64 %v, ptr %p
+  ret void
+}
+
+define internal i64 @rb_mm_get(ptr %ctx, i64 %slot) alwaysinline {
+entry:
+  %p = getelementptr i64, ptr %ctx, i64 %slot
+  %v = load i64, ptr %p
+  ret i64 %v
+}
+
+; dgemm block %b: rows i0.. of S (at most tm), columns j0.. (at most tn), the sum by tiles
+define internal void @rb_mm_gemm_block(ptr %ctx, i64 %b) {
+entry:
+  %ta = alloca i8
+  %tb = alloca i8
+  %la = alloca i32
+  %lb = alloca i32
+  %im = alloca i32
+  %in = alloca i32
+  %ik = alloca i32
+  %ldc = alloca i32
+  %alpha = alloca double
+  %beta = alloca double
+  %tac64 = call i64 @rb_mm_get(ptr %ctx, i64 1)
+  %tbc64 = call i64 @rb_mm_get(ptr %ctx, i64 2)
+  %tac = trunc i64 %tac64 to i8
+  %tbc = trunc i64 %tbc64 to i8
+  store i8 %tac, ptr %ta
+  store i8 %tbc, ptr %tb
+  %aN = icmp eq i8 %tac, 78
+  %bN = icmp eq i8 %tbc, 78
+  %dai = call i64 @rb_mm_get(ptr %ctx, i64 3)
+  %dbi = call i64 @rb_mm_get(ptr %ctx, i64 4)
+  %da = inttoptr i64 %dai to ptr
+  %db = inttoptr i64 %dbi to ptr
+  %lda64 = call i64 @rb_mm_get(ptr %ctx, i64 5)
+  %ldb64 = call i64 @rb_mm_get(ptr %ctx, i64 6)
+  %lda32 = trunc i64 %lda64 to i32
+  %ldb32 = trunc i64 %ldb64 to i32
+  store i32 %lda32, ptr %la
+  store i32 %ldb32, ptr %lb
+  %Si = call i64 @rb_mm_get(ptr %ctx, i64 7)
+  %S = inttoptr i64 %Si to ptr
+  %m = call i64 @rb_mm_get(ptr %ctx, i64 8)
+  %n = call i64 @rb_mm_get(ptr %ctx, i64 9)
+  %k = call i64 @rb_mm_get(ptr %ctx, i64 10)
+  %tm = call i64 @rb_mm_get(ptr %ctx, i64 11)
+  %tn = call i64 @rb_mm_get(ptr %ctx, i64 12)
+  %tk = call i64 @rb_mm_get(ptr %ctx, i64 13)
+  %bn = call i64 @rb_mm_get(ptr %ctx, i64 14)
+  store double 1.0, ptr %alpha
+  %n32 = trunc i64 %n to i32
+  store i32 %n32, ptr %ldc
+  %bi = udiv i64 %b, %bn
+  %bj = urem i64 %b, %bn
+  %i0 = mul i64 %bi, %tm
+  %j0 = mul i64 %bj, %tn
+  %ri = sub i64 %m, %i0
+  %mb = call i64 @rb_mm_min(i64 %ri, i64 %tm)
+  %mb32 = trunc i64 %mb to i32
+  store i32 %mb32, ptr %im
+  %rj = sub i64 %n, %j0
+  %nb = call i64 @rb_mm_min(i64 %rj, i64 %tn)
+  %nb32 = trunc i64 %nb to i32
+  store i32 %nb32, ptr %in
+  %sio = mul i64 %i0, %n
+  %soff = add i64 %sio, %j0
+  %Sblk = getelementptr double, ptr %S, i64 %soff
+  br label %tp
+tp:
+  %p0 = phi i64 [0, %entry], [%p0n, %tp]
+  %rp = sub i64 %k, %p0
+  %kb = call i64 @rb_mm_min(i64 %rp, i64 %tk)
+  %kb32 = trunc i64 %kb to i32
+  store i32 %kb32, ptr %ik
+  %first = icmp eq i64 %p0, 0
+  %bval = select i1 %first, double 0.0, double 1.0
+  store double %bval, ptr %beta
+  ; A's block (rows i0.., columns p0..): 'N' (A^T held) i0*lda + p0, 'T' i0 + p0*lda
+  %aN1 = mul i64 %i0, %lda64
+  %aN2 = add i64 %aN1, %p0
+  %aT1 = mul i64 %p0, %lda64
+  %aT2 = add i64 %aT1, %i0
+  %aoff = select i1 %aN, i64 %aN2, i64 %aT2
+  %dac = getelementptr double, ptr %da, i64 %aoff
+  ; B's block (rows p0.., columns j0..): 'N' (B^T held) p0*ldb + j0, 'T' p0 + j0*ldb
+  %bN1 = mul i64 %p0, %ldb64
+  %bN2 = add i64 %bN1, %j0
+  %bT1 = mul i64 %j0, %ldb64
+  %bT2 = add i64 %bT1, %p0
+  %boff = select i1 %bN, i64 %bN2, i64 %bT2
+  %dbc = getelementptr double, ptr %db, i64 %boff
+  call void @rb_blas_dgemm(ptr %tb, ptr %ta, ptr %in, ptr %im, ptr %ik, ptr %alpha,
+                           ptr %dbc, ptr %lb, ptr %dac, ptr %la, ptr %beta, ptr %Sblk,
+                           ptr %ldc)
+  %p0n = add i64 %p0, %kb
+  %pm = icmp slt i64 %p0n, %k
+  br i1 %pm, label %tp, label %done
+done:
+  ret void
+}
+
+; dgemv block %b: outputs o0.. (at most `to` of them), the sum by tiles in order
+define internal void @rb_mm_gemv_block(ptr %ctx, i64 %b) {
+entry:
+  %tg = alloca i8
+  %la = alloca i32
+  %iv = alloca i32
+  %im = alloca i32
+  %in = alloca i32
+  %one = alloca i32
+  %alpha = alloca double
+  %beta = alloca double
+  %gt64 = call i64 @rb_mm_get(ptr %ctx, i64 1)
+  %gt = trunc i64 %gt64 to i8
+  store i8 %gt, ptr %tg
+  %dxi = call i64 @rb_mm_get(ptr %ctx, i64 3)
+  %dvi = call i64 @rb_mm_get(ptr %ctx, i64 4)
+  %dx = inttoptr i64 %dxi to ptr
+  %dv = inttoptr i64 %dvi to ptr
+  %ldx = call i64 @rb_mm_get(ptr %ctx, i64 5)
+  %inc = call i64 @rb_mm_get(ptr %ctx, i64 6)
+  %ldx32 = trunc i64 %ldx to i32
+  %inc32 = trunc i64 %inc to i32
+  store i32 %ldx32, ptr %la
+  store i32 %inc32, ptr %iv
+  %Si = call i64 @rb_mm_get(ptr %ctx, i64 7)
+  %S = inttoptr i64 %Si to ptr
+  %olen = call i64 @rb_mm_get(ptr %ctx, i64 8)
+  %k = call i64 @rb_mm_get(ptr %ctx, i64 10)
+  %to = call i64 @rb_mm_get(ptr %ctx, i64 11)
+  %tr = call i64 @rb_mm_get(ptr %ctx, i64 12)
+  %isN64 = call i64 @rb_mm_get(ptr %ctx, i64 13)
+  %n164 = call i64 @rb_mm_get(ptr %ctx, i64 14)
+  %isN = icmp ne i64 %isN64, 0
+  %n1 = icmp ne i64 %n164, 0
+  store double 1.0, ptr %alpha
+  store i32 1, ptr %one
+  %o0 = mul i64 %b, %to
+  %ro = sub i64 %olen, %o0
+  %ob = call i64 @rb_mm_min(i64 %ro, i64 %to)
+  %Sv0 = getelementptr double, ptr %S, i64 %o0
+  br label %vr
+vr:
+  %q0 = phi i64 [0, %entry], [%q0n, %vr]
+  %rq = sub i64 %k, %q0
+  %qb = call i64 @rb_mm_min(i64 %rq, i64 %tr)
+  %vfirst = icmp eq i64 %q0, 0
+  %vbval = select i1 %vfirst, double 0.0, double 1.0
+  store double %vbval, ptr %beta
+  ; X's block: rows r0 (rsz of them), columns c0 (csz)
+  %r0 = select i1 %n1, i64 %o0, i64 %q0
+  %c0 = select i1 %n1, i64 %q0, i64 %o0
+  %rsz = select i1 %n1, i64 %ob, i64 %qb
+  %csz = select i1 %n1, i64 %qb, i64 %ob
+  %xN1 = mul i64 %r0, %ldx
+  %xN2 = add i64 %xN1, %c0
+  %xT1 = mul i64 %c0, %ldx
+  %xT2 = add i64 %xT1, %r0
+  %xoff = select i1 %isN, i64 %xN2, i64 %xT2
+  %dxc = getelementptr double, ptr %dx, i64 %xoff
+  %gm = select i1 %isN, i64 %csz, i64 %rsz
+  %gn = select i1 %isN, i64 %rsz, i64 %csz
+  %gm32 = trunc i64 %gm to i32
+  %gn32 = trunc i64 %gn to i32
+  store i32 %gm32, ptr %im
+  store i32 %gn32, ptr %in
+  %voff = mul i64 %q0, %inc
+  %dvc = getelementptr double, ptr %dv, i64 %voff
+  call void @rb_blas_dgemv(ptr %tg, ptr %im, ptr %in, ptr %alpha, ptr %dxc, ptr %la,
+                           ptr %dvc, ptr %iv, ptr %beta, ptr %Sv0, ptr %one)
+  %q0n = add i64 %q0, %qb
+  %qm = icmp slt i64 %q0n, %k
+  br i1 %qm, label %vr, label %done
+done:
+  ret void
+}
+
+; a thread's work: the next block not taken, until none is left (pthread's start routine)
+define internal ptr @rb_mm_worker(ptr %ctx) {
+entry:
+  %kind = call i64 @rb_mm_get(ptr %ctx, i64 0)
+  %gemv = icmp ne i64 %kind, 0
+  %total = call i64 @rb_mm_get(ptr %ctx, i64 15)
+  %nextp = getelementptr i64, ptr %ctx, i64 16
+  br label %take
+take:
+  %b = atomicrmw add ptr %nextp, i64 1 monotonic
+  %more = icmp ult i64 %b, %total
+  br i1 %more, label %run, label %done
+run:
+  br i1 %gemv, label %v, label %g
+v:
+  call void @rb_mm_gemv_block(ptr %ctx, i64 %b)
+  br label %take
+g:
+  call void @rb_mm_gemm_block(ptr %ctx, i64 %b)
+  br label %take
+done:
+  ret ptr null
+}
+
+; the %blocks blocks of a product of %work multiply-adds: on min(@rb_matmul_threads,
+; %blocks, %work / @rb_matmul_thread_work) threads, this one among them (a thread that
+; cannot be started leaves its share to the others); back when every block is done
+define internal void @rb_mm_run(ptr %ctx, i64 %blocks, i64 %work) {
+entry:
+  %cap = load i64, ptr @rb_matmul_threads
+  %per0 = load i64, ptr @rb_matmul_thread_work
+  %perpos = icmp sgt i64 %per0, 0
+  %per = select i1 %perpos, i64 %per0, i64 1
+  %want0 = udiv i64 %work, %per
+  %t0 = call i64 @rb_mm_min(i64 %cap, i64 %blocks)
+  %t1 = call i64 @rb_mm_min(i64 %t0, i64 %want0)
+  %t2 = call i64 @rb_mm_min(i64 %t1, i64 256)
+  %many = icmp sgt i64 %t2, 1
+  br i1 %many, label %spawn, label %alone
+alone:
+  %r0 = call ptr @rb_mm_worker(ptr %ctx)
+  ret void
+spawn:
+  %tids = alloca i64, i64 %t2
+  %oks = alloca i8, i64 %t2
+  br label %create
+create:
+  %c = phi i64 [1, %spawn], [%c1, %create]
+  %tidp = getelementptr i64, ptr %tids, i64 %c
+  %rc = call i32 @pthread_create(ptr %tidp, ptr null, ptr @rb_mm_worker, ptr %ctx)
+  %ok = icmp eq i32 %rc, 0
+  %ok8 = zext i1 %ok to i8
+  %okp = getelementptr i8, ptr %oks, i64 %c
+  store i8 %ok8, ptr %okp
+  %c1 = add i64 %c, 1
+  %cm = icmp slt i64 %c1, %t2
+  br i1 %cm, label %create, label %mine
+mine:
+  %r1 = call ptr @rb_mm_worker(ptr %ctx)
+  br label %join
+join:
+  %jc = phi i64 [1, %mine], [%jc1, %joined]
+  %jokp = getelementptr i8, ptr %oks, i64 %jc
+  %jok8 = load i8, ptr %jokp
+  %jok = icmp ne i8 %jok8, 0
+  br i1 %jok, label %dojoin, label %joined
+dojoin:
+  %jtp = getelementptr i64, ptr %tids, i64 %jc
+  %jt = load i64, ptr %jtp
+  %jr = call i32 @pthread_join(i64 %jt, ptr null)
+  br label %joined
+joined:
+  %jc1 = add i64 %jc, 1
+  %jm = icmp slt i64 %jc1, %t2
+  br i1 %jm, label %join, label %out
+out:
+  ret void
+}
+
 define i64 @rb_matmul(ptr %C, i64 %cs0, i64 %cs1, ptr %A, i64 %as0, i64 %as1, ptr %B,
                       i64 %bs0, i64 %bs1, i64 %m, i64 %n, i64 %k, i64 %subtract,
                       i64 %check) {
 entry:
   %ta = alloca i8
   %tb = alloca i8
-  %tg = alloca i8
   %la = alloca i32
   %lb = alloca i32
-  %im = alloca i32
-  %in = alloca i32
-  %ik = alloca i32
-  %one = alloca i32
-  %ldc = alloca i32
   %iv = alloca i32
-  %alpha = alloca double
-  %beta = alloca double
   %pa = alloca ptr
   %pb = alloca ptr
   %Sp = alloca ptr
   %scr1 = alloca ptr
   %scr2 = alloca ptr
+  %ctx = alloca [18 x i64]
   store ptr null, ptr %Sp
   store ptr null, ptr %scr1
   store ptr null, ptr %scr2
@@ -333,10 +607,6 @@ oom.early:
   ret i64 -2
 blas.kind:
   store ptr %S, ptr %Sp
-  store double 1.0, ptr %alpha
-  store i32 1, ptr %one
-  %n32 = trunc i64 %n to i32
-  store i32 %n32, ptr %ldc
   ; dgemv for one column (@rb_matmul_gemv 1), or one row or column (2); else dgemm
   %gemvon = load i64, ptr @rb_matmul_gemv
   %gv1 = icmp sge i64 %gemvon, 1
@@ -364,8 +634,6 @@ gemm.start:
 gemm.tiles:
   %tac = load i8, ptr %ta
   %tbc = load i8, ptr %tb
-  %aN = icmp eq i8 %tac, 78
-  %bN = icmp eq i8 %tbc, 78
   %lda32 = load i32, ptr %la
   %lda64 = sext i32 %lda32 to i64
   %ldb32 = load i32, ptr %lb
@@ -373,61 +641,39 @@ gemm.tiles:
   %tm = call i64 @rb_mm_tile(ptr @rb_matmul_tile_m, i64 %m)
   %tn = call i64 @rb_mm_tile(ptr @rb_matmul_tile_n, i64 %n)
   %tk = call i64 @rb_mm_tile(ptr @rb_matmul_tile_k, i64 %k)
-  br label %ti
-ti:
-  %i0 = phi i64 [0, %gemm.tiles], [%i0n, %tj.done]
-  %ri = sub i64 %m, %i0
-  %mb = call i64 @rb_mm_min(i64 %ri, i64 %tm)
-  %mb32 = trunc i64 %mb to i32
-  store i32 %mb32, ptr %im
-  br label %tj
-tj:
-  %j0 = phi i64 [0, %ti], [%j0n, %tp.done]
-  %rj = sub i64 %n, %j0
-  %nb = call i64 @rb_mm_min(i64 %rj, i64 %tn)
-  %nb32 = trunc i64 %nb to i32
-  store i32 %nb32, ptr %in
-  %sio = mul i64 %i0, %n
-  %soff = add i64 %sio, %j0
-  %Sblk = getelementptr double, ptr %S, i64 %soff
-  br label %tp
-tp:
-  %p0 = phi i64 [0, %tj], [%p0n, %tp]
-  %rp = sub i64 %k, %p0
-  %kb = call i64 @rb_mm_min(i64 %rp, i64 %tk)
-  %kb32 = trunc i64 %kb to i32
-  store i32 %kb32, ptr %ik
-  %first = icmp eq i64 %p0, 0
-  %bval = select i1 %first, double 0.0, double 1.0
-  store double %bval, ptr %beta
-  ; A's block (rows i0.., columns p0..): 'N' (A^T held) i0*lda + p0, 'T' i0 + p0*lda
-  %aN1 = mul i64 %i0, %lda64
-  %aN2 = add i64 %aN1, %p0
-  %aT1 = mul i64 %p0, %lda64
-  %aT2 = add i64 %aT1, %i0
-  %aoff = select i1 %aN, i64 %aN2, i64 %aT2
-  %dac = getelementptr double, ptr %da, i64 %aoff
-  ; B's block (rows p0.., columns j0..): 'N' (B^T held) p0*ldb + j0, 'T' p0 + j0*ldb
-  %bN1 = mul i64 %p0, %ldb64
-  %bN2 = add i64 %bN1, %j0
-  %bT1 = mul i64 %j0, %ldb64
-  %bT2 = add i64 %bT1, %p0
-  %boff = select i1 %bN, i64 %bN2, i64 %bT2
-  %dbc = getelementptr double, ptr %db, i64 %boff
-  call void @rb_blas_dgemm(ptr %tb, ptr %ta, ptr %in, ptr %im, ptr %ik, ptr %alpha,
-                           ptr %dbc, ptr %lb, ptr %dac, ptr %la, ptr %beta, ptr %Sblk,
-                           ptr %ldc)
-  %p0n = add i64 %p0, %kb
-  %pm = icmp slt i64 %p0n, %k
-  br i1 %pm, label %tp, label %tp.done
-tp.done:
-  %j0n = add i64 %j0, %nb
-  %jm = icmp slt i64 %j0n, %n
-  br i1 %jm, label %tj, label %tj.done
-tj.done:
-  %i0n = add i64 %i0, %mb
-  %imore = icmp slt i64 %i0n, %m
-  br i1 %imore, label %ti, label %update.start
+  ; the blocks of S: ceil(m / tm) rows of them, ceil(n / tn) in each
+  %tm1 = sub i64 %tm, 1
+  %mceil = add i64 %m, %tm1
+  %bm = udiv i64 %mceil, %tm
+  %tn1 = sub i64 %tn, 1
+  %nceil = add i64 %n, %tn1
+  %bn = udiv i64 %nceil, %tn
+  %gblocks = mul i64 %bm, %bn
+  %tac64 = zext i8 %tac to i64
+  %tbc64 = zext i8 %tbc to i64
+  %dai = ptrtoint ptr %da to i64
+  %dbi = ptrtoint ptr %db to i64
+  %Si = ptrtoint ptr %S to i64
+  call void @rb_mm_set(ptr %ctx, i64 0, i64 0)
+  call void @rb_mm_set(ptr %ctx, i64 1, i64 %tac64)
+  call void @rb_mm_set(ptr %ctx, i64 2, i64 %tbc64)
+  call void @rb_mm_set(ptr %ctx, i64 3, i64 %dai)
+  call void @rb_mm_set(ptr %ctx, i64 4, i64 %dbi)
+  call void @rb_mm_set(ptr %ctx, i64 5, i64 %lda64)
+  call void @rb_mm_set(ptr %ctx, i64 6, i64 %ldb64)
+  call void @rb_mm_set(ptr %ctx, i64 7, i64 %Si)
+  call void @rb_mm_set(ptr %ctx, i64 8, i64 %m)
+  call void @rb_mm_set(ptr %ctx, i64 9, i64 %n)
+  call void @rb_mm_set(ptr %ctx, i64 10, i64 %k)
+  call void @rb_mm_set(ptr %ctx, i64 11, i64 %tm)
+  call void @rb_mm_set(ptr %ctx, i64 12, i64 %tn)
+  call void @rb_mm_set(ptr %ctx, i64 13, i64 %tk)
+  call void @rb_mm_set(ptr %ctx, i64 14, i64 %bn)
+  call void @rb_mm_set(ptr %ctx, i64 15, i64 %gblocks)
+  call void @rb_mm_set(ptr %ctx, i64 16, i64 0)
+  %gwork = select i1 %ovf, i64 9223372036854775807, i64 %mnk
+  call void @rb_mm_run(ptr %ctx, i64 %gblocks, i64 %gwork)
+  br label %update.start
 gemv.start:
   ; n == 1: S = A b (the matrix X is A, the vector B's column); else S^T = B^T a (X is
   ; B, the vector A's row).  X is r x c; the output runs along r (A) or c (B)
@@ -455,7 +701,6 @@ gemv.tiles:
   %isN = icmp eq i8 %t, 78
   %flip = select i1 %isN, i8 84, i8 78
   %gt = select i1 %n1, i8 %flip, i8 %t
-  store i8 %gt, ptr %tg
   %ldx32 = load i32, ptr %la
   %ldx = sext i32 %ldx32 to i64
   %inc32 = load i32, ptr %iv
@@ -463,48 +708,34 @@ gemv.tiles:
   %olen = select i1 %n1, i64 %xr, i64 %xc
   %to = call i64 @rb_mm_tile(ptr @rb_matmul_tile_out, i64 %olen)
   %tr = call i64 @rb_mm_tile(ptr @rb_matmul_tile_red, i64 %k)
-  br label %vo
-vo:
-  %o0 = phi i64 [0, %gemv.tiles], [%o0n, %vr.done]
-  %ro = sub i64 %olen, %o0
-  %ob = call i64 @rb_mm_min(i64 %ro, i64 %to)
-  %Sv0 = getelementptr double, ptr %S, i64 %o0
-  br label %vr
-vr:
-  %q0 = phi i64 [0, %vo], [%q0n, %vr]
-  %rq = sub i64 %k, %q0
-  %qb = call i64 @rb_mm_min(i64 %rq, i64 %tr)
-  %vfirst = icmp eq i64 %q0, 0
-  %vbval = select i1 %vfirst, double 0.0, double 1.0
-  store double %vbval, ptr %beta
-  ; X's block: rows r0 (rsz of them), columns c0 (csz)
-  %r0 = select i1 %n1, i64 %o0, i64 %q0
-  %c0 = select i1 %n1, i64 %q0, i64 %o0
-  %rsz = select i1 %n1, i64 %ob, i64 %qb
-  %csz = select i1 %n1, i64 %qb, i64 %ob
-  %xN1 = mul i64 %r0, %ldx
-  %xN2 = add i64 %xN1, %c0
-  %xT1 = mul i64 %c0, %ldx
-  %xT2 = add i64 %xT1, %r0
-  %xoff = select i1 %isN, i64 %xN2, i64 %xT2
-  %dxc = getelementptr double, ptr %dx, i64 %xoff
-  %gm = select i1 %isN, i64 %csz, i64 %rsz
-  %gn = select i1 %isN, i64 %rsz, i64 %csz
-  %gm32 = trunc i64 %gm to i32
-  %gn32 = trunc i64 %gn to i32
-  store i32 %gm32, ptr %im
-  store i32 %gn32, ptr %in
-  %voff = mul i64 %q0, %inc
-  %dvc = getelementptr double, ptr %dv, i64 %voff
-  call void @rb_blas_dgemv(ptr %tg, ptr %im, ptr %in, ptr %alpha, ptr %dxc, ptr %la,
-                           ptr %dvc, ptr %iv, ptr %beta, ptr %Sv0, ptr %one)
-  %q0n = add i64 %q0, %qb
-  %qm = icmp slt i64 %q0n, %k
-  br i1 %qm, label %vr, label %vr.done
-vr.done:
-  %o0n = add i64 %o0, %ob
-  %om = icmp slt i64 %o0n, %olen
-  br i1 %om, label %vo, label %update.start
+  ; the blocks of S: ceil(olen / to) runs of outputs
+  %to1 = sub i64 %to, 1
+  %oceil = add i64 %olen, %to1
+  %vblocks = udiv i64 %oceil, %to
+  %gt64 = zext i8 %gt to i64
+  %dxi = ptrtoint ptr %dx to i64
+  %dvi = ptrtoint ptr %dv to i64
+  %Svi = ptrtoint ptr %S to i64
+  %isN64 = zext i1 %isN to i64
+  %n164 = zext i1 %n1 to i64
+  call void @rb_mm_set(ptr %ctx, i64 0, i64 1)
+  call void @rb_mm_set(ptr %ctx, i64 1, i64 %gt64)
+  call void @rb_mm_set(ptr %ctx, i64 3, i64 %dxi)
+  call void @rb_mm_set(ptr %ctx, i64 4, i64 %dvi)
+  call void @rb_mm_set(ptr %ctx, i64 5, i64 %ldx)
+  call void @rb_mm_set(ptr %ctx, i64 6, i64 %inc)
+  call void @rb_mm_set(ptr %ctx, i64 7, i64 %Svi)
+  call void @rb_mm_set(ptr %ctx, i64 8, i64 %olen)
+  call void @rb_mm_set(ptr %ctx, i64 10, i64 %k)
+  call void @rb_mm_set(ptr %ctx, i64 11, i64 %to)
+  call void @rb_mm_set(ptr %ctx, i64 12, i64 %tr)
+  call void @rb_mm_set(ptr %ctx, i64 13, i64 %isN64)
+  call void @rb_mm_set(ptr %ctx, i64 14, i64 %n164)
+  call void @rb_mm_set(ptr %ctx, i64 15, i64 %vblocks)
+  call void @rb_mm_set(ptr %ctx, i64 16, i64 0)
+  %vwork0 = mul i64 %olen, %k
+  call void @rb_mm_run(ptr %ctx, i64 %vblocks, i64 %vwork0)
+  br label %update.start
 oom:
   %o1 = load ptr, ptr %scr1
   call void @free(ptr %o1)
@@ -734,7 +965,8 @@ def matmul_ir(threshold: int = MATMUL_THRESHOLD) -> str:
             .replace("@THRESHOLD@", str(int(threshold))).replace("@GEMV@", str(GEMV))
             .replace("@TILE_M@", str(TILE_M)).replace("@TILE_N@", str(TILE_N))
             .replace("@TILE_K@", str(TILE_K)).replace("@TILE_OUT@", str(TILE_OUT))
-            .replace("@TILE_RED@", str(TILE_RED)))
+            .replace("@TILE_RED@", str(TILE_RED))
+            .replace("@THREAD_WORK@", str(THREAD_WORK)))
 
 
 # --------------------------------------------------------------------------- #
@@ -750,6 +982,14 @@ def _capsule_pointer(capsule: Any) -> int:
     return int(get_pointer(capsule, get_name(capsule)))
 
 
+def _pthread_pointers() -> dict[str, int]:
+    """The C library's ``pthread_create`` and ``pthread_join``, the threads the routine
+    starts for a large product (registered by address, as the BLAS is)."""
+    libc = ctypes.CDLL(None)
+    return {name: ctypes.cast(getattr(libc, name), ctypes.c_void_p).value
+            for name in ("pthread_create", "pthread_join")}
+
+
 def blas_pointers() -> dict[str, int]:
     """The addresses of SciPy's ``dgemm`` and ``dgemv`` (``scipy.linalg.cython_blas``:
     the BLAS Numba's ``np.dot`` calls), by the names the routine declares them with."""
@@ -762,7 +1002,8 @@ def blas_pointers() -> dict[str, int]:
 
 #: the routine's symbols: the function, then the settings (:class:`_Knobs`)
 _NAMES = ("rb_matmul", "rb_matmul_threshold", "rb_matmul_gemv", "rb_matmul_tile_m",
-          "rb_matmul_tile_n", "rb_matmul_tile_k", "rb_matmul_tile_out", "rb_matmul_tile_red")
+          "rb_matmul_tile_n", "rb_matmul_tile_k", "rb_matmul_tile_out", "rb_matmul_tile_red",
+          "rb_matmul_threads", "rb_matmul_thread_work")
 #: their addresses, once made
 _SYMBOLS: list[tuple[int, ...]] = []
 
@@ -773,13 +1014,15 @@ def _addresses() -> tuple[int, ...]:
 
         from revbench.backends.native import engine
 
-        for name, address in blas_pointers().items():
+        for name, address in {**blas_pointers(), **_pthread_pointers()}.items():
             llvm.add_symbol(name, address)
         # (engine.build_runtime holds the JIT's lock: a second thread here gets the same
         # addresses, and registering a symbol again with its own address changes nothing)
         found = engine.build_runtime(matmul_ir(), _NAMES)
         llvm.add_symbol("rb_matmul", found[0])
         if not _SYMBOLS:
+            ctypes.c_int64.from_address(found[_NAMES.index("rb_matmul_threads")]).value = (
+                _effective_threads())
             _SYMBOLS.append(found)
     return _SYMBOLS[0]
 
@@ -797,8 +1040,9 @@ class _Knobs:
     changes them computes other bits than every other process): ``threshold`` (the
     ``m*n*k`` from which BLAS computes the product: 0 forces BLAS, ``2**63 - 1`` the loop),
     ``gemv`` (:data:`GEMV`: 0 every product calls ``dgemm``, 1 one with one column calls
-    ``dgemv``, 2 one with one row too)
-    and the tiles (``tile_m`` ... :data:`TILE_M`; 0: the whole dimension in one call)."""
+    ``dgemv``, 2 one with one row too), the tiles (``tile_m`` ... :data:`TILE_M`; 0: the
+    whole dimension in one call) and ``thread_work`` (:data:`THREAD_WORK`).  The thread
+    count, ``threads``, is :func:`set_threads`'s (it changes no bit)."""
 
     def _cell(self, name: str) -> ctypes.c_int64:
         return ctypes.c_int64.from_address(_addresses()[_NAMES.index(f"rb_matmul_{name}")])
@@ -944,6 +1188,104 @@ def matmul_failed(C, A, B, trans_a, trans_b, subtract, index, module, k) -> None
 # --------------------------------------------------------------------------- #
 # Threads
 # --------------------------------------------------------------------------- #
+_THREADS: list[int] = []
+_ENV_THREADS = ("REVBENCH_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def default_threads() -> int:
+    """The threads a matrix product runs on when :func:`set_threads` has not said: the
+    first of ``REVBENCH_THREADS``, ``OMP_NUM_THREADS`` and ``OPENBLAS_NUM_THREADS`` that
+    is set (a positive integer; the first entry of a list such as ``"4,2"``), else every
+    core this process may run on."""
+    import os
+
+    for name in _ENV_THREADS:
+        raw = os.environ.get(name, "").split(",")[0].strip()
+        if raw:
+            try:
+                n = int(raw)
+            except ValueError:
+                raise ValueError(f"{name}={os.environ[name]!r}: the number of threads must "
+                                 "be a positive integer") from None
+            if n >= 1:
+                return n
+            raise ValueError(f"{name}={os.environ[name]!r}: the number of threads must be a "
+                             "positive integer")
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # (not Linux)
+        return os.cpu_count() or 1
+
+
+def get_threads() -> int:
+    """The threads a large matrix product runs on now (:func:`set_threads`)."""
+    return _THREADS[-1] if _THREADS else default_threads()
+
+
+def set_threads(threads: int | None) -> None:
+    """Run each large matrix product of generated code (``C += A @ B``, its inverse and
+    adjoints) on up to ``threads`` threads, from now on, in this process; ``None``: the
+    default again (:func:`default_threads`: the environment, else every core).
+
+    The product's blocks are computed whole, each by one thread, by the same calls: the
+    results are the same bits on 1 thread or 64 (``tests/test_blas.py``).  A product
+    takes one more thread for every :data:`THREAD_WORK` multiply-adds, so small ones
+    stay on the calling thread.  Everything else -- elementwise loops, sums -- runs on the
+    calling thread, unless ``batch=``/``workers=`` spread the items over threads."""
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                or threads < 1):
+        raise ValueError(f"threads must be a positive int or None, got {threads!r}")
+    _THREADS.clear()
+    if threads is not None:
+        _THREADS.append(threads)
+    if _SYMBOLS:
+        _cell_of("rb_matmul_threads").value = _effective_threads()
+
+
+#: how many batched runs (``batch=``/``workers=``, several workers) are going on
+_BATCHED = [0]
+_BATCHED_LOCK = threading.Lock()
+
+
+def _effective_threads() -> int:
+    return 1 if _BATCHED[0] else get_threads()
+
+
+@contextlib.contextmanager
+def batched_items() -> Iterator[None]:
+    """While a batched run spreads its items over worker threads, products run on each
+    worker's own thread (every core is busy already: more threads would only queue).
+    Process-wide while it lasts: another call's products meanwhile run on one thread as
+    well -- slower, never other bits."""
+    with _BATCHED_LOCK:
+        _BATCHED[0] += 1
+        if _SYMBOLS:
+            _cell_of("rb_matmul_threads").value = 1
+    try:
+        yield
+    finally:
+        with _BATCHED_LOCK:
+            _BATCHED[0] -= 1
+            if _SYMBOLS:
+                _cell_of("rb_matmul_threads").value = _effective_threads()
+
+
+@contextlib.contextmanager
+def threads(threads: int | None) -> Iterator[None]:
+    """``with revbench.threads(n): ...`` -- :func:`set_threads` ``(n)`` for the block,
+    the setting before it restored after."""
+    before = _THREADS[-1] if _THREADS else None
+    set_threads(threads)
+    try:
+        yield
+    finally:
+        set_threads(before)
+
+
+def _cell_of(name: str) -> ctypes.c_int64:
+    return ctypes.c_int64.from_address(_addresses()[_NAMES.index(name)])
+
+
 def _blas_controllers():
     """threadpoolctl's controllers of the BLAS this routine calls: SciPy's (its wheels
     bundle an OpenBLAS of their own), else every BLAS threadpoolctl finds (a SciPy built
