@@ -18,11 +18,14 @@ revnet    ML      in-place      a reversible residual network of additive-coupli
                                 the weights shared by every block (one block per step)
 ========  ======  ============  ==========================================================
 
-The steps are written as a user of ``docs/language.md`` would write them: plain
-loops over elements, ancillas computed in a ``with routine:`` block and uncomputed
-by ``~routine``, and calls of :mod:`revbench.lib` (``csr_matvec``, ``matvec``,
-``matmul``, ``sumsq``).  An out-of-place step adds its new state in one update per
-element, so that its inverse (Bennett's uncomputation) brings it back to zero exactly.
+The steps are written as a user of ``docs/language.md`` would write them: the ML steps
+as a model is written, with matrix statements (``h_new += np.tanh(W @ h + U @ X[t] + b)``,
+``y += np.tanh(x @ W + b)``: the products on the matrix routine, so that comparing
+reverse computing with checkpointing measures the methods, not scalar loops); the sparse
+steps with ancillas computed in a ``with routine:`` block and uncomputed by
+``~routine`` and :mod:`revbench.lib`'s ``csr_matvec`` and ``sumsq``.  An out-of-place step adds its
+new state in one update per element, so that its inverse (Bennett's uncomputation)
+brings it back to zero exactly.
 
 Importing this module compiles nothing (``@reversible`` compiles on the first call)
 and imports neither Numba nor SciPy; SciPy builds the Laplacian on demand.
@@ -47,7 +50,7 @@ import numpy as np
 
 from revbench.function import reversible
 from revbench.lang.markers import routine
-from revbench.lib.linalg import matmul, matvec, sumsq
+from revbench.lib.linalg import sumsq
 from revbench.lib.sparse import csr_matvec
 
 if TYPE_CHECKING:
@@ -308,23 +311,16 @@ def _wave_adjoint(n_steps, args, states):
 # --------------------------------------------------------------------------- #
 @reversible
 def rnn_step(h_new, h, t, W, U, b, X):
-    """``h_new += tanh(W h + U X[t] + b)``: the pre-activation ``s`` is an ancilla, computed,
-    used, and uncomputed."""
-    with routine:
-        s = b.copy()
-        matvec(s, W, h)
-        for i in range(len(s)):
-            for k in range(X.shape[1]):
-                s[i] += U[i, k] * X[t, k]
-    for i in range(len(h_new)):
-        h_new[i] += np.tanh(s[i])
-    ~routine
+    """``h_new += tanh(W h + U X[t] + b)``, as a model is written: the products and the
+    bias in one statement (``W @ h`` on the matrix routine, held in an ancilla the
+    compiler uncomputes after the statement; ``U @ X[t]``, of a row, a loop of sums)."""
+    h_new += np.tanh(W @ h + U @ X[t] + b)
 
 
 @reversible
 def rnn_loss(out, h, W, U, b, X):
     """``out += sum(h ** 2)``."""
-    sumsq(out, h)
+    out += np.sum(h * h)
 
 
 def _rnn_make(n_steps, rng, *, d, d_in):
@@ -370,19 +366,11 @@ def _rnn_adjoint(n_steps, args, states):
 # --------------------------------------------------------------------------- #
 @reversible
 def coupling(y, x, W, b):
-    """``y += tanh(x @ W + b)`` for ``(batch, d)`` arrays ``x``, ``y``; the pre-activation is
-    an ancilla, uncomputed afterwards.  ``y`` must not be ``x``: that is what makes a pair of
-    couplings invertible."""
-    with routine:
-        z = np.zeros_like(y)
-        matmul(z, x, W)
-        for n in range(z.shape[0]):
-            for j in range(z.shape[1]):
-                z[n, j] += b[j]
-    for n in range(y.shape[0]):
-        for j in range(y.shape[1]):
-            y[n, j] += np.tanh(z[n, j])
-    ~routine
+    """``y += tanh(x @ W + b)`` for ``(batch, d)`` arrays ``x``, ``y``, the bias added to
+    every row: the product on the matrix routine, into an ancilla the compiler uncomputes
+    after the statement.  ``y`` must not be ``x``: that is what makes a pair of couplings
+    invertible."""
+    y += np.tanh(x @ W + b)
 
 
 @reversible
@@ -396,9 +384,7 @@ def revnet_step(x1, x2, t, W1, b1, W2, b2):
 @reversible
 def revnet_loss(out, x1, x2, W1, b1, W2, b2):
     """``out += sum(x1 ** 2) + sum(x2 ** 2)``."""
-    for n in range(x1.shape[0]):
-        for j in range(x1.shape[1]):
-            out += x1[n, j] * x1[n, j] + x2[n, j] * x2[n, j]
+    out += np.sum(x1 * x1) + np.sum(x2 * x2)
 
 
 def _revnet_make(n_steps, rng, *, batch, d):
