@@ -92,6 +92,38 @@ def test_the_sum_inside_a_partial_is_summed_once(backend):
     assert "_rb_matmul_update(" in src and "np.dot" not in src, src
 
 
+MLP_MATRIX = """
+def mlp(loss, W1, b1, W2, b2, X, Y):
+    with routine as hidden:
+        H = np.zeros((X.shape[0], W1.shape[0]))
+        H += np.tanh(X @ W1.T + b1)
+    loss += np.sum((H @ W2.T + b2 - Y) ** 2)
+    ~hidden
+"""
+
+
+@pytest.mark.parametrize("backend", ["python", "numba"])
+def test_a_replayed_product_carries_no_adjoint_products(backend):
+    """In the sweep, the replay of ``hidden`` and the products' ancillas start with zero
+    adjoints: a product whose factor is a zero adjoint is no work (transforms/prune.py),
+    so the sweep makes the two products of the replay and the three of the gradient
+    (``X`` is not in ``wrt``: it has none) -- not the 10 calls it made when products of
+    zero adjoints were kept."""
+    rng = np.random.default_rng(4)
+    args = (0.0, rng.normal(size=(5, 3)), rng.normal(size=5), rng.normal(size=(2, 5)),
+            rng.normal(size=2), rng.normal(size=(4, 3)), rng.normal(size=(4, 2)))
+    wrt = ("W1", "b1", "W2", "b2")
+    f = define(MLP_MATRIX, backend=backend, check=False)
+    src = plain(f.source("adjoint", *args, wrt=wrt))
+    assert src.count("_rb_matmul_update(") == 5, src
+    assert "_rb_adj_X" not in src, src
+    g = revbench.grad(f, loss="loss", wrt=wrt)(*args)
+    H = np.tanh(args[5] @ args[1].T + args[2])
+    R = 2 * (H @ args[3].T + args[4] - args[6])
+    np.testing.assert_allclose(g[3], R.T @ H, rtol=1e-12)
+    np.testing.assert_allclose(g[1], ((R @ args[3]) * (1 - H * H)).T @ args[5], rtol=1e-12)
+
+
 @pytest.mark.parametrize("backend", ["python", "numba"])
 @pytest.mark.parametrize("check", [True, False])
 def test_sharing_changes_no_bit_of_a_gradient(backend, check, without_cse):

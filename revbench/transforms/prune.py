@@ -395,6 +395,8 @@ def is_zero(e: ir.Expr, zeros: frozenset[str]) -> bool:
         return e.kind in ("zeros", "zeros_like")
     if isinstance(e, ir.Reduce):  # a sum (or an extreme) of zeros
         return is_zero(e.arg, zeros)
+    if isinstance(e, ir.MatMul):  # a matrix product with a zero factor
+        return is_zero(e.a, zeros) or is_zero(e.b, zeros)
     if isinstance(e, ir.IfExp):
         return is_zero(e.then, zeros) and is_zero(e.orelse, zeros)
     if isinstance(e, ir.Const):
