@@ -52,7 +52,9 @@ The main table is single-threaded: ``NUMBA_NUM_THREADS=1`` (and the BLAS variabl
 ``XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"`` and
 ``torch.set_num_threads(1)``, set before anything is imported.  ``--threads all`` then runs
 the whole benchmark again in a subprocess without those settings (every core for JAX and
-PyTorch; revbench and the hand-written code are one thread either way) and adds its table.
+PyTorch, and for revbench's matrix products -- ``revbench.threads``, ``docs/performance.md``;
+the hand-written code and revbench's elementwise loops are one thread either way) and adds
+its table.
 
 Results (times, ratios, sizes, ``machine_info()``, ``loadavg()``) go to
 ``benchmarks/results/bench_ml.json`` (or ``--out``).  The table also gives the ratios

@@ -6,7 +6,8 @@
   transform into a 4x4 relative transform, chained into absolute transforms; each vertex
   skinned by a weighted sum of its bones' transforms; the residuals against target points.
   About 150 lines with its callees, nested compute / uncompute.
-* ``mlp_loss``: a small two-layer network's squared loss (12 lines).
+* ``mlp_loss``: a small two-layer network's squared loss (12 lines);
+* ``mlp_matrix_loss``: a two-layer network written with matrices (6 lines).
 
 The GMM log-posterior is ``natural_programs.gmm_objective``.
 """
@@ -182,6 +183,25 @@ def mlp_loss(loss, W1, b1, W2, b2, X, Y):
             out = np.dot(W2, h) + b2
         loss += (out - Y[s]) * (out - Y[s])
         ~layer
+
+
+@reversible
+def mlp_matrix_loss(loss, W1, b1, W2, b2, X, Y):
+    """The same kind of network written as a model reads (``docs/language.md``, "A model
+    as it reads"): matrix products on BLAS, a bias broadcast over rows."""
+    with routine as hidden:
+        H = np.zeros((X.shape[0], W1.shape[0]))
+        H += np.tanh(X @ W1.T + b1)
+    loss += np.sum((H @ W2.T + b2 - Y) ** 2)
+    ~hidden
+
+
+def mlp_matrix_data(n: int = 2000, d: int = 32, h: int = 64, o: int = 8, seed: int = 0) -> tuple:
+    """bench_ml.py's MLP sizes: N = 2000 samples, 32-64-8."""
+    rng = np.random.default_rng(seed)
+    return (rng.normal(size=(h, d)) / np.sqrt(d), 0.1 * rng.normal(size=h),
+            rng.normal(size=(o, h)) / np.sqrt(h), 0.1 * rng.normal(size=o),
+            rng.normal(size=(n, d)), rng.normal(size=(n, o)))
 
 
 @reversible

@@ -141,6 +141,16 @@ REVBENCH_CASES = {
         first = time.perf_counter() - t
         value = out[0]
     """),
+    "mlp_matrix_grad": ("the matrix MLP (N = 2000, 32-64-8), its first value_and_grad, checks on", """
+        import revbench, compile_programs as C
+        t_import = time.perf_counter() - t0
+        data = C.mlp_matrix_data()
+        t = time.perf_counter()
+        (out, grads) = revbench.value_and_grad(C.mlp_matrix_loss, loss="loss",
+                                               wrt=("W1", "b1", "W2", "b2"))(0.0, *data)
+        first = time.perf_counter() - t
+        value = out[0]
+    """),
     "complex_grad": ("complex spectrum power, first forward then value_and_grad, checks on", """
         import revbench, compile_programs as C
         t_import = time.perf_counter() - t0
@@ -220,6 +230,24 @@ REFERENCE_CASES = {
         t = time.perf_counter(); J = jac(*data); J.block_until_ready()
         first = time.perf_counter() - t
     """),
+    "jax:mlp_matrix_grad": ("JAX jit(value_and_grad) of the same matrix MLP", """
+        try:
+            import jax, jax.numpy as jnp
+        except ImportError:
+            print(json.dumps(None)); sys.exit(0)
+        jax.config.update("jax_enable_x64", True)
+        import compile_programs as C
+        t_import = time.perf_counter() - t0
+
+        def loss(W1, b1, W2, b2, X, Y):
+            H = jnp.tanh(X @ W1.T + b1)
+            return jnp.sum((H @ W2.T + b2 - Y) ** 2)
+
+        data = C.mlp_matrix_data()
+        vg = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2, 3)))
+        t = time.perf_counter(); v = vg(*data); v[0].block_until_ready()
+        first = time.perf_counter() - t
+    """),
 }
 
 _REFERENCE_TAIL = textwrap.dedent("""
@@ -228,7 +256,7 @@ _REFERENCE_TAIL = textwrap.dedent("""
 
 #: which reference each case is compared with
 REFERENCE_OF = {"gmm_grad": "gmm_grad", "gmm_grad_unchecked": "gmm_grad",
-                "ht_jacobian": "jax:ht_jacobian"}
+                "ht_jacobian": "jax:ht_jacobian", "mlp_matrix_grad": "jax:mlp_matrix_grad"}
 
 
 #: how each revbench case runs: compiled first (a script), tiered (a notebook), and with

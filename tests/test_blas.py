@@ -425,6 +425,49 @@ def test_the_routines_own_threads_change_no_bit(m, n, k, layout):
                                base[0] + (np.asarray(A) @ np.asarray(B))[0], atol=1e-10)
 
 
+def test_a_forked_child_starts_its_own_pool():
+    """The pool's threads do not survive ``fork`` (multiprocessing, Dask's workers): a
+    child's first threaded product starts a pool of its own -- no hang waiting for
+    threads that are not there -- and gives the parent's bits."""
+    import select
+    import signal
+
+    rng = np.random.default_rng(11)
+    A, B = rng.standard_normal((300, 200)), rng.standard_normal((200, 250))
+    work = blas.knobs.thread_work
+    blas.knobs.thread_work = 1
+    try:
+        with revbench.threads(3):
+            C = np.zeros((300, 250))
+            assert blas.matmul_update(C, A, B, 0, 0, 0, 0) == -1  # (the pool exists now)
+            read, write = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the child
+                try:
+                    D = np.zeros((300, 250))
+                    blas.matmul_update(D, A, B, 0, 0, 0, 0)
+                    blas.matmul_update(D, A, B, 0, 0, 0, 0)
+                    os.write(write, (D - C).tobytes())
+                finally:
+                    os._exit(0)
+            os.close(write)
+            got = b""
+            while len(got) < C.nbytes:
+                ready, _, _ = select.select([read], [], [], 60)
+                if not ready:
+                    os.kill(pid, signal.SIGKILL)
+                    pytest.fail("the forked child's threaded product hung")
+                chunk = os.read(read, 1 << 20)
+                if not chunk:
+                    break
+                got += chunk
+            os.close(read)
+            os.waitpid(pid, 0)
+    finally:
+        blas.knobs.thread_work = work
+    assert got == C.tobytes()  # (D - C == C: the same product, twice, from zero)
+
+
 def test_set_threads_and_its_default(monkeypatch):
     before = blas.get_threads()
     with revbench.threads(3):

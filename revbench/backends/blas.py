@@ -90,10 +90,13 @@ GEMV = 1
 TILE_M, TILE_N, TILE_K = 64, 64, 64
 TILE_OUT, TILE_RED = 64, 128
 
-#: the fewest multiply-adds a product gives each thread it runs on: a thread costs about
-#: 20-40 us to start and join, about 1/10 of the time BLAS takes for this many.
-#: Smaller products run on the calling thread alone
-THREAD_WORK = 1 << 18
+#: the fewest multiply-adds a product gives each thread it runs on (smaller products stay
+#: on the calling thread).  Measured (benchmarks/bench_product_threads.py: every product
+#: threaded, 1 thread against 2, medians, the 2-core machine above): 128^3 (2.1 M) 0.80x,
+#: 2000x64x32 (4.1 M) 1.12x, 192^3 1.08x, 256^3 1.55x, 384^3 1.64x; the threads win for
+#: every shape from about 2 M multiply-adds a thread (waking the pool's threads costs tens
+#: of microseconds)
+THREAD_WORK = 1 << 21
 
 #: the results of :data:`MATMUL_IR`'s routine besides a flat index
 ALL_WRITTEN = -1
@@ -122,7 +125,15 @@ declare void @rb_blas_dgemm(ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, pt
 declare void @rb_blas_dgemv(ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr)
 ; the C library's threads (their addresses registered by _addresses, from ctypes)
 declare i32 @pthread_create(ptr, ptr, ptr, ptr)
-declare i32 @pthread_join(i64, ptr)
+declare i32 @pthread_detach(i64)
+declare i32 @pthread_mutex_lock(ptr)
+declare i32 @pthread_mutex_trylock(ptr)
+declare i32 @pthread_mutex_unlock(ptr)
+declare i32 @pthread_cond_wait(ptr, ptr)
+declare i32 @pthread_cond_broadcast(ptr)
+declare i32 @pthread_cond_signal(ptr)
+declare i32 @getpid()
+declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)
 
 ; a tile's size along a dimension of %d: the setting at %g, or all of it where that is <= 0
 define internal i64 @rb_mm_tile(ptr %g, i64 %d) alwaysinline {
@@ -489,9 +500,63 @@ done:
   ret ptr null
 }
 
+; --- the pool: threads started once, by the first product that wants them, then woken ---
+; for each product (a thread started per product costs OpenBLAS a new buffer each time).
+; One product uses the pool at a time (@rb_pool_job); another, meanwhile, runs alone.
+; The pthread objects are zeroed memory, which is their static initializer in glibc,
+; larger than any of them; a process forked from this one starts with a pool of none.
+@rb_pool_lock = internal global [128 x i8] zeroinitializer, align 16
+@rb_pool_work = internal global [128 x i8] zeroinitializer, align 16
+@rb_pool_done = internal global [128 x i8] zeroinitializer, align 16
+@rb_pool_job = internal global [128 x i8] zeroinitializer, align 16
+@rb_pool_threads = internal global i64 0
+@rb_pool_gen = internal global i64 0
+@rb_pool_want = internal global i64 0
+@rb_pool_finished = internal global i64 0
+@rb_pool_ctx = internal global ptr null
+@rb_pool_pid = internal global i32 0
+
+; a pool thread: %arg is {its index, the generation when it was started} (malloc'ed);
+; it takes part in each product whose number of helpers is above its index
+define internal ptr @rb_pool_main(ptr %arg) {
+entry:
+  %me = load i64, ptr %arg
+  %bornp = getelementptr i64, ptr %arg, i64 1
+  %born = load i64, ptr %bornp
+  call void @free(ptr %arg)
+  %seen = alloca i64
+  store i64 %born, ptr %seen
+  %l0 = call i32 @pthread_mutex_lock(ptr @rb_pool_lock)
+  br label %wait
+wait:
+  %g = load i64, ptr @rb_pool_gen
+  %s = load i64, ptr %seen
+  %same = icmp eq i64 %g, %s
+  br i1 %same, label %sleep, label %woke
+sleep:
+  %w = call i32 @pthread_cond_wait(ptr @rb_pool_work, ptr @rb_pool_lock)
+  br label %wait
+woke:
+  store i64 %g, ptr %seen
+  %want = load i64, ptr @rb_pool_want
+  %mine = icmp ult i64 %me, %want
+  br i1 %mine, label %work, label %wait
+work:
+  %ctx = load ptr, ptr @rb_pool_ctx
+  %u0 = call i32 @pthread_mutex_unlock(ptr @rb_pool_lock)
+  %r = call ptr @rb_mm_worker(ptr %ctx)
+  %l1 = call i32 @pthread_mutex_lock(ptr @rb_pool_lock)
+  %f = load i64, ptr @rb_pool_finished
+  %f1 = add i64 %f, 1
+  store i64 %f1, ptr @rb_pool_finished
+  %sg = call i32 @pthread_cond_signal(ptr @rb_pool_done)
+  br label %wait
+}
+
 ; the %blocks blocks of a product of %work multiply-adds: on min(@rb_matmul_threads,
-; %blocks, %work / @rb_matmul_thread_work) threads, this one among them (a thread that
-; cannot be started leaves its share to the others); back when every block is done
+; %blocks, %work / @rb_matmul_thread_work) threads, this one among them (the pool's
+; threads; where one cannot be started, or the pool is busy with another product, the
+; threads there are do it all); back when every block is done
 define internal void @rb_mm_run(ptr %ctx, i64 %blocks, i64 %work) {
 entry:
   %cap = load i64, ptr @rb_matmul_threads
@@ -503,44 +568,83 @@ entry:
   %t1 = call i64 @rb_mm_min(i64 %t0, i64 %want0)
   %t2 = call i64 @rb_mm_min(i64 %t1, i64 256)
   %many = icmp sgt i64 %t2, 1
-  br i1 %many, label %spawn, label %alone
+  br i1 %many, label %forked, label %alone
 alone:
   %r0 = call ptr @rb_mm_worker(ptr %ctx)
   ret void
-spawn:
-  %tids = alloca i64, i64 %t2
-  %oks = alloca i8, i64 %t2
-  br label %create
-create:
-  %c = phi i64 [1, %spawn], [%c1, %create]
-  %tidp = getelementptr i64, ptr %tids, i64 %c
-  %rc = call i32 @pthread_create(ptr %tidp, ptr null, ptr @rb_mm_worker, ptr %ctx)
+forked:
+  %pid = call i32 @getpid()
+  %was = load i32, ptr @rb_pool_pid
+  %samepid = icmp eq i32 %pid, %was
+  br i1 %samepid, label %take, label %reset
+reset:
+  ; (a new process: none of the pool's threads exist here)
+  call void @llvm.memset.p0.i64(ptr @rb_pool_lock, i8 0, i64 128, i1 false)
+  call void @llvm.memset.p0.i64(ptr @rb_pool_work, i8 0, i64 128, i1 false)
+  call void @llvm.memset.p0.i64(ptr @rb_pool_done, i8 0, i64 128, i1 false)
+  call void @llvm.memset.p0.i64(ptr @rb_pool_job, i8 0, i64 128, i1 false)
+  store i64 0, ptr @rb_pool_threads
+  store i64 0, ptr @rb_pool_gen
+  store i32 %pid, ptr @rb_pool_pid
+  br label %take
+take:
+  %busy = call i32 @pthread_mutex_trylock(ptr @rb_pool_job)
+  %isbusy = icmp ne i32 %busy, 0
+  br i1 %isbusy, label %alone, label %locked
+locked:
+  %l0 = call i32 @pthread_mutex_lock(ptr @rb_pool_lock)
+  %need = sub i64 %t2, 1
+  %tid = alloca i64
+  br label %grow
+grow:
+  %have = load i64, ptr @rb_pool_threads
+  %short = icmp ult i64 %have, %need
+  br i1 %short, label %start, label %publish
+start:
+  %arg = call ptr @malloc(i64 16)
+  %argnull = icmp eq ptr %arg, null
+  br i1 %argnull, label %publish, label %fill
+fill:
+  store i64 %have, ptr %arg
+  %gen0 = load i64, ptr @rb_pool_gen
+  %genp = getelementptr i64, ptr %arg, i64 1
+  store i64 %gen0, ptr %genp
+  %rc = call i32 @pthread_create(ptr %tid, ptr null, ptr @rb_pool_main, ptr %arg)
   %ok = icmp eq i32 %rc, 0
-  %ok8 = zext i1 %ok to i8
-  %okp = getelementptr i8, ptr %oks, i64 %c
-  store i8 %ok8, ptr %okp
-  %c1 = add i64 %c, 1
-  %cm = icmp slt i64 %c1, %t2
-  br i1 %cm, label %create, label %mine
-mine:
+  br i1 %ok, label %started, label %nostart
+nostart:
+  call void @free(ptr %arg)
+  br label %publish
+started:
+  %t = load i64, ptr %tid
+  %d = call i32 @pthread_detach(i64 %t)
+  %have1 = add i64 %have, 1
+  store i64 %have1, ptr @rb_pool_threads
+  br label %grow
+publish:
+  %have2 = load i64, ptr @rb_pool_threads
+  %helpers = call i64 @rb_mm_min(i64 %need, i64 %have2)
+  store ptr %ctx, ptr @rb_pool_ctx
+  store i64 %helpers, ptr @rb_pool_want
+  store i64 0, ptr @rb_pool_finished
+  %g = load i64, ptr @rb_pool_gen
+  %g1 = add i64 %g, 1
+  store i64 %g1, ptr @rb_pool_gen
+  %b = call i32 @pthread_cond_broadcast(ptr @rb_pool_work)
+  %u0 = call i32 @pthread_mutex_unlock(ptr @rb_pool_lock)
   %r1 = call ptr @rb_mm_worker(ptr %ctx)
+  %l1 = call i32 @pthread_mutex_lock(ptr @rb_pool_lock)
   br label %join
 join:
-  %jc = phi i64 [1, %mine], [%jc1, %joined]
-  %jokp = getelementptr i8, ptr %oks, i64 %jc
-  %jok8 = load i8, ptr %jokp
-  %jok = icmp ne i8 %jok8, 0
-  br i1 %jok, label %dojoin, label %joined
-dojoin:
-  %jtp = getelementptr i64, ptr %tids, i64 %jc
-  %jt = load i64, ptr %jtp
-  %jr = call i32 @pthread_join(i64 %jt, ptr null)
-  br label %joined
-joined:
-  %jc1 = add i64 %jc, 1
-  %jm = icmp slt i64 %jc1, %t2
-  br i1 %jm, label %join, label %out
+  %fin = load i64, ptr @rb_pool_finished
+  %all = icmp uge i64 %fin, %helpers
+  br i1 %all, label %out, label %sleep
+sleep:
+  %w = call i32 @pthread_cond_wait(ptr @rb_pool_done, ptr @rb_pool_lock)
+  br label %join
 out:
+  %u1 = call i32 @pthread_mutex_unlock(ptr @rb_pool_lock)
+  %u2 = call i32 @pthread_mutex_unlock(ptr @rb_pool_job)
   ret void
 }
 
@@ -982,12 +1086,17 @@ def _capsule_pointer(capsule: Any) -> int:
     return int(get_pointer(capsule, get_name(capsule)))
 
 
+#: the C library's functions the routine's thread pool calls
+_PTHREAD = ("pthread_create", "pthread_detach", "pthread_mutex_lock", "pthread_mutex_trylock",
+            "pthread_mutex_unlock", "pthread_cond_wait", "pthread_cond_broadcast",
+            "pthread_cond_signal", "getpid")
+
+
 def _pthread_pointers() -> dict[str, int]:
-    """The C library's ``pthread_create`` and ``pthread_join``, the threads the routine
-    starts for a large product (registered by address, as the BLAS is)."""
+    """The C library's threads, locks and conditions, for the routine's pool of threads
+    (registered by address, as the BLAS is)."""
     libc = ctypes.CDLL(None)
-    return {name: ctypes.cast(getattr(libc, name), ctypes.c_void_p).value
-            for name in ("pthread_create", "pthread_join")}
+    return {name: ctypes.cast(getattr(libc, name), ctypes.c_void_p).value for name in _PTHREAD}
 
 
 def blas_pointers() -> dict[str, int]:
