@@ -1099,12 +1099,41 @@ def _pthread_pointers() -> dict[str, int]:
     return {name: ctypes.cast(getattr(libc, name), ctypes.c_void_p).value for name in _PTHREAD}
 
 
+def _cython_blas() -> Any:
+    """SciPy's ``scipy.linalg.cython_blas``, the extension module itself: where SciPy's
+    layout is the usual one, loaded from its file without running ``scipy.linalg``'s
+    ``__init__`` (a quarter of a second: most of a warm first call's time), else imported.
+    Its functions are the same either way: the library is loaded once per process."""
+    import importlib.util
+    import os
+    import sys
+
+    module = sys.modules.get("scipy.linalg.cython_blas")
+    if module is not None:
+        return module
+    try:
+        import scipy
+
+        folder = os.path.join(os.path.dirname(scipy.__file__), "linalg")
+        name = next(f for f in sorted(os.listdir(folder))
+                    if f.startswith("cython_blas.") and f.endswith((".so", ".pyd")))
+        spec = importlib.util.spec_from_file_location("scipy.linalg.cython_blas",
+                                                      os.path.join(folder, name))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        if not {"dgemm", "dgemv"} <= set(module.__pyx_capi__):
+            raise ImportError("cython_blas without dgemm and dgemv")
+        return module
+    except Exception:  # (another layout: the plain import)
+        from scipy.linalg import cython_blas
+
+        return cython_blas
+
+
 def blas_pointers() -> dict[str, int]:
     """The addresses of SciPy's ``dgemm`` and ``dgemv`` (``scipy.linalg.cython_blas``:
     the BLAS Numba's ``np.dot`` calls), by the names the routine declares them with."""
-    from scipy.linalg import cython_blas
-
-    capi = cython_blas.__pyx_capi__
+    capi = _cython_blas().__pyx_capi__
     return {"rb_blas_dgemm": _capsule_pointer(capi["dgemm"]),
             "rb_blas_dgemv": _capsule_pointer(capi["dgemv"])}
 
