@@ -1,0 +1,124 @@
+"""Independent references for the evals, written with JAX (``jax.grad``, float64): what
+the driver (:mod:`revbench.gradbench.driver`) checks revbench's answers against.  Nothing
+here uses revbench.  ``reference(module, function, input)`` is GradBench's JSON output
+for that input, or ``None`` where JAX is not installed."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def _jax():
+    try:
+        import jax
+    except ImportError:
+        return None
+    jax.config.update("jax_enable_x64", True)
+    return jax
+
+
+def reference(module: str, function: str, raw: Any) -> Any:
+    jax = _jax()
+    if jax is None:
+        return None
+    import jax.numpy as jnp
+    import numpy as np
+
+    if module == "hello":
+        return raw * raw if function == "square" else 2.0 * raw
+    if module == "lse":
+        x = jnp.asarray(raw["x"])
+
+        def lse(x):
+            a = jnp.max(x)
+            return a + jnp.log(jnp.sum(jnp.exp(x - a)))
+        return float(lse(x)) if function == "primal" else np.asarray(jax.grad(lse)(x)).tolist()
+    if module == "llsq":
+        x, n = jnp.asarray(raw["x"]), raw["n"]
+        t = -1.0 + jnp.arange(n) * 2.0 / (n - 1)
+        powers = t[:, None] ** jnp.arange(x.size)[None, :]
+
+        def llsq(x):
+            return 0.5 * jnp.sum((jnp.sign(t) - powers @ x) ** 2)
+        return float(llsq(x)) if function == "primal" else np.asarray(jax.grad(llsq)(x)).tolist()
+    if module == "det":
+        ell = raw["ell"]
+        A = jnp.asarray(raw["A"]).reshape(ell, ell)
+        if function == "primal":
+            return float(jnp.linalg.det(A))
+        return np.asarray(jax.grad(jnp.linalg.det)(A)).ravel().tolist()
+    if module == "kmeans":
+        P, C = jnp.asarray(raw["points"]), jnp.asarray(raw["centroids"])
+
+        def cost(C):
+            return jnp.sum(jnp.min(jnp.sum((P[:, None, :] - C[None, :, :]) ** 2, axis=2),
+                                   axis=1))
+        if function == "cost":
+            return float(cost(C))
+        g = jax.grad(cost)(C)
+        h = jax.jvp(jax.grad(cost), (C,), (jnp.ones_like(C),))[1]
+        return np.asarray(g / h).tolist()
+    if module == "ode":
+        x, s = jnp.asarray(raw["x"]), raw["s"]
+
+        def rhs(x, y):
+            return jnp.concatenate([x[:1], x[1:] * y[:-1]])
+
+        def solve(x):
+            h = 2.0 / s
+            y = jnp.zeros_like(x)
+            for _ in range(s):
+                k1 = rhs(x, y)
+                k2 = rhs(x, y + h / 2 * k1)
+                k3 = rhs(x, y + h / 2 * k2)
+                k4 = rhs(x, y + h * k3)
+                y = y + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+            return y
+        if function == "primal":
+            return np.asarray(solve(x)).tolist()
+        return np.asarray(jax.grad(lambda x: solve(x)[-1])(x)).tolist()
+    if module == "gmm":
+        return _gmm(jax, raw, function)
+    raise KeyError(f"no reference for {module}.{function}")
+
+
+def _gmm(jax, raw: Any, function: str) -> Any:
+    import jax.numpy as jnp
+    import jax.scipy.special as sp
+    import numpy as np
+
+    x = jnp.asarray(raw["x"])
+    n, d = x.shape
+    flat = "icf" in raw
+    if flat:
+        icf = jnp.asarray(raw["icf"])
+        params = (jnp.asarray(raw["alpha"]), jnp.asarray(raw["means"]), icf[:, :d], icf[:, d:])
+    else:
+        params = tuple(jnp.asarray(raw[k]) for k in ("alpha", "mu", "q", "l"))
+    k = params[0].size
+    gamma, m = raw["gamma"], raw["m"]
+    rows, cols = np.tril_indices(d, -1)
+    # (l is filled column by column: sort the strictly lower entries by column, then row)
+    order = np.lexsort((rows, cols))
+    rows, cols = rows[order], cols[order]
+
+    def objective(alpha, mu, q, lower):
+        Q = jax.vmap(lambda qc, lc: jnp.diag(jnp.exp(qc)).at[rows, cols].set(lc))(q, lower)
+        xc = x[:, None, :] - mu[None, :, :]
+        Qx = jnp.einsum("kij,nkj->nki", Q, xc)
+        main = alpha[None, :] + jnp.sum(q, axis=1)[None, :] - 0.5 * jnp.sum(Qx ** 2, axis=2)
+        nw = d + m + 1
+        C = nw * d * (math.log(gamma) - 0.5 * math.log(2.0)) - float(sp.multigammaln(nw / 2, d))
+        prior = k * C - jnp.sum(0.5 * gamma ** 2 * (jnp.sum(jnp.exp(q) ** 2, axis=1)
+                                                    + jnp.sum(lower ** 2, axis=1))
+                                - m * jnp.sum(q, axis=1))
+        return (-n * d / 2 * math.log(2 * math.pi) + jnp.sum(sp.logsumexp(main, axis=1))
+                - n * sp.logsumexp(alpha) + prior)
+
+    if function == "objective":
+        return float(objective(*params))
+    ga, gmu, gq, gl = (np.asarray(g) for g in jax.grad(objective, argnums=(0, 1, 2, 3))(*params))
+    if flat:
+        return np.concatenate([ga, gmu.ravel(), np.hstack([gq, gl]).ravel()]).tolist()
+    return {"alpha": ga.tolist(), "mu": gmu.tolist(), "q": gq.tolist(), "l": gl.tolist()}
