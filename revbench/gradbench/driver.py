@@ -42,13 +42,21 @@ SIZES: dict[str, list[dict]] = {
                   key=lambda z: z["n"] * z["s"]),
     "gmm": sorted(({"d": d, "k": k, "n": 1000} for d, k in itertools.product(
         (2, 10, 20, 32, 64), (5, 10, 25, 50, 100))), key=lambda s: s["d"] * s["k"]),
+    "ba": [dict(zip(("n", "m", "p"), size)) for size in (
+        (49, 7776, 31843), (21, 11315, 36455), (161, 48126, 182072), (372, 47423, 204472),
+        (257, 65132, 225911), (539, 65220, 277273), (93, 61203, 287451), (88, 64298, 383937),
+        (810, 88814, 393775), (1197, 126327, 563734), (1723, 156502, 678718),
+        (253, 163691, 899155), (245, 198739, 1091386), (356, 226730, 1255268))],
+    "lstm": sorted(({"l": layers, "c": c} for layers, c in itertools.product(
+        (2, 4, 6), (1024, 4096, 8192))), key=lambda s: s["l"] * s["c"]),
 }
 
 #: each eval's functions, in the order its eval asks for them
 FUNCTIONS = {"hello": ("square", "double"), "lse": ("primal", "gradient"),
              "llsq": ("primal", "gradient"), "det": ("primal", "gradient"),
              "kmeans": ("cost", "dir"), "ode": ("primal", "gradient"),
-             "gmm": ("objective", "jacobian")}
+             "gmm": ("objective", "jacobian"), "lstm": ("objective", "jacobian"),
+             "ba": ("objective", "jacobian")}
 
 
 def inputs(module: str, sizes: list[dict], min_runs: int = 1, min_seconds: float = 0.0
@@ -85,8 +93,39 @@ def inputs(module: str, sizes: list[dict], min_runs: int = 1, min_seconds: float
             yield f"{d}_{k}_{n}", {"d": d, "k": k, "n": n, "x": x.tolist(), "m": 0,
                                    "gamma": 1.0, "mu": mu.tolist(), "q": q.tolist(),
                                    "l": l.tolist(), "alpha": alpha.tolist(), **runs}
+        elif module == "ba":
+            yield (f"ba_n{size['n']}_m{size['m']}_p{size['p']}",
+                   {**size, **ba_input(), **runs})
+        elif module == "lstm":
+            yield f"l={size['l']},c={size['c']}", {**lstm_input(size["l"], size["c"]), **runs}
         else:
             raise KeyError(f"no workloads for {module!r}")
+
+
+def ba_input(seed: int = SEED) -> dict:
+    """One camera, point, weight and feature for GradBench's ba (which reads them from
+    ADBench's files ``ba{i}_n..._m..._p....txt``, not here: drawn at random, seeded, with
+    the camera in front of the point and a small distortion)."""
+    rng = np.random.default_rng(seed)
+    cam = np.concatenate([0.1 * rng.normal(size=3), [0.0, 0.0, -5.0], [1.0 + rng.random()],
+                          0.01 * rng.normal(size=2), 0.001 * rng.normal(size=2)])
+    return {"cam": cam.tolist(), "x": rng.normal(size=3).tolist(), "w": float(rng.random()),
+            "feat": rng.normal(size=2).tolist()}
+
+
+def lstm_input(layers: int, c: int, seed: int = SEED) -> dict:
+    """GradBench's lstm input for ``layers`` layers and ``c`` characters: each character
+    one row of its code's bits (``b`` of them, enough for the largest code), the states and
+    parameters uniform in [0, 1).  GradBench reads the characters from a text it ships
+    (``evals/lstm/data/lstm_full.txt``), which is not here: these are printable ASCII
+    characters drawn at random, seeded."""
+    rng = np.random.default_rng(seed)
+    codes = rng.integers(32, 127, size=c)
+    b = int(np.ceil(np.log2(codes.max())))
+    sequence = [[float(bit) for bit in format(int(code), f"0{b}b")] for code in codes]
+    return {"main_params": rng.random((2 * layers, 4 * b)).tolist(),
+            "extra_params": rng.random((3, b)).tolist(),
+            "state": rng.random((2 * layers, b)).tolist(), "sequence": sequence}
 
 
 def mismatches(expected: Any, actual: Any, tolerance: float = 1e-4, where: str = "") -> list[str]:

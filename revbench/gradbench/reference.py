@@ -80,6 +80,10 @@ def reference(module: str, function: str, raw: Any) -> Any:
         return np.asarray(jax.grad(lambda x: solve(x)[-1])(x)).tolist()
     if module == "gmm":
         return _gmm(jax, raw, function)
+    if module == "lstm":
+        return _lstm(jax, raw, function)
+    if module == "ba":
+        return _ba(jax, raw, function)
     raise KeyError(f"no reference for {module}.{function}")
 
 
@@ -122,3 +126,75 @@ def _gmm(jax, raw: Any, function: str) -> Any:
     if flat:
         return np.concatenate([ga, gmu.ravel(), np.hstack([gq, gl]).ravel()]).tolist()
     return {"alpha": ga.tolist(), "mu": gmu.tolist(), "q": gq.tolist(), "l": gl.tolist()}
+
+
+def _lstm(jax, raw: Any, function: str) -> Any:
+    import jax.numpy as jnp
+    import numpy as np
+
+    main, extra = jnp.asarray(raw["main_params"]), jnp.asarray(raw["extra_params"])
+    state, seq = jnp.asarray(raw["state"]), jnp.asarray(raw["sequence"])
+    c, b = seq.shape
+    layers = state.shape[0] // 2
+
+    def objective(main, extra):
+        def step(carry, t):
+            hs, cs = carry
+            x = seq[t] * extra[0]
+            new_h, new_c = [], []
+            for i in range(layers):
+                w, bias = main[2 * i], main[2 * i + 1]
+                forget = jax.nn.sigmoid(x * w[:b] + bias[:b])
+                ingate = jax.nn.sigmoid(hs[i] * w[b:2 * b] + bias[b:2 * b])
+                outgate = jax.nn.sigmoid(x * w[2 * b:3 * b] + bias[2 * b:3 * b])
+                change = jnp.tanh(hs[i] * w[3 * b:] + bias[3 * b:])
+                cell = cs[i] * forget + ingate * change
+                h = outgate * jnp.tanh(cell)
+                new_h.append(h)
+                new_c.append(cell)
+                x = h
+            y = x * extra[1] + extra[2]
+            ynorm = y - jnp.log(jnp.sum(jnp.exp(y)) + 2.0)
+            return (jnp.stack(new_h), jnp.stack(new_c)), jnp.sum(seq[t + 1] * ynorm)
+
+        _, totals = jax.lax.scan(step, (state[0::2], state[1::2]), jnp.arange(c - 1))
+        return -jnp.sum(totals) / ((c - 1) * b)
+
+    if function == "objective":
+        return float(objective(main, extra))
+    gm, ge = jax.grad(objective, argnums=(0, 1))(main, extra)
+    return np.concatenate([np.asarray(gm).ravel(), np.asarray(ge).ravel()]).tolist()
+
+
+def _ba(jax, raw: Any, function: str) -> Any:
+    """The first observation's residuals and Jacobian (all GradBench's answer holds of
+    them), the counts from ``n``, ``m``, ``p``."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    n, m, p, w = raw["n"], raw["m"], raw["p"], raw["w"]
+    cam, X, feat = (jnp.asarray(raw[k]) for k in ("cam", "x", "feat"))
+
+    def project(cam, X, w):
+        r, C = cam[:3], cam[3:6]
+        xo = X - C
+        theta = jnp.sqrt(jnp.sum(r * r))
+        k = r / theta
+        xr = (xo * jnp.cos(theta) + jnp.cross(k, xo) * jnp.sin(theta)
+              + k * jnp.dot(k, xo) * (1 - jnp.cos(theta)))
+        uv = xr[:2] / xr[2]
+        rsq = jnp.sum(uv * uv)
+        uv = uv * (1 + cam[9] * rsq + cam[10] * rsq * rsq)
+        return w * (uv * cam[6] + cam[7:9] - feat)
+
+    if function == "objective":
+        e = np.asarray(project(cam, X, w))
+        return {"reproj_error": {"elements": e.tolist(), "repeated": p},
+                "w_err": {"element": 1.0 - w * w, "repeated": p}}
+    Jc, Jx, Jw = (np.asarray(a) for a in jax.jacobian(project, argnums=(0, 1, 2))(cam, X, w))
+    block = np.concatenate([Jc, Jx, Jw[:, None]], axis=1)  # (2, 15)
+    cols = list(range(11)) + [11 * n, 11 * n + 1, 11 * n + 2, 11 * n + 3 * m]
+    rows = [15 * k for k in range(min(30, 2 * p + 1))]
+    rows += [30 * p + k for k in range(1, p + 1)][:30 - len(rows)]
+    return {"rows": rows + [31 * p], "cols": (cols * 2)[:30] + [11 * n + 3 * m + p - 1],
+            "vals": block.ravel().tolist()[:30] + [-2.0 * w]}

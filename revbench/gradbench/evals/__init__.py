@@ -85,8 +85,9 @@ def field(raw: Any, name: str) -> Any:
 
 
 # (the eval modules import the helpers above)
-from revbench.gradbench.evals import det, gmm, hello, kmeans, llsq, lse, ode  # noqa: E402
+from revbench.gradbench.evals import ba, det, gmm, hello, kmeans, llsq, lse, lstm, ode  # noqa: E402
 
 #: the evals by GradBench's name
 EVALS: dict[str, type[Eval]] = {e.name: e for e in (
-    hello.Hello, lse.Lse, llsq.Llsq, det.Det, kmeans.Kmeans, ode.Ode, gmm.Gmm)}
+    hello.Hello, lse.Lse, llsq.Llsq, det.Det, kmeans.Kmeans, ode.Ode, gmm.Gmm, lstm.Lstm,
+    ba.Ba)}
