@@ -19,7 +19,7 @@ from revbench.gradbench.protocol import Server, main
 pytest.importorskip("jax", reason="the references are JAX's (pip install 'revbench[interop]')")
 
 #: the evals whose compilation (and JAX's) takes seconds run in the slow suite
-HEAVY = {"det", "gmm", "kmeans", "ode"}
+HEAVY = {"ba", "det", "gmm", "kmeans", "lstm", "ode"}
 EVALS = [pytest.param(e, marks=pytest.mark.slow) if e in HEAVY else e
          for e in sorted(driver.FUNCTIONS)]
 
@@ -42,7 +42,7 @@ def test_every_eval_at_its_smallest_size_matches_jax(tool, module):
 @pytest.mark.slow
 def test_checks_on_give_the_same_answers():
     with driver.Tool(check=True) as t:
-        for module in ("lse", "det", "gmm"):
+        for module in ("lse", "det", "gmm", "ba", "lstm"):
             results = driver.run_eval(t, module)
             assert all(r.success and not r.problems for r in results), [r.problems for r in results]
 
@@ -142,6 +142,14 @@ def test_gradbenchs_comparison_catches_what_it_should():
     assert m(0.001, 0.0012) != []
     assert m([1.0, 2.0], [1.0]) and m({"a": 1.0}, {"b": 1.0}) and m(1.0, "1.0")
     assert m(3, 3.0) == [] and m(3, 4) != []
+
+
+def test_the_tool_says_which_evals_it_does_not_have_yet():
+    """particle, saddle and ht are not written yet: define says so, and which it has."""
+    replies = _answers(*({"id": k, "kind": "define", "module": m}
+                         for k, m in enumerate(("particle", "saddle", "ht"))))
+    assert all(r["success"] is False and "has no eval" in r["error"] and "'gmm'" in r["error"]
+               for r in replies)
 
 
 def test_main_serves_standard_input():
