@@ -295,12 +295,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true", help="the tool with checks on")
     ap.add_argument("--min-runs", type=int, default=1)
     ap.add_argument("--min-seconds", type=float, default=0.0)
+    ap.add_argument("--no-validate", action="store_true",
+                    help="check the protocol only, not the values (no JAX)")
     args = ap.parse_args(argv)
     bad = 0
     for module in args.evals:
         with Tool(check=args.check) as tool:
             sizes = SIZES[module] if args.size == "all" else SIZES[module][:1]
-            for r in run_eval(tool, module, sizes, args.min_runs, args.min_seconds):
+            for r in run_eval(tool, module, sizes, args.min_runs, args.min_seconds,
+                              validate=not args.no_validate):
                 status = "ok" if r.success and not r.problems else "INVALID"
                 bad += status != "ok"
                 print(f"{module:8s} {r.function:10s} {r.description:16s} {status:8s} "
