@@ -39,7 +39,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("api", ("revbench.ad", "revbench.testing", "revbench.debugging.tracing", "revbench.checkpoint",
              "revbench.lib")),
     ("apps", ("revbench.jupyter", "revbench.interop", "revbench.experiments",
-              "revbench.workloads", "revbench.course")),
+              "revbench.workloads", "revbench.course", "revbench.gradbench")),
     # (the moved modules' old names: one-line shims, kept for one release)
     ("facade", ("revbench", "revbench.demo")),
 )

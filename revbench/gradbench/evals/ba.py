@@ -2,7 +2,7 @@
 ``i mod n``; its reprojection error is ``w_i`` times the projected point (Rodrigues
 rotation, perspective division, radial distortion) less the feature, and ``1 - w_i ** 2``
 its weight error.  The Jacobian of every residual with respect to the cameras, points and
-weights is the batched Jacobian of one observation's residual (``revbench.jacobian(...,
+weights is the batched Jacobian of one observation's residual (``ad.jacobian(...,
 batch=)``: one compiled loop over the observations, ``docs/ad.md``), 2 x 15 per
 observation, laid out as GradBench's sparse matrix.
 
@@ -19,9 +19,10 @@ from typing import Any
 
 import numpy as np
 
-import revbench
-from revbench import reversible, routine
-from revbench.gradbench.evals import Eval, Steps, field, floats, integer, program
+from revbench import ad
+from revbench.function import reversible
+from revbench.gradbench.evals.base import Eval, Steps, field, floats, integer, program
+from revbench.lang.markers import routine
 
 
 @reversible
@@ -110,7 +111,7 @@ class Ba(Eval):
     def steps(self) -> dict[str, Steps]:
         f = program(ba_objective, self.check)
         one = residual if self.check else reversible(check=False)(residual.__wrapped__)
-        jac = revbench.jacobian(one, "r", ("cam", "X", "w"),
+        jac = ad.jacobian(one, "r", ("cam", "X", "w"),
                                 batch=("r", "cam", "X", "w", "feat"))
 
         def objective(a):

@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-import revbench
-from revbench import routine
-from revbench.gradbench.evals import Eval, Steps, field, floats, integer, program
+from revbench import ad
+from revbench.gradbench.evals.base import Eval, Steps, field, floats, integer, program
+from revbench.lang.markers import routine
 
 
 def det_by_minors(d, A, ell):
@@ -57,7 +57,7 @@ class Det(Eval):
 
     def steps(self) -> dict[str, Steps]:
         f = program(det_by_minors, self.check)
-        g = revbench.grad(f, loss="d", wrt="A")
+        g = ad.grad(f, loss="d", wrt="A")
         return {"primal": (_args, lambda a: f(0.0, *a)[0], float),
                 "gradient": (_args, lambda a: g(0.0, *a)[1], lambda v: v.ravel().tolist())}
 

@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-import revbench
-from revbench import routine
-from revbench.gradbench.evals import Eval, Steps, field, floats, integer, program
+from revbench import ad
+from revbench.gradbench.evals.base import Eval, Steps, field, floats, integer, program
+from revbench.lang.markers import routine
 
 
 def gmm_objective(err, alpha, mu, q, lower, x, gamma, m, const):
@@ -103,7 +103,7 @@ class Gmm(Eval):
 
     def steps(self) -> dict[str, Steps]:
         f = program(gmm_objective, self.check)
-        g = revbench.grad(f, loss="err", wrt=("alpha", "mu", "q", "lower"))
+        g = ad.grad(f, loss="err", wrt=("alpha", "mu", "q", "lower"))
 
         def jacobian(a):
             args, flat = a

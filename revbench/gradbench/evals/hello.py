@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import revbench
-from revbench.gradbench.evals import Eval, Steps, program
+from revbench import ad
+from revbench.gradbench.evals.base import Eval, Steps, program
 
 
 def square(y, x):
@@ -24,7 +24,7 @@ class Hello(Eval):
 
     def steps(self) -> dict[str, Steps]:
         f = program(square, self.check)
-        d = revbench.grad(f, loss="y", wrt="x")
+        d = ad.grad(f, loss="y", wrt="x")
         return {"square": (_number, lambda x: f(0.0, x)[0], float),
                 "double": (_number, lambda x: d(0.0, x)[1], float)}
 

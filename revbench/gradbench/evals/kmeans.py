@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-import revbench
-from revbench import routine
-from revbench.gradbench.evals import Eval, Steps, field, floats, program
+from revbench import ad
+from revbench.gradbench.evals.base import Eval, Steps, field, floats, program
+from revbench.lang.markers import routine
 
 
 def kmeans_cost(cost, P, C):
@@ -41,8 +41,8 @@ class Kmeans(Eval):
 
     def steps(self) -> dict[str, Steps]:
         f = program(kmeans_cost, self.check)
-        g = revbench.grad(f, loss="cost", wrt="C")
-        hv = revbench.hvp(f, loss="cost", wrt="C")
+        g = ad.grad(f, loss="cost", wrt="C")
+        hv = ad.hvp(f, loss="cost", wrt="C")
 
         def direction(a):
             P, C = a

@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-import revbench
-from revbench import routine
-from revbench.gradbench.evals import Eval, Steps, field, floats, integer, program
+from revbench import ad
+from revbench.gradbench.evals.base import Eval, Steps, field, floats, integer, program
+from revbench.lang.markers import routine
 
 
 def llsq(y, x, n):
@@ -35,7 +35,7 @@ class Llsq(Eval):
 
     def steps(self) -> dict[str, Steps]:
         f = program(llsq, self.check)
-        g = revbench.grad(f, loss="y", wrt="x")
+        g = ad.grad(f, loss="y", wrt="x")
         return {"primal": (_args, lambda a: f(0.0, *a)[0], float),
                 "gradient": (_args, lambda a: g(0.0, *a)[1], lambda v: v.tolist())}
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-import revbench
-from revbench import routine
-from revbench.gradbench.evals import Eval, Steps, field, floats, program
+from revbench import ad
+from revbench.gradbench.evals.base import Eval, Steps, field, floats, program
+from revbench.lang.markers import routine
 
 
 def logsumexp(out, x):
@@ -33,7 +33,7 @@ class Lse(Eval):
 
     def steps(self) -> dict[str, Steps]:
         f = program(logsumexp, self.check)
-        g = revbench.grad(f, loss="out", wrt="x")
+        g = ad.grad(f, loss="out", wrt="x")
         return {"primal": (_x, lambda x: f(0.0, x)[0], float),
                 "gradient": (_x, lambda x: g(0.0, x)[1], lambda v: v.tolist())}
 

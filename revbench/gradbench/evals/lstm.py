@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-import revbench
-from revbench import routine
-from revbench.gradbench.evals import Eval, Steps, field, floats, program
+from revbench import ad
+from revbench.gradbench.evals.base import Eval, Steps, field, floats, program
+from revbench.lang.markers import routine
 
 
 def lstm_objective(loss, main_params, extra_params, state, sequence):
@@ -89,7 +89,7 @@ class Lstm(Eval):
 
     def steps(self) -> dict[str, Steps]:
         f = program(lstm_objective, self.check)
-        g = revbench.grad(f, loss="loss", wrt=("main_params", "extra_params"))
+        g = ad.grad(f, loss="loss", wrt=("main_params", "extra_params"))
 
         def jacobian(a):
             grads = g(0.0, *a)

@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-import revbench
-from revbench import routine
-from revbench.gradbench.evals import Eval, Steps, field, floats, integer, program
+from revbench import ad
+from revbench.gradbench.evals.base import Eval, Steps, field, floats, integer, program
+from revbench.lang.markers import routine
 
 
 def an_ode(Y, x, s):
@@ -70,7 +70,7 @@ class Ode(Eval):
             x, s = a
             key = (s, x.size)
             if key not in grads:  # (the seed's element: the last component at t = 2)
-                grads[key] = revbench.grad(f, loss=("Y", (s, x.size - 1)), wrt="x")
+                grads[key] = ad.grad(f, loss=("Y", (s, x.size - 1)), wrt="x")
             return grads[key](np.zeros((s + 1, x.size)), x, s)[1]
 
         return {"primal": (_args, primal, lambda v: v.tolist()),
