@@ -20,8 +20,11 @@ lasting as long).  Every revbench answer is checked against JAX's first
 The table gives, per workload: revbench's primal and derivative times, derivative/primal;
 JAX's; revbench's derivative time over JAX's; and the best derivative/primal published in
 GradBench's nightly of 2026-03-14 at its largest workload.  One thread for both
-(``XLA_FLAGS``, ``OMP_NUM_THREADS`` set before anything is imported).  PyTorch is not
-timed.  Results: ``benchmarks/results/gradbench.json``.
+(``XLA_FLAGS``, ``OMP_NUM_THREADS`` set before anything is imported).  The nested evals
+(``particle``, ``saddle``) have four functions and no primal: their columns are ``fr``
+(forward over reverse, the mode JAX can run: JAX differentiates a ``while_loop`` forward
+only) and ``rr``, JAX's ``fr`` beside the first.  PyTorch is not timed.
+Results: ``benchmarks/results/gradbench.json``.
 """
 
 from __future__ import annotations
@@ -65,7 +68,15 @@ SIZES = {
             ((2, 5), (10, 10), (20, 25), (64, 100))],
     "lstm": driver.SIZES["lstm"][:1],               # l = 2, c = 1024
     "ba": driver.SIZES["ba"][:2],                   # ba1, ba2
+    "ht": driver.SIZES["ht"],                       # every workload (the models drawn here)
+    "particle": driver.SIZES["particle"],
+    "saddle": driver.SIZES["saddle"],
 }
+
+#: what the table's two columns time for the nested evals, which have four functions and no
+#: primal: ``fr`` (forward outside, reverse inside: what JAX can run, as a ``while_loop``
+#: differentiates forward only) and ``rr``; the other two are in the JSON
+NESTED = {"particle": ("fr", "rr"), "saddle": ("fr", "rr")}
 
 #: the best derivative / primal at the largest workload, GradBench's nightly of 2026-03-14
 PUBLISHED = {"gmm": ("JAX", 1.28), "ba": ("manual", 7.76), "lstm": ("CoDiPack", 2.12),
@@ -198,6 +209,14 @@ def jax_programs(module: str, raw: dict):
             return jax.vmap(jax.jacobian(project, argnums=(0, 1, 2)))(cams[ci], X[pi], w, feats)
         args = (cams, X, w, feats)
         return {"objective": (jax.jit(objective), args), "jacobian": (jax.jit(jacobian), args)}
+    from revbench.gradbench import reference
+
+    if module == "ht":
+        objective, jacobian, args = reference.ht_functions(jax, raw)
+        return {"objective": (jax.jit(objective), args), "jacobian": (jax.jit(jacobian), args)}
+    if module in NESTED:
+        start = jnp.asarray(raw["w"] if module == "particle" else raw["start"])
+        return {"fr": (jax.jit(reference.nested_solver(jax, module)), (start,))}
     return {}
 
 
@@ -236,11 +255,15 @@ def main(argv: list[str] | None = None) -> int:
         define = server.answer(json.dumps({"id": 0, "kind": "define", "module": module}))
         compile_s = time.perf_counter() - t
         assert define["success"], define
-        primal, derivative = driver.FUNCTIONS[module]
+        primal, derivative = NESTED.get(module, driver.FUNCTIONS[module])
         for description, raw in driver.inputs(module, sizes, 3, args.seconds):
-            row = {"eval": module, "workload": description, "compile_s": compile_s}
+            row = {"eval": module, "workload": description, "compile_s": compile_s,
+                   "functions": [primal, derivative]}
             peers = jax_programs(module, raw) if jax is not None else {}
-            for kind, function in (("primal", primal), ("derivative", derivative)):
+            timed_functions = [("primal", primal), ("derivative", derivative)]
+            timed_functions += [(f, f) for f in driver.FUNCTIONS[module]
+                                if module in NESTED and f not in (primal, derivative)]
+            for kind, function in timed_functions:
                 reply = server.answer(json.dumps({"id": 1, "kind": "evaluate", "module": module,
                                                   "function": function, "input": raw}))
                 assert reply["success"], reply.get("error")
@@ -262,11 +285,15 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         jp, jd = r.get("jax_primal_s"), r.get("jax_derivative_s")
         pub = PUBLISHED.get(r["eval"])
+        if r["eval"] in NESTED:  # (fr and rr; JAX's fr beside revbench's: "rb/jax" is fr's)
+            jax_text = (f"{jp * 1e3:8.3f}ms {'-':>10s} {'-':>7s} {r['rb_primal_s'] / jp:8.2f} "
+                        if jp else f"{'':39s}")
+        else:
+            jax_text = (f"{jp * 1e3:8.3f}ms {jd * 1e3:8.3f}ms {jd / jp:7.2f} "
+                        f"{r['rb_derivative_s'] / jd:8.2f} " if jp and jd else f"{'':39s}")
         print(f"{r['eval']:7s} {r['workload']:22s} {r['rb_primal_s'] * 1e3:8.3f}ms "
               f"{r['rb_derivative_s'] * 1e3:8.3f}ms {r['rb_derivative_s'] / r['rb_primal_s']:7.2f} "
-              + (f"{jp * 1e3:8.3f}ms {jd * 1e3:8.3f}ms {jd / jp:7.2f} "
-                 f"{r['rb_derivative_s'] / jd:8.2f} " if jp and jd else f"{'':39s}")
-              + (f"{pub[1]:>12.2f} ({pub[0]})" if pub else ""))
+              + jax_text + (f"{pub[1]:>12.2f} ({pub[0]})" if pub else ""))
         bad = [m for k in ("primal_mismatches", "derivative_mismatches") for m in (r[k] or [])]
         if bad:
             print(f"        MISMATCH against JAX: {bad}")

@@ -439,8 +439,10 @@ class Program:
                 # a callee argument the caller keeps no adjoint for, and that the callee
                 # only reads, needs no adjoint code in the callee either
                 written = prog.written_params()
+                # (of a tangent call: the read-only arguments whose tangent is zero)
                 off = frozenset(p for p, off in zip(prog.ir.params, call.inactive)
-                                if off and p not in written) if call.backward else frozenset()
+                                if off and p not in written) if (call.backward or call.tangent
+                                                                 ) else frozenset()
                 sub_key = (cdir, backend, eff_check, types, call.lanes, off)
                 if backend == "cuda":
                     sub_key += (arg_shapes,)
@@ -718,6 +720,8 @@ class LoopProgram(Program):
             # So are the steps of the loop's run before the caller's sweep: that sweep
             # runs the loop's, whose schedule steps again from the same first state
             step_forward = FORWARD.before_its_sweep()
+        if direction.tangent:  # (jvp: each step's tangent kernel, one after the other)
+            step_forward = FORWARD.with_tangent()
         out = {loop_code.FORWARD_SYMBOL: (self.step, (step_forward, backend, step_check, step_sig))}
         if direction.sweep and schedule.uncomputes:
             out[loop_code.INVERSE_SYMBOL] = (self.step, (INVERSE, backend, step_check, step_sig))
@@ -736,10 +740,12 @@ class LoopProgram(Program):
         if backend == "cuda":
             raise self._error("checkpointed loops do not run on the GPU yet (device='cuda'); "
                               "use the CPU for this function")
-        if not direction.is_run and direction not in (BACKWARD, pipeline.BACKWARD_INVERSE):
-            raise self._error("forward mode (jvp) and second derivatives (hvp, hessian) "
-                              "through a checkpointed loop are not supported yet: "
-                              "differentiate the function in reverse mode (grad, vjp)")
+        tangent = direction in (FORWARD.with_tangent(), INVERSE.with_tangent())
+        if not (direction.is_run or tangent
+                or direction in (BACKWARD, pipeline.BACKWARD_INVERSE)):
+            raise self._error("second derivatives (hvp, hessian) through a checkpointed loop "
+                              "are not supported yet: differentiate the function once, in "
+                              "reverse mode (grad, vjp) or forward mode (jvp)")
         if lanes != 1:
             raise self._error("a checkpointed loop carries one adjoint seed at a time: take a "
                               "Jacobian row by row (revbench.vjp) rather than all at once",
@@ -773,7 +779,10 @@ class LoopProgram(Program):
                                  schedule.uncomputes, schedule_name(actions), condition,
                                  None if schedule.disk is None
                                  else (getattr(self.loop.strategy, "directory", None),),
-                                 calls=calls)
+                                 calls=calls,
+                                 tangents=tuple(tan_name(p) for p, t in zip(self.ir.params,
+                                                                            signature)
+                                                if t.dtype == "float") if tangent else ())
         if not compile_callees:
             return gen, injected
         target = targets.target(backend)
@@ -894,14 +903,20 @@ class DerivativeProgram(Program):
             raise self._error(f"`{self.target}` has a custom adjoint, which gives first "
                               f"derivatives only: differentiating a program holding its {what} "
                               "needs its second derivatives")
-        allowed = (FORWARD, INVERSE, BACKWARD, pipeline.BACKWARD_INVERSE)
-        if self.kind == "grad":
-            allowed += (FORWARD.with_tangent(), INVERSE.with_tangent())
+        allowed = (FORWARD, INVERSE, BACKWARD, pipeline.BACKWARD_INVERSE,
+                   FORWARD.with_tangent(), INVERSE.with_tangent())
         if direction not in allowed:
-            once = ("grad, vjp, jacobian, jvp" if self.kind == "grad" else "grad, vjp, jacobian")
+            once = "grad, vjp, jacobian, jvp"
             raise self._error(f"a {what} taken inside reversible code can be differentiated once "
                               f"more -- {once} of the function holding it -- but not twice: "
                               f"{direction.name} would need third derivatives of {self.target}")
+        output = signature[1 + f.params.index(self.loss)] if self.kind == "jvp" else None
+        if direction.tangent and output is not None and output.is_array:
+            raise self._error(f"a Jacobian-vector product of an array (`{self.loss}` of "
+                              f"{self.target}) taken inside reversible code cannot be "
+                              "differentiated in forward mode (jvp, hvp): take the tangent of "
+                              "one float output (a scalar), or differentiate the function "
+                              "holding it by grad, vjp or jacobian")
         params = f.params
         loss = params.index(self.loss)
         build = GradientIR(self.target, params, signature[1:1 + len(params)], loss,
@@ -915,7 +930,8 @@ class DerivativeProgram(Program):
         if direction.tangent:
             extra = tuple((tan_name(p), t) for p, t in zip(self.ir.params, signature)
                           if t.dtype == "float")
-            body = build.tangent(direction.inverse)
+            body = (build.tangent if self.kind == "grad" else build.jvp_tangent)(
+                direction.inverse)
         else:
             self.refuse_written_inactive(inactive)
             extra = adjoint_params(infer(run, signature), lanes, frozenset(inactive))

@@ -42,7 +42,7 @@ def test_every_eval_at_its_smallest_size_matches_jax(tool, module):
 @pytest.mark.slow
 def test_checks_on_give_the_same_answers():
     with driver.Tool(check=True) as t:
-        for module in ("lse", "det", "gmm", "ba", "lstm"):
+        for module in ("lse", "det", "gmm", "ba", "lstm", "ht", "particle", "saddle"):
             results = driver.run_eval(t, module)
             assert all(r.success and not r.problems for r in results), [r.problems for r in results]
 
@@ -144,12 +144,77 @@ def test_gradbenchs_comparison_catches_what_it_should():
     assert m(3, 3.0) == [] and m(3, 4) != []
 
 
-def test_the_tool_says_which_evals_it_does_not_have_yet():
-    """particle, saddle and ht are not written yet: define says so, and which it has."""
-    replies = _answers(*({"id": k, "kind": "define", "module": m}
-                         for k, m in enumerate(("particle", "saddle", "ht"))))
-    assert all(r["success"] is False and "has no eval" in r["error"] and "'gmm'" in r["error"]
-               for r in replies)
+def test_the_tool_has_all_twelve_evals_and_names_them():
+    """GradBench's twelve evals are defined; one it does not list (an older name) is
+    answered with the twelve."""
+    from revbench.gradbench.evals import EVALS
+
+    assert sorted(EVALS) == sorted(driver.FUNCTIONS) == sorted(
+        ["hello", "lse", "llsq", "det", "kmeans", "ode", "gmm", "lstm", "ba", "ht", "particle",
+         "saddle"])
+    (reply,) = _answers({"id": 0, "kind": "define", "module": "an_ode"})
+    assert reply["success"] is False and "has no eval 'an_ode'" in reply["error"]
+    assert all(f"'{e}'" in reply["error"] for e in EVALS)
+
+
+def test_bad_inputs_of_the_nested_evals_and_of_ht_are_answered():
+    hand = driver.ht_input(3, 20, complicated=True)
+    short = {**hand, "theta": hand["theta"][:5]}
+    no_us = {**hand, "us": [[0.1, 0.2]]}
+    wild = {**hand, "data": {**hand["data"], "correspondences": [0, 1, 99]}}
+    replies = _answers(
+        {"id": 0, "kind": "define", "module": "particle"},
+        {"id": 1, "kind": "evaluate", "module": "particle", "function": "rr",
+         "input": {"w": "zero"}},
+        {"id": 2, "kind": "evaluate", "module": "particle", "function": "rr", "input": {}},
+        {"id": 3, "kind": "define", "module": "saddle"},
+        {"id": 4, "kind": "evaluate", "module": "saddle", "function": "ff",
+         "input": {"start": [1.0, 1.0, 1.0]}},
+        {"id": 5, "kind": "evaluate", "module": "saddle", "function": "rb",
+         "input": {"start": [1.0, 1.0]}},
+        {"id": 6, "kind": "define", "module": "ht"},
+        {"id": 7, "kind": "evaluate", "module": "ht", "function": "objective", "input": short},
+        {"id": 8, "kind": "evaluate", "module": "ht", "function": "jacobian", "input": no_us},
+        {"id": 9, "kind": "evaluate", "module": "ht", "function": "objective", "input": wild},
+        {"id": 10, "kind": "evaluate", "module": "ht", "function": "jacobian", "input": hand},
+    )
+    by_id = {r["id"]: r for r in replies}
+    assert all(by_id[k]["success"] for k in (0, 3, 6, 10))
+    expect = {1: "`w` must be a finite number", 2: "object with `w`", 4: "must have 2 numbers",
+              5: "no function 'rb'", 7: "`theta` must have 26 numbers",
+              8: "`us` must have two numbers per point",
+              9: "`correspondences` must index the triangles"}
+    for mid, text in expect.items():
+        assert by_id[mid]["success"] is False and text in by_id[mid]["error"], by_id[mid]
+    J = np.array(by_id[10]["output"])
+    assert J.shape == (9, 28)
+    assert not driver.mismatches(driver.reference("ht", "jacobian", hand), J.tolist())
+
+
+@pytest.mark.slow
+def test_ht_at_every_workload_matches_jax():
+    """Simple and complicated, the small and the big model, both point counts."""
+    with driver.Tool() as t:
+        results = driver.run_eval(t, "ht", driver.SIZES["ht"])
+    assert len(results) == 16 and all(r.success and not r.problems for r in results), [
+        r.problems for r in results]
+
+
+def test_the_nested_evals_reach_gradbenchs_answers_from_other_starts():
+    """particle and saddle from inputs GradBench does not send: every mode the same
+    answer as JAX's descent (each a lax.while_loop, the outer gradient by jax.jvp)."""
+    from revbench.gradbench import reference
+    from revbench.gradbench.evals import particle, saddle
+
+    p, s = particle.Particle(), saddle.Saddle()
+    for raw, e, module in (({"w": 0.3}, p, "particle"), ({"start": [0.5, -1.0]}, s, "saddle")):
+        want = reference.reference(module, "rr", raw)
+        assert reference.reference(module, "rr", {"w": 0.0} if module == "particle" else
+                                   {"start": [1.0, 1.0]}) == reference.STORED[
+            (module, 0.0) if module == "particle" else (module, (1.0, 1.0))]
+        for name, (prepare, compute, output) in e.functions.items():
+            got = output(compute(prepare(raw)))
+            assert not driver.mismatches(want, got, tolerance=1e-9), (module, name, got, want)
 
 
 def test_main_serves_standard_input():

@@ -60,6 +60,62 @@ def test_jvp_matches_jax(backend):
     np.testing.assert_allclose(dr, np.asarray(dwant), rtol=1e-12)
 
 
+FIXED = '''
+@reversible
+def inner(y, x, A):
+    with routine:
+        t = np.zeros(len(y))
+        t += A @ x
+        u = np.zeros(len(y))
+        for i in range(len(y)):
+            u[i] += np.tanh(t[i]) * x[i % len(x)]
+    y += u + A[:, 0]
+    ~routine
+
+@reversible
+def outer(z, x, A, B):
+    with routine:
+        y = np.zeros(A.shape[0])
+        inner(y, x, A)
+    z += B @ y
+    ~routine
+'''
+
+
+@pytest.mark.parametrize("backend", ["python", "numba"])
+@pytest.mark.parametrize("check", [True, False])
+def test_arguments_left_fixed_are_constants_of_the_tangent_program(backend, check):
+    """A read-only argument a jvp leaves out has a zero tangent throughout: the program is
+    compiled knowing it (and its callees too, through their calls) -- the same bits as
+    moving it by an explicit zero, and no work of its own; unchecked, the tangent run
+    prunes its uncomputations (a routine's ``~``) as the plain run does."""
+    outer = define(FIXED, {"np": np}, backend=backend, check=check)["outer"]
+    rng = np.random.default_rng(3)
+    x, A, B = rng.normal(size=3), rng.normal(size=(5, 3)), rng.normal(size=(4, 5))
+    v = rng.normal(size=3)
+    args = (np.zeros(4), x, A, B)
+    (z1,), (t1,) = jvp(outer, *args, tangents={"x": v}, outputs="z")
+    (z2,), (t2,) = jvp(outer, *args, tangents={"x": v, "A": np.zeros_like(A),
+                                               "B": np.zeros_like(B)}, outputs="z")
+    assert np.array_equal(z1, z2) and np.array_equal(t1, t2)
+    J = jacobian(outer, outputs="z", wrt="x")(*args)
+    np.testing.assert_allclose(t1, J @ v, rtol=1e-12)
+    (_,), (tA,) = jvp(outer, *args, tangents={"A": A}, outputs="z")  # (A moving: not fixed)
+    np.testing.assert_allclose(tA, jacobian(outer, outputs="z", wrt="A")(*args) @ A.ravel(),
+                               rtol=1e-12)
+    prog = outer._program
+    keys = [k for k in prog._cache if k[0].tangent]
+    assert frozenset({"A", "B"}) in {k[6] for k in keys}  # compiled with A, B constant
+    fixed = prog.generate(keys[0][0].__class__(tangent=True), prog.backend, check,
+                          next(k[3] for k in keys), compile_callees=False,
+                          inactive=frozenset({"A", "B"}))[0].source
+    assert "_rb_tan_B" not in fixed.split("return")[0].split("def ")[-1].replace(
+        "_rb_tan_B,", "").replace("_rb_tan_B)", "")  # never read
+    if not check:  # (unchecked: no uncompute of the routine's ancilla y after z += B @ y)
+        body = fixed.split("_rb_matmul_update(z")[1]
+        assert "inner_tangent-inverse" not in body and "_tangent_inverse" not in body
+
+
 @pytest.mark.parametrize("backend", ["python", "numba"])
 def test_jvp_is_the_jacobian_times_v_and_changes_nothing(backend):
     model = functions(backend)["model"]

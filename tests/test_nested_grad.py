@@ -14,6 +14,7 @@ import pytest
 
 import revbench
 from revbench import ReversibilitySyntaxError, ReversibilityTypeError, define, grad, jacobian, jvp
+from revbench.checkpoint import Online
 
 BACKENDS = ["python", "numba"]
 
@@ -432,8 +433,116 @@ def use(g, a, x, y, n):
 ''')
     assert "dict written out" in str(error) and error.lineno == 4
     saddle = define(JVP_SOURCE, {"np": np, "revbench": revbench}, backend="python")["sensitivity"]
-    with pytest.raises(ReversibilityTypeError, match="third derivatives of model"):
+    with pytest.raises(ReversibilityTypeError, match="Jacobian-vector product of an array") as e:
         revbench.jvp(saddle, 0.0, X, 1.5, X.copy(), 0.7, tangents={"x": X}, outputs="loss")
+    assert "(`r` of model)" in str(e.value) and "one float output" in str(e.value)
+    with pytest.raises(ReversibilityTypeError, match="Jacobian-vector product of an array"):
+        revbench.hvp(saddle, loss="loss", wrt="x")(0.0, X, 1.5, X.copy(), 0.7, X)
+    slope = define(JVP_OF_JVP, {"np": np, "revbench": revbench}, backend="python")["slope"]
+    with pytest.raises(ReversibilityTypeError, match="third derivatives of pot"):
+        revbench.hvp(slope, loss="out", wrt="x")(0.0, np.ones(2), 0.5, np.eye(2), np.ones(2))
+
+
+JVP_OF_JVP = '''
+@reversible
+def pot(v, x, w):
+    v += 1.0 / np.sqrt((x[0] - 10.0) ** 2 + (x[1] - 10.0 + w) ** 2) + np.sin(x[0] * x[1] * w)
+
+@reversible
+def slope(out, x, w, e):
+    """out += w (d pot / d x along e[0])^2"""
+    with routine:
+        g = 0.0
+        g += revbench.jvp(pot, 0.0, x, w, tangents={"x": e[0]}, outputs="v")
+    out += g * g * w
+    ~routine
+'''
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_jvp_of_a_jvp_inside_matches_jax(backend):
+    """Forward over forward: the tangent of J v moves by J dv + H[dx, v], along the
+    tangents of every argument (the point, the scalar, the direction itself)."""
+    jax, _ = jax_saddle()
+    jnp = jax.numpy
+    f = define(JVP_OF_JVP, {"np": np, "revbench": revbench}, backend=backend)["slope"]
+
+    def slope_jax(x, w, e):
+        def pot(x):
+            return 1.0 / jnp.sqrt((x[0] - 10.0) ** 2 + (x[1] - 10.0 + w) ** 2) + jnp.sin(
+                x[0] * x[1] * w)
+        g = jax.jvp(pot, (x,), (e[0],))[1]
+        return g * g * w
+
+    x, w, E = np.array([1.0, 2.0]), 0.7, np.array([[1.0, 0.5], [0.0, 1.0]])
+    dx, dw, dE = np.array([0.3, -0.2]), 0.4, np.array([[0.1, 0.2], [0.3, 0.4]])
+    (out,), (t,) = revbench.jvp(f, 0.0, x, w, E, tangents={"x": dx, "w": dw, "e": dE},
+                                outputs="out")
+    want_out, want_t = jax.jvp(slope_jax, (x, w, E), (dx, dw, dE))
+    assert out == pytest.approx(float(want_out), rel=1e-14)
+    assert t == pytest.approx(float(want_t), rel=1e-12)
+    for k, name in enumerate(("x", "w", "e")):  # one argument moving at a time
+        tangents = {name: (dx, dw, dE)[k]}
+        (_,), (t,) = revbench.jvp(f, 0.0, x, w, E, tangents=tangents, outputs="out")
+        zero = [np.zeros_like(x), 0.0, np.zeros_like(E)]
+        zero[k] = (dx, dw, dE)[k]
+        assert t == pytest.approx(float(jax.jvp(slope_jax, (x, w, E), tuple(zero))[1]),
+                                  rel=1e-12, abs=1e-15)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_jvp_through_a_checkpointed_while_loop_holding_a_gradient_matches_jax(backend):
+    """Forward mode through ``while checkpointed``: each step's tangent kernel, state and
+    tangent side by side (the particle of GradBench's nested evals)."""
+    jax, _ = jax_saddle()
+    jnp = jax.numpy
+    fs = define('''
+@reversible
+def pot(v, x, w):
+    v += 1.0 / np.sqrt((x[0] - 10.0) ** 2 + (x[1] - 10.0 + w) ** 2) + 1.0 / np.sqrt(
+        (x[0] - 10.0) ** 2 + x[1] ** 2)
+
+@reversible
+def step(s1, s0, w):
+    s1[0] += s0[0] + 0.1 * s0[2]
+    s1[1] += s0[1] + 0.1 * s0[3]
+    s1[2:4] += s0[2:4]
+    s1[2:4] -= 0.1 * revbench.grad(pot, loss="v", wrt="x")(0.0, s0[0:2], w)
+
+@reversible
+def fly(out, s_end, s0, w):
+    while checkpointed(s0[1] + 0.1 * s0[3] > 0.0, Online(snapshots=4), new=s_end, old=s0):
+        step(s_end, s0, w)
+    out += (s_end[0] - s_end[1] / s_end[3] * s_end[2]) ** 2
+''', {"np": np, "revbench": revbench, "Online": Online}, backend=backend)
+    fly = fs["fly"]
+
+    def fly_jax(s0, w):
+        def p(x):
+            return (1.0 / jnp.linalg.norm(x - jnp.array([10.0, 10.0 - w]))
+                    + 1.0 / jnp.linalg.norm(x - jnp.array([10.0, 0.0])))
+
+        def euler(s):
+            return jnp.concatenate([s[:2] + 0.1 * s[2:], s[2:] - 0.1 * jax.grad(p)(s[:2])])
+        s = jax.lax.while_loop(lambda s: s[1] + 0.1 * s[3] > 0.0, euler, s0)
+        return (s[0] - s[1] / s[3] * s[2]) ** 2
+
+    s0, w = np.array([0.0, 8.0, 0.75, 0.0]), 0.3
+    ds0 = np.array([0.01, -0.02, 0.03, 0.01])
+    (out, end), (t, dend) = revbench.jvp(fly, 0.0, np.zeros(4), s0, w,
+                                         tangents={"w": 1.0, "s0": ds0}, outputs=("out", "s_end"))
+    want, want_t = jax.jvp(fly_jax, (s0, w), (ds0, 1.0))
+    assert out == pytest.approx(float(want), rel=1e-12)
+    assert t == pytest.approx(float(want_t), rel=1e-9)
+    g = grad(fly, loss="out", wrt=["s0", "w"])(0.0, np.zeros(4), s0, w)
+    # (JAX differentiates a while_loop forward only)
+    dw_jax = jax.jvp(fly_jax, (s0, w), (np.zeros(4), 1.0))[1]
+    assert g[3] == pytest.approx(float(dw_jax), rel=1e-9)
+    assert float(np.dot(g[2], ds0) + g[3]) == pytest.approx(t, rel=1e-9)
+    (back,), (dback,) = revbench.jvp(~fly, out, end, s0, w, tangents={"w": 1.0, "s0": ds0,
+                                                                     "out": t, "s_end": dend},
+                                     outputs="out")
+    assert back == pytest.approx(0.0, abs=1e-12) and dback == pytest.approx(0.0, abs=1e-9)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -59,11 +59,15 @@ def jvp(f: ReversibleFunction, *args: Any, tangents: Mapping[str, Any] | Sequenc
         raise ValueError(f"{api}: outputs names an argument twice")
     try:
         sig = f.signature_of(args, on_copies=True)
-        seeds = _seeds(f, api, sig, args, tangents)
-        program = f._code_for_call(sig, f._direction.with_tangent())
+        seeds, moved = _seeds(f, api, sig, args, tangents)
+        written = f._program.written_params()
+        # the arguments left fixed that f only reads: their tangents are zero throughout,
+        # and the program is compiled knowing it (no term of theirs is computed)
+        fixed = frozenset(p for k, (p, t) in enumerate(zip(f.params, sig))
+                          if t.dtype == "float" and k not in moved and p not in written)
+        program = f._code_for_call(sig, f._direction.with_tangent(), inactive=fixed)
     except (ReversibilityError, TypeError, ValueError) as exc:
         raise exc.with_traceback(None) from None
-    written = f._program.written_params()
     state = tuple(copy_arg(a) if name in written else a for name, a in zip(f.params, args))
     out = f._execute(program, (*state, *seeds))
     n = len(state)
@@ -82,9 +86,9 @@ def _value(t: VarType, v: Any) -> Any:
 
 
 def _seeds(f: ReversibleFunction, api: str, sig: tuple[VarType, ...], args: tuple,
-           tangents: Any) -> list:
+           tangents: Any) -> tuple[list, set[int]]:
     """The tangent arguments of the program, one per float argument: the user's direction
-    (copied, checked for shape and type) or zeros."""
+    (copied, checked for shape and type) or zeros; and the positions given one."""
     given: dict[int, Any] = {}
     if isinstance(tangents, Mapping):
         for key, v in tangents.items():
@@ -120,4 +124,4 @@ def _seeds(f: ReversibleFunction, api: str, sig: tuple[VarType, ...], args: tupl
             raise ValueError(f"{api}: the tangent of `{name}` must have its shape, {shape}, got "
                              f"{vv.shape}")
         seeds.append(np.array(vv, dtype=float) if t.is_array else float(vv))
-    return seeds
+    return seeds, {k for k, v in given.items() if v is not None}

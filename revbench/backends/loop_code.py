@@ -93,7 +93,8 @@ def generate(name: str, params: tuple[str, ...], types: tuple[VarType, ...], n_s
              rtol: float | None = None, uncomputes: bool = False,
              schedule: str = "", condition: str | None = None,
              disk: tuple[str | None] | None = None, inplace: bool = False,
-             seed: LossSeed | None = None, calls: dict[str, str] | None = None) -> Generated:
+             seed: LossSeed | None = None, calls: dict[str, str] | None = None,
+             tangents: tuple[str, ...] = ()) -> Generated:
     """The module of one direction (forward, inverse or backward) of the loop ``name``.
 
     ``params``: ``(*new, *old, *BOUNDS, *free)``; ``step_params`` the step's
@@ -110,6 +111,10 @@ def generate(name: str, params: tuple[str, ...], types: tuple[VarType, ...], n_s
     ``seed.free_active``; its range is ``range(_rb_n)``, its knob the argument
     ``_rb_knob``.  ``inplace``: the step updates its state (``params`` then have no
     ``new``: the forward kernel adds the final state into ``new`` all the same).
+
+    ``tangents``: for a tangent direction (``jvp`` through the loop), the kernel's tangent
+    parameters, one per float parameter of ``params`` in order; its steps run the step's
+    tangent kernel, state and tangent side by side.
 
     ``calls``: the content key of each kernel the code calls, by symbol.  They are part of
     the module's text, hence of its key: modules are shared by their text, and a loop of
@@ -162,6 +167,18 @@ def generate(name: str, params: tuple[str, ...], types: tuple[VarType, ...], n_s
         for k in range(S):
             emit(f"_rb_np.{ufunc}({new[k]}, {sweep.store[k]}[{last}], {new[k]})")
         everything = params
+    elif direction.tangent and not direction.sweep:
+        # (jvp: the steps one after the other with their tangents, as the run does; the
+        # tangent kernel of each step moves both, and nothing is kept for a sweep)
+        ufunc = "subtract" if direction.inverse else "add"
+        floats = [p for p, t in zip(params, types) if t.dtype in DIFFERENTIABLE]
+        tan_of = dict(zip(floats, tangents))
+        fparams = everything = (*params, *tangents)
+        last = sweep.run([tan_of[o] for o in old], [tan_of[f] for f in free if f in tan_of])
+        for k in range(S):
+            emit(f"_rb_np.{ufunc}({new[k]}, {sweep.store[k]}[{last}], {new[k]})",
+                 f"_rb_np.{ufunc}({tan_of[new[k]]}, {sweep.tangent_store[k]}[{last}], "
+                 f"{tan_of[new[k]]})")
     elif direction in (BACKWARD, BACKWARD_INVERSE):
         # (of the inverse, new -= s[n]: new is restored by adding, the adjoint enters negated)
         restore, sign = (("subtract", "") if direction == BACKWARD else ("add", "-"))
@@ -256,6 +273,7 @@ class _Sweep:
         self.condition = condition
         self.numbered = numbered
         self.store = [f"_rb_s{k}" for k in range(n_state)]
+        self.tangent_store = [f"_rb_ds{k}" for k in range(n_state)]  # (a tangent run's)
         self.adjs = [f"_rb_a{k}" for k in range(n_state)]
         self.disks: list[str] = []
         self.extra = ""  # the step's adjoints, in its backward kernel's order
@@ -383,11 +401,24 @@ class _Sweep:
                        f"{self.label!r})")
 
     # -- the loops -------------------------------------------------------------------
-    def run(self) -> str:
+    def run(self, tangents: list[str] | None = None, free_tangents: list[str] = ()) -> str:
         """The steps one after the other (no state kept): two slots rotate out of place;
-        in place, the state steps in slot 0.  Returns the final state's slot."""
+        in place, the state steps in slot 0.  Returns the final state's slot.
+        ``tangents``: a tangent run's, of the old state (its store rotates beside the
+        state's), and ``free_tangents`` those of the float variables read around the loop:
+        each step is then the step's tangent kernel."""
         w = self.w
         self.allocate("1" if self.inplace else "2")
+        extra = ""
+        if tangents is not None:
+            if self.inplace:  # pragma: no cover - only the statement's kernels run tangents
+                raise ValueError("a tangent run of an in-place loop")
+            for k, d in enumerate(self.tangent_store):
+                w.emit(f"{d} = _rb_np.zeros((2,) + {self.old[k]}.shape, {self.old[k]}.dtype)",
+                       f"{d}[0] = {tangents[k]}")
+            extra = ("".join(f", {d}[_rb_dst]" for d in self.tangent_store)
+                     + "".join(f", {d}[_rb_src]" for d in self.tangent_store)
+                     + "".join(f", {f}" for f in free_tangents))
         header = "for _rb_i in range(_rb_n):" if self.condition is None else "while True:"
         if self.condition is not None:
             w.emit("_rb_i = 0")
@@ -401,9 +432,9 @@ class _Sweep:
                 w.emit(self.call(FORWARD_SYMBOL, "0", "0"))
             else:
                 w.emit("_rb_src = _rb_i % 2", "_rb_dst = 1 - _rb_src")
-                for s in self.store:
+                for s in self.store + (self.tangent_store if extra else []):
                     w.emit(f"{s}[_rb_dst][...] = 0")
-                w.emit(self.call(FORWARD_SYMBOL, "_rb_dst", "_rb_src"))
+                w.emit(self.call(FORWARD_SYMBOL, "_rb_dst", "_rb_src", extra))
             if self.condition is not None:
                 w.emit("_rb_i += 1")
         if self.condition is not None:

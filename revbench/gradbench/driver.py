@@ -49,6 +49,10 @@ SIZES: dict[str, list[dict]] = {
         (253, 163691, 899155), (245, 198739, 1091386), (356, 226730, 1255268))],
     "lstm": sorted(({"l": layers, "c": c} for layers, c in itertools.product(
         (2, 4, 6), (1024, 4096, 8192))), key=lambda s: s["l"] * s["c"]),
+    "ht": [{"model": model, "n": n, "complicated": complicated}
+           for complicated in (False, True) for model in ("small", "big") for n in (100, 192)],
+    "particle": [{"w": 0.0}],
+    "saddle": [{"start": [1.0, 1.0]}],
 }
 
 #: each eval's functions, in the order its eval asks for them
@@ -56,7 +60,8 @@ FUNCTIONS = {"hello": ("square", "double"), "lse": ("primal", "gradient"),
              "llsq": ("primal", "gradient"), "det": ("primal", "gradient"),
              "kmeans": ("cost", "dir"), "ode": ("primal", "gradient"),
              "gmm": ("objective", "jacobian"), "lstm": ("objective", "jacobian"),
-             "ba": ("objective", "jacobian")}
+             "ba": ("objective", "jacobian"), "ht": ("objective", "jacobian"),
+             "particle": ("rr", "ff", "fr", "rf"), "saddle": ("rr", "ff", "fr", "rf")}
 
 
 def inputs(module: str, sizes: list[dict], min_runs: int = 1, min_seconds: float = 0.0
@@ -98,6 +103,15 @@ def inputs(module: str, sizes: list[dict], min_runs: int = 1, min_seconds: float
                    {**size, **ba_input(), **runs})
         elif module == "lstm":
             yield f"l={size['l']},c={size['c']}", {**lstm_input(size["l"], size["c"]), **runs}
+        elif module == "ht":
+            kind = "complicated" if size["complicated"] else "simple"
+            yield (f"{kind}_{size['model']}/hand{1 + (size['n'] > 100)}_t26_c{size['n']}",
+                   {**ht_input(size["n"], HAND_VERTICES[size["model"]], size["complicated"]),
+                    **runs})
+        elif module == "particle":
+            yield "w=0", {**size, **runs}
+        elif module == "saddle":
+            yield "w=0", {**size, **runs}
         else:
             raise KeyError(f"no workloads for {module!r}")
 
@@ -126,6 +140,63 @@ def lstm_input(layers: int, c: int, seed: int = SEED) -> dict:
     return {"main_params": rng.random((2 * layers, 4 * b)).tolist(),
             "extra_params": rng.random((3, b)).tolist(),
             "state": rng.random((2 * layers, b)).tolist(), "sequence": sequence}
+
+
+#: the vertices of the hand models (ADBench's small model has 544; the big one, drawn
+#: here, ten times as many)
+HAND_VERTICES = {"small": 544, "big": 5440}
+
+
+def ht_input(n_points: int, n_vertices: int, complicated: bool, seed: int = SEED) -> dict:
+    """GradBench's ht input: a hand of 22 bones (a root, a wrist, five fingers of four
+    bones in a chain), ``n_vertices`` vertices each bound to a bone and its parent, two
+    triangles per vertex, ``n_points`` points matched to vertices (simple) or to points
+    ``us`` of triangles (complicated), and a pose ``theta``.  GradBench reads the model and
+    the points from ADBench's files (``evals/ht/data``), which are not here: these are
+    drawn at random, seeded, with the same layout and a plausible geometry."""
+    rng = np.random.default_rng(seed + n_points + n_vertices + complicated)
+    parents = np.array([-1, 0] + [p for f in range(5)
+                                  for p in (1, 2 + 4 * f, 3 + 4 * f, 4 + 4 * f)])
+    nb = parents.size
+
+    def rotation(angles):
+        cx, cy, cz = np.cos(angles)
+        sx, sy, sz = np.sin(angles)
+        rx = np.array([[1, 0, 0], [0, cx, -sx], [0, sx, cx]])
+        ry = np.array([[cy, 0, sy], [0, 1, 0], [-sy, 0, cy]])
+        rz = np.array([[cz, -sz, 0], [sz, cz, 0], [0, 0, 1]])
+        return rz @ ry @ rx
+
+    relatives = np.zeros((nb, 4, 4))
+    for b in range(nb):
+        relatives[b, :3, :3] = rotation(0.3 * rng.normal(size=3))
+        relatives[b, :3, 3] = [0.0, 0.0, 0.0] if b == 0 else rng.normal([0.0, 1.0, 0.0], 0.3)
+        relatives[b, 3, 3] = 1.0
+    absolutes = np.zeros_like(relatives)
+    for b in range(nb):
+        absolutes[b] = relatives[b] if parents[b] < 0 else absolutes[parents[b]] @ relatives[b]
+    bone = rng.integers(1, nb, size=n_vertices)
+    positions = np.ones((n_vertices, 4))
+    positions[:, :3] = absolutes[bone, :3, 3] + 0.2 * rng.normal(size=(n_vertices, 3))
+    weights = np.zeros((n_vertices, nb))
+    share = rng.uniform(0.5, 1.0, size=n_vertices)
+    weights[np.arange(n_vertices), bone] = share
+    weights[np.arange(n_vertices), parents[bone]] += 1.0 - share
+    triangles = rng.integers(0, n_vertices, size=(2 * n_vertices, 3))
+    theta = 0.2 * rng.normal(size=26)
+    correspondences = rng.integers(0, triangles.shape[0] if complicated else n_vertices,
+                                   size=n_points)
+    points = positions[rng.integers(0, n_vertices, size=n_points), :3] + 0.1 * rng.normal(
+        size=(n_points, 3))
+    us = rng.uniform(0.0, 0.5, size=(n_points, 2)) if complicated else np.zeros((0, 2))
+    model = {"bone_count": nb, "bone_names": [f"bone{b}" for b in range(nb)],
+             "parents": parents.tolist(), "base_relatives": relatives.tolist(),
+             "inverse_base_absolutes": np.linalg.inv(absolutes).tolist(),
+             "base_positions": positions.tolist(), "weights": weights.tolist(),
+             "triangles": triangles.tolist(), "is_mirrored": False}
+    return {"theta": theta.tolist(), "us": us.tolist() if complicated else [],
+            "data": {"model": model, "correspondences": correspondences.tolist(),
+                     "points": points.tolist()}}
 
 
 def mismatches(expected: Any, actual: Any, tolerance: float = 1e-4, where: str = "") -> list[str]:

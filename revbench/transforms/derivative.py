@@ -24,8 +24,9 @@ both code generators, the cache and the checks treat it like any function:
     the same product with the caller's tangents as the seed: the tangent of
     ``dL/dy`` is row ``y`` of the Hessian times the tangents.
 
-Taking these again (an ``hvp`` of a program holding a gradient) would need third
-derivatives of ``f``: refused by the compiler with that reason.
+A ``jvp`` inside has the same three (:meth:`GradientIR.jvp_run`, ``jvp_sweep``,
+``jvp_tangent``).  Taking these again (an ``hvp`` of a program holding a gradient) would
+need third derivatives of ``f``: refused by the compiler with that reason.
 """
 
 from __future__ import annotations
@@ -257,6 +258,46 @@ class GradientIR:
 
             body += self.hessian_product(self._along_seed, wanted, add, seed)
         return tuple(body)
+
+
+    def jvp_tangent(self, inverse: bool) -> tuple[ir.Stmt, ...]:
+        """The tangent program of :meth:`jvp_run` (``jvp`` of a program holding a ``jvp``):
+        along the caller's tangents ``dx`` of f's arguments and ``dv`` of the directions,
+        ``J v`` moves by ``J dv + H[dx, v]``.  The first is f's tangent run seeded with
+        ``dv``; the second, for a float scalar output (the compiler refuses others), is
+        ``v . (H dx)``: the Hessian product forward over reverse, seeded with ``dx``,
+        read at the arguments given a direction and dotted with it."""
+        op = "-=" if inverse else "+="
+        acc = ir.Var(tan_name(ACCUMULATOR), self.loc)
+        out = self.params[self.loss]
+
+        def seed_dv(p: str) -> ir.Expr:
+            t = self.type_of(p)
+            return _copy(tan_name(along_param(p)), t) if p in self.along else _zero(p, t)
+
+        run, _, tangents, release = self._tangent_run(seed_dv, swept=False)
+        body = [*self.jvp_run(inverse), *run,
+                ir.Update(acc, op, ir.Var(tangents[out], self.loc), self.loc), *release]
+
+        def add(p: str, t: ir.Var, a: ir.Var) -> list[ir.Stmt]:
+            return [self._dot_into(acc, op, along_param(p), t.name, self.type_of(p).ndim)]
+
+        return tuple(body + self.hessian_product(
+            lambda p: _copy(tan_name(p), self.type_of(p)), list(self.along), add))
+
+    def _dot_into(self, into: ir.Var, op: str, a: str, b: str, ndim: int) -> ir.Stmt:
+        """``into op= sum(a * b)`` over every element of two arrays of one shape (or
+        ``a * b`` of two scalars), as loops."""
+        idx = tuple(ir.Var(f"_rb_dot{k}", self.loc) for k in range(ndim))
+        if ndim == 0:
+            prod: ir.Expr = ir.BinOp("*", ir.Var(a, self.loc), ir.Var(b, self.loc), self.loc)
+        else:
+            prod = ir.BinOp("*", ir.Elem(a, idx, self.loc), ir.Elem(b, idx, self.loc), self.loc)
+        stmt: ir.Stmt = ir.Update(into, op, prod, self.loc)
+        for k in reversed(range(ndim)):
+            stmt = ir.For(idx[k].name, ir.Const(0), ir.Shape(a, k), ir.Const(1), (stmt,),
+                          loc=self.loc)
+        return stmt
 
 
 def along_param(p: str) -> str:

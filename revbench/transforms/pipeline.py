@@ -235,7 +235,9 @@ def _tangent(typed: TypedFunction, host: Host, req: Request, d: Direction) -> Ty
     """The tangent (forward-mode) program (:mod:`revbench.transforms.tangent`)."""
     from revbench.transforms.tangent import tangent
 
-    func, full = tangent(typed)
+    # (of a plain run, ``inactive`` names the read-only arguments a jvp leaves fixed)
+    constant = req.inactive if not (d.sweep or d.hvp) else frozenset()
+    func, full = tangent(typed, constant)
     return infer(func, full)
 
 
@@ -319,8 +321,9 @@ def passes(direction: Direction, check: bool) -> tuple[tuple[str, ...], tuple[st
     optimising: list[str] = []
     if direction.sweep and not direction.tangent:
         optimising.append("drop-zero-adjoints")
-    if not check and not direction.second_order:
-        # (second-order programs keep the dead work: prune does not know tangent calls)
+    if not check and not (direction.sweep or direction.hvp):
+        # (a jvp's tangent run too: a tangent call keeps every tangent it is passed; the
+        # tangents of sweeps keep the dead work, their calls mix adjoints and tangents)
         optimising.append("prune")
     elif direction.before_sweep:
         optimising.append("prune-before-sweep")

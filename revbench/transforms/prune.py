@@ -273,6 +273,11 @@ def _call_live(call: ir.Call, live: set[str], known: _Known) -> bool:
     n = len(call.args)
     if any(w and a.name in live for a, w in zip(call.args, written)):
         return True
+    if call.tangent and not call.backward:
+        # (a tangent run's tangents follow its arguments: the callee changes the tangent
+        # of an argument it changes, and only that)
+        return any(t is not None and w and t.name in live
+                   for t, w in zip(call.tan_args, written))
     if call.tangent and any(a is not None and a.name in live for a in call.tan_args):
         return True  # (a tangent call changes tangents: a gradient's Hessian product)
     return any(a is not None and a.name in live for k, a in enumerate(call.adj_args)

@@ -68,9 +68,12 @@ def _add(a: ir.Expr | None, b: ir.Expr | None) -> ir.Expr | None:
 class Tangent:
     """Builds the tangent program of one typed function."""
 
-    def __init__(self, typed: TypedFunction):
+    def __init__(self, typed: TypedFunction, constant: frozenset[str] = frozenset()):
         self.typed = typed
         self.env = typed.env
+        #: read-only float parameters whose tangent is zero (a ``jvp`` moving other
+        #: arguments): their tangent parameters stay, but no term reads them
+        self.constant = constant
         self._names = count()
         for name, t in list(self.env.items()):
             if t.dtype == "complex":
@@ -81,7 +84,7 @@ class Tangent:
     # -- variables -------------------------------------------------------------
     def has_tangent(self, name: str) -> bool:
         t = self.env.get(name)
-        return t is not None and t.dtype == "float"
+        return t is not None and t.dtype == "float" and name not in self.constant
 
     def tan(self, t: ir.Target) -> ir.Target | None:
         if not self.has_tangent(t.name):
@@ -320,6 +323,15 @@ class Tangent:
     def call(self, s: ir.Call) -> list[ir.Stmt]:
         if s.lanes != 1:
             raise SecondOrderUnsupported("a reverse sweep with several lanes has no tangent")
+        if not s.backward and any(a.name in self.constant for a in s.args):
+            # a constant's own (zero) tangent parameter fills the callee's slot, and the
+            # callee is compiled knowing it is constant (``inactive``: no term reads it)
+            tans = tuple(replace(a, name=tan_name(a.name)) if a.name in self.constant
+                         and self.env[a.name].dtype == "float" else self.tan(a) for a in s.args)
+            if all(a.name in self.constant or t is None for a, t in zip(s.args, tans)):
+                return [s]  # nothing of it moves
+            return [replace(s, tangent=True, tan_args=tans,
+                            inactive=tuple(a.name in self.constant for a in s.args))]
         tans = tuple(self.tan(a) for a in s.args)
         if s.backward:
             tans += tuple(self.tan(a) for a in s.adj_args if a is not None)
@@ -352,12 +364,15 @@ def _first_line_of(f: ir.Function, name: str) -> int:
     return f.firstlineno
 
 
-def tangent(typed: TypedFunction) -> tuple[ir.Function, tuple[VarType, ...]]:
+def tangent(typed: TypedFunction, constant: frozenset[str] = frozenset()
+            ) -> tuple[ir.Function, tuple[VarType, ...]]:
     """The tangent program of ``typed``: parameters ``(*params, *tangents)``, one tangent
     per float parameter, in order.  Run on values and their tangents, it returns the
-    values the program gives and their tangents (derivatives along the seed)."""
+    values the program gives and their tangents (derivatives along the seed).
+    ``constant``: read-only parameters whose tangents are zero (their slots are kept, and
+    not read)."""
     try:
-        tr = Tangent(typed)
+        tr = Tangent(typed, constant)
     except SecondOrderUnsupported as exc:
         f = typed.func
         line = _first_line_of(f, exc.args[1]) if len(exc.args) > 1 else 0

@@ -14,12 +14,25 @@ of the right types (:meth:`Eval.warm`): what GradBench's ``define`` message time
 
 from __future__ import annotations
 
-from revbench.gradbench.evals import ba, det, gmm, hello, kmeans, llsq, lse, lstm, ode
+from revbench.gradbench.evals import (
+    ba,
+    det,
+    gmm,
+    hello,
+    ht,
+    kmeans,
+    llsq,
+    lse,
+    lstm,
+    ode,
+    particle,
+    saddle,
+)
 from revbench.gradbench.evals.base import Eval, Steps, field, floats, integer, program
 
 #: the evals by GradBench's name
 EVALS: dict[str, type[Eval]] = {e.name: e for e in (
     hello.Hello, lse.Lse, llsq.Llsq, det.Det, kmeans.Kmeans, ode.Ode, gmm.Gmm, lstm.Lstm,
-    ba.Ba)}
+    ba.Ba, ht.Ht, particle.Particle, saddle.Saddle)}
 
 __all__ = ["EVALS", "Eval", "Steps", "field", "floats", "integer", "program"]
