@@ -84,6 +84,13 @@ class ReversibleFunction(ProgramView):
     def __invert__(self) -> ReversibleFunction:
         return self.inverse
 
+    def __reduce__(self):
+        """Pickled by value (its IR, options and the values it reads), for another process
+        to rebuild: :mod:`revbench.transport`."""
+        from revbench.transport import rebuild, state_of
+
+        return rebuild, (type(self), *state_of(self._program), self._direction)
+
     @property
     def name(self) -> str:
         return self._program.ir.name

@@ -64,9 +64,12 @@ def test_a_right_gradient_of_a_large_loss_passes(make, scale):
 
 def test_the_old_fixed_step_and_tolerance_did_reject_it(make):
     """What the user met, redone by hand: central differences with h = 1e-6 against
-    |ad - fd| <= 1e-7 + 1e-5 |fd| fail for the right gradient of this loss."""
+    |ad - fd| <= 1e-7 + 1e-5 |fd| fail for the right gradient of this loss.  (At the loss
+    of about 67000: the differences' rounding, about 1e-5 there, is far past 1e-7; at 670
+    it is about 1e-7, and whether one of five elements fails is the BLAS build's last
+    bits.)"""
     f = make(MLP)
-    args, _ = _near_the_fit(1.0)
+    args, _ = _near_the_fit(10.0)
     g = grad(f, loss="loss")(*args)[2]
     failed = []
     for i in range(len(args[2])):

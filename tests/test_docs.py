@@ -14,6 +14,8 @@ Markers, as an HTML comment on the line just before a fence:
   remove the marker).
 * ``<!-- docs-test: output -->`` before a ```text block: the block is output the script
   prints, verbatim, with the script's path written as ``/tmp/demo/example.py``.
+* ``<!-- docs-test: syntax -->`` before a ```python block: an example that needs what
+  these machines do not have (a SLURM queue): left out of the script, and only compiled.
 
 ``python tests/test_docs.py docs/language.md > example.py`` writes a document's script.
 """
@@ -33,10 +35,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = ("docs/language.md", "docs/architecture.md", "docs/ad.md", "docs/checkpointing.md",
-             "docs/experiments.md", "docs/performance.md", "docs/interop.md", "docs/gpu.md", "README.md")
+             "docs/experiments.md", "docs/performance.md", "docs/interop.md", "docs/gpu.md",
+             "docs/scale.md", "README.md")
 #: documents whose examples need optional packages: skipped, saying so, where one is missing
 #: (docs/gpu.md runs in Numba's CUDA simulator: conftest.py sets NUMBA_ENABLE_CUDASIM=1)
-NEEDS = {"docs/interop.md": ("jax", "torch"), "docs/gpu.md": ("numba_cuda", "jax")}
+NEEDS = {"docs/interop.md": ("jax", "torch"), "docs/gpu.md": ("numba_cuda", "jax"),
+         "docs/scale.md": ("distributed",)}
 #: in the slow suite, which CI runs too: interop.md's examples start JAX and PyTorch (35 s
 #: of the quick suite), checkpointing.md's compile twenty seconds of loops
 SLOW_DOCUMENTS = ("docs/interop.md", "docs/checkpointing.md")
@@ -87,7 +91,7 @@ def script_of(text: str, extra: Block | None = None) -> str:
     script = [""] * n
     for b in blocks_of(text):
         is_extra = extra is not None and b.start == extra.start
-        if b.lang != "python" or (b.marker == "xfail" and not is_extra):
+        if b.lang != "python" or b.marker == "syntax" or (b.marker == "xfail" and not is_extra):
             continue
         if extra is not None and b.start > extra.start:
             break
@@ -154,6 +158,16 @@ def test_examples_run(doc: str) -> None:
                 f"--- shown ---\n{shown}\n--- printed ---\n{proc.stdout[-4000:]}")
 
 
+def test_syntax_only_examples_compile() -> None:
+    found = 0
+    for doc in DOCUMENTS:
+        for b in blocks_of(_read(doc)):
+            if b.marker == "syntax":
+                found += 1
+                compile("\n" * b.start + "\n".join(b.lines) + "\n", doc, "exec")
+    assert found
+
+
 @pytest.mark.parametrize(("doc", "start"), _xfail_cases())
 def test_known_bug_examples(doc: str, start: int) -> None:
     text = _read(doc)
@@ -169,6 +183,8 @@ def test_markers_are_well_placed() -> None:
                 assert b.lang == "python" and b.reason, f"{doc}:{b.start}: xfail needs a reason"
             elif b.marker == "output":
                 assert b.lang == "text", f"{doc}:{b.start}: output marks a ```text block"
+            elif b.marker == "syntax":
+                assert b.lang == "python", f"{doc}:{b.start}: syntax marks a ```python block"
             else:
                 assert b.marker == "", f"{doc}:{b.start}: unknown marker {b.marker!r}"
 

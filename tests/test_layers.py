@@ -34,7 +34,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("transforms", ("revbench.transforms",)),
     ("backends", ("revbench.backends", "revbench.tiering", "revbench.cache")),
     ("compiler", ("revbench.compiler", "revbench.debugging.explain")),
-    ("function", ("revbench.function",)),
+    ("function", ("revbench.function", "revbench.transport")),
     ("sweeps", ("revbench.ad.sweep", "revbench.ad.gpu", "revbench.ad.batch")),
     ("api", ("revbench.ad", "revbench.testing", "revbench.debugging.tracing", "revbench.checkpoint",
              "revbench.lib")),

@@ -19,12 +19,14 @@ recovered inputs, and so the gradient, would be wrong, and a
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from revbench.ad.batch import batched_jacobian, batched_value_and_grad, batched_vjp
+from revbench.ad import on_dask
+from revbench.ad.batch import batch_names, batched_jacobian, batched_value_and_grad, batched_vjp
 from revbench.ad.gpu import check_device
 from revbench.ad.sweep import (
     Backward,
@@ -79,9 +81,14 @@ def value_and_grad(f: ReversibleFunction, loss: Loss, wrt: Any = None, batch: An
     check_loss(f, loss)
     check_device(device, batch, _api, workers)
     if batch is not None:
-        return batched_value_and_grad(f, loss, wrt, batch, _keep_values, _api, device, reduce,
-                                      deterministic, workers,
-                                      unbatched=lambda: value_and_grad(f, loss, wrt))
+        local = batched_value_and_grad(f, loss, wrt, batch, _keep_values, _api, device, reduce,
+                                       deterministic, workers,
+                                       unbatched=lambda: value_and_grad(f, loss, wrt))
+        # (Dask arrays: a task per chunk, each building this on its worker, one thread)
+        return on_dask.dispatching(
+            local, functools.partial(value_and_grad, f, loss, wrt, batch, device, reduce,
+                                     deterministic, 1, _keep_values=_keep_values, _api=_api),
+            "value_and_grad", batch_names(f, batch), _written(f), reduce, deterministic)
     if reduce is not None:
         raise ValueError(f"{_api}: reduce= sums gradients over the items of batch=: name them")
     b = Backward(f, wrt)
@@ -170,8 +177,11 @@ def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any, batch: Any = None,
         return blocks[0] if many_wrt else blocks[0][0]
 
     if batch is not None:
-        return batched_jacobian(f, out_names, wrt_names, batch, shape_result, device, workers,
-                                unbatched=lambda: jacobian(f, out_names, wrt_names))
+        local = batched_jacobian(f, out_names, wrt_names, batch, shape_result, device, workers,
+                                 unbatched=lambda: jacobian(f, out_names, wrt_names))
+        return on_dask.dispatching(
+            local, functools.partial(jacobian, f, outputs, wrt, batch, device, 1), "jacobian",
+            batch_names(f, batch), _written(f))
     b = Backward(f, wrt_names + out_names)  # other read-only arguments need no adjoint
 
     def run(*args, **kwargs):
@@ -234,6 +244,12 @@ def jacobian(f: ReversibleFunction, outputs: Any, wrt: Any, batch: Any = None,
     return run
 
 
+def _written(f: ReversibleFunction) -> frozenset[int]:
+    """The positions of the arguments ``f`` changes."""
+    written = f._program.written_params()
+    return frozenset(k for k, p in enumerate(f.params) if p in written)
+
+
 def vjp(f: ReversibleFunction, *args: Any, outputs: Any, wrt: Any = None, batch: Any = None,
         device: str = "cpu", reduce: str | None = None, deterministic: bool = False,
         workers: int | None = None) -> tuple[tuple, Callable[..., tuple]]:
@@ -276,6 +292,10 @@ def vjp(f: ReversibleFunction, *args: Any, outputs: Any, wrt: Any = None, batch:
     api = f"vjp({f.__name__})"
     check_device(device, batch, api, workers)
     if batch is not None:
+        if any(on_dask.is_dask_array(a) for a in args):
+            raise TypeError(f"{api}: a batched vjp takes NumPy arrays; for Dask arrays, take "
+                            "the gradient of a scalar loss with grad or value_and_grad (their "
+                            "batch= runs a task per chunk), or compute the chunks first")
         wrt_names = None if wrt is None else as_names(wrt)
         return batched_vjp(f, as_names(outputs), wrt_names, batch,
                            device, reduce, deterministic, workers,

@@ -150,7 +150,10 @@ def to_user_error(exc: CheckFailed, tables: Mapping[int, CheckTable] | None = No
         (info.detail.split(" ")[1:2] or [""])[0] if info.kind == "result" else ""
     if op and text and op not in text:  # an update run backwards (or inside `with inverted:`)
         what = f"{what} (undoing `{text}`)"
-    direction = "" if table.direction == "forward" else f" (running its {table.direction})"
+    # (the lean run before a sweep is the forward run, as the user sees it: one message
+    # whichever of the two this process happened to compile)
+    run = table.direction.removesuffix("-before-sweep")
+    direction = "" if run == "forward" else f" (running its {run})"
     msg = (f"{what}: {values}\n  in reversible function {shown_name(table.function)}{direction}, "
            f"{shown_file(table.filename)}, line {info.line}: {text}")
     cause = table.hint(info.kind, info.variable, info.line) if table.hint is not None else ""

@@ -109,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where to write WORKLOAD.json, .csv and .png (default: results)")
     p.add_argument("--no-peers", action="store_true", help="leave out JAX / PyTorch rows")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="run each measured configuration as a task of the Dask scheduler at "
+                        "ADDRESS (tcp://host:8786; docs/scale.md); needs revbench[dask]")
     return p
 
 
@@ -208,11 +211,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--out {ns.out!r} is a file, not a folder")
     steps = ns.steps or (QUICK_STEPS if ns.quick else [100, 1000])
     repeats = ns.repeats or (1 if ns.quick else 3)
+    client = None
+    if ns.scheduler:
+        try:
+            from distributed import Client
+        except ImportError:
+            parser.error("--scheduler needs Dask: pip install 'revbench[dask]'")
+        try:
+            client = Client(ns.scheduler)
+        except OSError as exc:
+            parser.error(f"--scheduler {ns.scheduler}: no Dask scheduler answers there ({exc})")
     try:
         result = compare(ns.workload, n_steps=steps, strategies=ns.strategies, repeats=repeats,
-                         progress=not ns.no_progress, peers=not ns.no_peers)
+                         progress=not ns.no_progress, peers=not ns.no_peers, client=client)
     except (ValueError, TypeError) as exc:
         parser.error(str(exc).splitlines()[0])
+    finally:
+        if client is not None:
+            client.close()
     print(f"{ns.workload}: {WORKLOADS[ns.workload].description}")
     print(format_table(result.table))
     print(legend(result.table))

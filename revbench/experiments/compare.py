@@ -93,10 +93,37 @@ class Result:
         return f"Result({self.workload!r}, {len(self.table)} rows)\n{self.table.to_string()}"
 
 
+@dataclass(frozen=True)
+class _Maker:
+    """Makes the loop of ``T`` steps and its arguments -- here, or in a worker process it
+    is sent to (it pickles: a built-in workload by name, a user's TimeLoop by its step and
+    loss, which pickle by value, :mod:`revbench.transport`)."""
+
+    name: str
+    size: tuple = ()
+    seed: int = 0
+    step: Any = None  # a user's TimeLoop: its step, loss, state count, in place
+    loss: Any = None
+    n_state: int = 1
+    inplace: bool = False
+    args: tuple = ()
+    spec: Any = None  # a Workload object of the user's own (else the built-in by name)
+
+    def __call__(self, T: int) -> tuple[TimeLoop, tuple]:
+        if self.step is not None:
+            return TimeLoop(self.step, T, loss=self.loss, n_state=self.n_state,
+                            inplace=self.inplace), tuple(self.args)
+        from revbench.experiments.workloads import WORKLOADS
+
+        spec, size = self.spec or WORKLOADS[self.name], dict(self.size)
+        return spec.loop(T, **size), spec.args(T, seed=self.seed, **size)
+
+
 def compare(workload: Any, n_steps: Sequence[int] | int = (100, 1000),
             strategies: Iterable[Strategy] | None = None, repeats: int = 3,
             progress: bool = True, *, args: tuple | None = None, seed: int = 0,
-            peers: bool = True, min_seconds: float = MIN_SAMPLE_SECONDS, **size: Any) -> Result:
+            peers: bool = True, min_seconds: float = MIN_SAMPLE_SECONDS, client: Any = None,
+            **size: Any) -> Result:
     """Measure each strategy's gradient on ``workload`` for each loop length in ``n_steps``.
 
     ``workload`` is a name of :data:`revbench.experiments.WORKLOADS` (its ``size``
@@ -110,6 +137,12 @@ def compare(workload: Any, n_steps: Sequence[int] | int = (100, 1000),
     figure below ``memory_floor_bytes`` (:func:`~revbench.experiments.memory.measurement_floor`)
     is flagged ``measured_below_floor``.  ``peers=False`` leaves out JAX / PyTorch even
     where installed (their rows are timed the same way, after a warm-up call).
+
+    ``client`` (a ``dask.distributed.Client``) runs each measured configuration as one
+    task on the cluster (``docs/scale.md``): a row is timed inside one task, after that
+    task's own warm-up, and its memory is the worker process's; the rows come back in the
+    order a local run gives them.  Give each worker one thread, or tasks sharing a process
+    time each other.
     """
     from revbench.experiments.workloads import WORKLOADS
 
@@ -129,11 +162,9 @@ def compare(workload: Any, n_steps: Sequence[int] | int = (100, 1000),
     if isinstance(workload, TimeLoop):
         if args is None:
             raise TypeError("compare(loop, ...) needs the loop's arguments: args=(*state0, *params)")
-        template, name, spec = workload, "custom", None
-
-        def make(T):
-            return TimeLoop(template.step, T, loss=template.loss, n_state=template.n_state,
-                            inplace=template.inplace), tuple(args)
+        name, spec = "custom", None
+        make = _Maker(name, step=workload.step, loss=workload.loss, n_state=workload.n_state,
+                      inplace=workload.inplace, args=tuple(args))
     else:
         if isinstance(workload, str):
             if workload not in WORKLOADS:
@@ -145,9 +176,8 @@ def compare(workload: Any, n_steps: Sequence[int] | int = (100, 1000),
         if args is not None:
             raise TypeError("args= is for your own TimeLoop; a built-in workload makes its own")
         name = spec.name
-
-        def make(T):
-            return spec.loop(T, **size), spec.args(T, seed=seed, **size)
+        make = _Maker(name, size=tuple(sorted(size.items())), seed=seed,
+                      spec=None if spec is WORKLOADS.get(name) else spec)
 
     inplace = make(1)[0].inplace
     for s in user_strategies or ():
@@ -166,6 +196,11 @@ def compare(workload: Any, n_steps: Sequence[int] | int = (100, 1000),
 
         if not peer_mod.available():
             peer_mod = None
+    if client is not None:
+        rows, step_seconds, floor = _rows_on(client, make, name, plan, peer_mod is not None,
+                                             repeats, min_seconds, progress)
+        return _result(name, rows, floor, step_seconds, repeats, seed, size, min_seconds,
+                       client)
     total = sum(len(s) for _, s in plan) + (
         len(steps) * len(peer_mod.variants(name)) if peer_mod is not None else 0)
     bar = _progress(total, name, progress)
@@ -185,17 +220,32 @@ def compare(workload: Any, n_steps: Sequence[int] | int = (100, 1000),
                                      min_seconds))
                 bar.update()
             if peer_mod is not None:
-                for row in peer_mod.measure(name, T, loop_args, repeats):
+                for row in _peer_rows(name, T, loop_args, repeats, ref):
                     bar.set_postfix_str(f"T={T} {row['framework']} {row['strategy']}", refresh=False)
-                    grad = row.pop("grad", None)
-                    row.setdefault("workload", name)
-                    row.setdefault("n_steps", T)
-                    row.setdefault("timed_runs", repeats)  # (a failed peer row timed nothing)
-                    row["grad_error"] = _grad_error(grad, ref[1]) if grad is not None and ref else math.nan
                     rows.append(row)
                     bar.update()
     finally:
         bar.close()
+    return _result(name, rows, floor, step_seconds, repeats, seed, size, min_seconds)
+
+
+def _peer_rows(name: str, T: int, loop_args: tuple, repeats: int, ref) -> list[dict]:
+    """The JAX / PyTorch rows of one loop length, their gradients compared with ``ref``."""
+    from revbench.experiments import peers as peer_mod
+
+    rows = []
+    for row in peer_mod.measure(name, T, loop_args, repeats):
+        grad = row.pop("grad", None)
+        row.setdefault("workload", name)
+        row.setdefault("n_steps", T)
+        row.setdefault("timed_runs", repeats)  # (a failed peer row timed nothing)
+        row["grad_error"] = _grad_error(grad, ref[1]) if grad is not None and ref else math.nan
+        rows.append(row)
+    return rows
+
+
+def _result(name: str, rows: list[dict], floor, step_seconds, repeats: int, seed: int,
+            size: dict, min_seconds: float, client: Any = None) -> Result:
     import pandas as pd
 
     table = pd.DataFrame(rows)
@@ -210,7 +260,100 @@ def compare(workload: Any, n_steps: Sequence[int] | int = (100, 1000),
             "size": size, "date": time.strftime("%Y-%m-%d %H:%M:%S"),
             "step_seconds": step_seconds, "min_sample_seconds": min_seconds,
             "memory_floor_bytes": floor}
+    if client is not None:
+        workers = client.scheduler_info().get("workers", {})
+        info["cluster"] = {"scheduler": client.scheduler.address, "workers": len(workers),
+                           "threads": sum(w.get("nthreads", 0) for w in workers.values())}
     return Result(name, table, info)
+
+
+# -- on a Dask cluster: one task per measured configuration ------------------------------
+def _reference_task(make: _Maker, T: int):
+    loop, loop_args = make(T)
+    return _reference(loop, loop_args, [])
+
+
+#: in a worker process: the cost model of each workload it measured, and the strategies
+#: it warmed up (a sweep's tasks share them, as a local sweep's rows do)
+_WORKER: dict[tuple, Any] = {}
+
+
+def _worker_key(make: _Maker) -> tuple:
+    """What a workload is in this process: its name, sizes and seed, or the (rebuilt, so
+    shared) programs of a user's loop and its arguments' shapes."""
+    if make.step is None:
+        return (make.name, make.size, make.seed, id(make.spec))
+    return (id(make.step._program), id(make.loss._program) if make.loss is not None else None,
+            make.n_state, make.inplace, tuple(np.shape(a) for a in make.args))
+
+
+def _measure_task(make: _Maker, name: str, T: int, strategy: Strategy, repeats: int,
+                  min_seconds: float, ref) -> dict:
+    """One row, measured as :func:`compare` measures it here: after a warm-up in this
+    worker (it compiles, or loads the code from the cache) and with the cost model timed
+    by the same driver in the same process (once per worker and workload)."""
+    key = _worker_key(make)
+    if ("warm", key, repr(strategy)) not in _WORKER:
+        warm = make(3)
+        _warm_up(*warm, [strategy])
+        _WORKER["warm", key, repr(strategy)] = True
+        if ("steps", key) not in _WORKER:
+            _WORKER["steps", key] = warm[0].step_times(*warm[1])
+    step_seconds = _WORKER["steps", key]
+    loop, loop_args = make(T)
+    row = _measure(name, loop, loop_args, strategy, repeats, ref, step_seconds, min_seconds)
+    row["step_seconds"] = step_seconds
+    return row
+
+
+def _peer_task(make: _Maker, name: str, T: int, repeats: int, ref) -> list[dict]:
+    return _peer_rows(name, T, make(T)[1], repeats, ref)
+
+
+def _rows_on(client: Any, make: _Maker, name: str, plan, peers: bool, repeats: int,
+             min_seconds: float, progress: bool):
+    """Every row of the plan as tasks of ``client``, in the local order; the cost model
+    and the memory floor of a worker."""
+    refs = {T: client.submit(_reference_task, make, T, pure=False) for T, _ in plan}
+    futures, labels = [], []
+    for T, strats in plan:
+        for s in strats:
+            futures.append(client.submit(_measure_task, make, name, T, s, repeats, min_seconds,
+                                         refs[T], pure=False))
+            labels.append(f"T={T} {s.label}")
+        if peers:
+            futures.append(client.submit(_peer_task, make, name, T, repeats, refs[T], pure=False))
+            labels.append(f"T={T} peers")
+    floor = client.submit(measurement_floor, pure=False)
+    _follow(futures, labels, name, progress)
+    rows: list[dict] = []
+    for got in client.gather(futures):  # (a task's error is raised here, with its message)
+        rows.extend(got if isinstance(got, list) else [got])
+    step_seconds = next((r.pop("step_seconds") for r in rows if "step_seconds" in r), {})
+    for r in rows:
+        r.pop("step_seconds", None)
+    return rows, step_seconds, floor.result()
+
+
+def _follow(futures: list, labels: list[str], name: str, enabled: bool) -> None:
+    """Dask's progress bar in a notebook; in a terminal the usual one, a step per task."""
+    if not enabled:
+        return
+    if _in_notebook():
+        from distributed import progress
+
+        progress(futures, notebook=True)
+        return
+    from distributed import as_completed
+
+    bar = _progress(len(futures), name, True)
+    where = {f.key: label for f, label in zip(futures, labels)}
+    try:
+        for done in as_completed(futures):
+            bar.set_postfix_str(where.get(done.key, ""), refresh=False)
+            bar.update()
+    finally:
+        bar.close()
 
 
 def _progress(total: int, name: str, enabled: bool):
@@ -289,3 +432,12 @@ def _measure(name: str, loop: TimeLoop, args: tuple, strategy: Strategy, repeats
                                 else math.nan)
     row["memory_overhead_bytes"] = row["measured_peak_bytes"] - st.peak_bytes
     return row
+
+
+def _in_notebook() -> bool:
+    """Whether this runs in a Jupyter kernel (where Dask's progress bar is a widget)."""
+    import sys
+
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return type(shell).__name__ == "ZMQInteractiveShell"

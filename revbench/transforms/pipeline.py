@@ -321,7 +321,7 @@ def passes(direction: Direction, check: bool) -> tuple[tuple[str, ...], tuple[st
     optimising: list[str] = []
     if direction.sweep and not direction.tangent:
         optimising.append("drop-zero-adjoints")
-    if not check and not (direction.sweep or direction.hvp):
+    if not check and (not direction.second_order or (not direction.sweep and not direction.hvp)):
         # (a jvp's tangent run too: a tangent call keeps every tangent it is passed; the
         # tangents of sweeps keep the dead work, their calls mix adjoints and tangents)
         optimising.append("prune")

@@ -11,8 +11,17 @@ from typing import Any
 import numpy as np
 
 from revbench import ad
+from revbench.function import reversible
 from revbench.gradbench.evals.base import Eval, Steps, field, floats, integer, program
 from revbench.lang.markers import routine
+
+
+@reversible
+def rhs(k, x, y):
+    """``k += f(y)``: ``f(y)_0 = x_0``, ``f(y)_i = x_i y_(i-1)``."""
+    k[0] += x[0]
+    for i in range(1, len(x)):
+        k[i] += x[i] * y[i - 1]
 
 
 def an_ode(Y, x, s):
@@ -21,27 +30,19 @@ def an_ode(Y, x, s):
     for t in range(s):
         with routine as stages:
             k1 = np.zeros(n)
-            k1[0] += x[0]
-            for i in range(1, n):
-                k1[i] += x[i] * Y[t, i - 1]
+            rhs(k1, x, Y[t])
             y2 = np.zeros(n)
             y2 += Y[t] + h / 2 * k1
             k2 = np.zeros(n)
-            k2[0] += x[0]
-            for i in range(1, n):
-                k2[i] += x[i] * y2[i - 1]
+            rhs(k2, x, y2)
             y3 = np.zeros(n)
             y3 += Y[t] + h / 2 * k2
             k3 = np.zeros(n)
-            k3[0] += x[0]
-            for i in range(1, n):
-                k3[i] += x[i] * y3[i - 1]
+            rhs(k3, x, y3)
             y4 = np.zeros(n)
             y4 += Y[t] + h * k3
             k4 = np.zeros(n)
-            k4[0] += x[0]
-            for i in range(1, n):
-                k4[i] += x[i] * y4[i - 1]
+            rhs(k4, x, y4)
         Y[t + 1] += Y[t] + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
         ~stages
     del h

@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 
-import revbench
 from revbench import ad
 from revbench.checkpoint import Online, checkpointed
 from revbench.function import reversible
@@ -46,11 +45,11 @@ def force(a, x, w, forward):
             e = np.zeros((2, 2))
             e[0, 0] += 1.0
             e[1, 1] += 1.0
-        a[0] -= revbench.jvp(potential, 0.0, x, w, tangents={"x": e[0]}, outputs="v")
-        a[1] -= revbench.jvp(potential, 0.0, x, w, tangents={"x": e[1]}, outputs="v")
+        a[0] -= ad.jvp(potential, 0.0, x, w, tangents={"x": e[0]}, outputs="v")
+        a[1] -= ad.jvp(potential, 0.0, x, w, tangents={"x": e[1]}, outputs="v")
         ~basis
     else:
-        a -= revbench.grad(potential, loss="v", wrt="x")(0.0, x, w)
+        a -= ad.grad(potential, loss="v", wrt="x")(0.0, x, w)
 
 
 @reversible

@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-import revbench
 from revbench import ad
 from revbench.checkpoint import Online, checkpointed
 from revbench.function import reversible
@@ -40,11 +39,11 @@ def loss_gradient(g, x, y, forward):
             e = np.zeros((2, 2))
             e[0, 0] += 1.0
             e[1, 1] += 1.0
-        g[0] += revbench.jvp(loss, 0.0, x, y, tangents={"y": e[0]}, outputs="v")
-        g[1] += revbench.jvp(loss, 0.0, x, y, tangents={"y": e[1]}, outputs="v")
+        g[0] += ad.jvp(loss, 0.0, x, y, tangents={"y": e[0]}, outputs="v")
+        g[1] += ad.jvp(loss, 0.0, x, y, tangents={"y": e[1]}, outputs="v")
         ~basis
     else:
-        g += revbench.grad(loss, loss="v", wrt="y")(0.0, x, y)
+        g += ad.grad(loss, loss="v", wrt="y")(0.0, x, y)
 
 
 @reversible
