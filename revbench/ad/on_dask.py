@@ -121,60 +121,41 @@ def _writable(a: Any) -> Any:
 
 
 def _combined(parts: list, n_args: int, batched, written, reduce, deterministic):
-    """One delayed ``(values, grads)`` of the chunks' ``(values, grads)``."""
+    """One delayed ``(values, grads)`` of the chunks' ``(values, grads)``: one task that
+    joins them (a chunk's result is small next to its items: the shared gradients, and the
+    per-item ones it computed)."""
     import dask
 
+    return dask.delayed(_join, pure=True)(parts, n_args, tuple(batched), tuple(written),
+                                          reduce, deterministic)
+
+
+def _join(results: list, n_args: int, batched: tuple, written: tuple, reduce, deterministic):
     def per_item(k: int) -> bool:
         return k in batched or reduce is None
 
-    def grads_of(results):
-        out = []
-        for k in range(n_args):
-            g = [r[1][k] for r in results]
-            out.append(None if g[0] is None else np.concatenate([np.atleast_1d(x) for x in g])
-                       if per_item(k) else g)
-        return out
-
-    def values_of(results):
-        if results[0][0] is None:
-            return None
-        return tuple(np.concatenate([r[0][k] for r in results]) if k in batched or k in written
-                     else _SHARED for k in range(n_args))
-
-    @dask.delayed(pure=True)
-    def join(*results):
-        grads = grads_of(results)
-        return values_of(results), grads
-
-    @dask.delayed(pure=True)
-    def add(a, b):
-        return [x if x is None or not isinstance(x, list) else [_plus(x[0], y[0])]
-                for x, y in zip(a, b)]
-
-    @dask.delayed(pure=True)
-    def finish(joined, summed):
-        values, grads = joined
-        return values, tuple(s[0] if isinstance(s, list) else g for g, s in zip(grads, summed))
-
-    if reduce is None:
-        return dask.delayed(lambda j: (j[0], tuple(j[1])))(join(*parts))
-
-    @dask.delayed(pure=True)
-    def summable(result):  # the shared gradients of one chunk, each a one-item list
-        return [[g] if g is not None and not per_item(k) else None
-                for k, g in enumerate(result[1])]
-
-    sums = [summable(p) for p in parts]
-    if deterministic:  # one after the other, in chunk order
-        total = sums[0]
-        for s in sums[1:]:
-            total = add(total, s)
-    else:  # a tree of pairwise sums
-        while len(sums) > 1:
-            sums = [add(sums[i], sums[i + 1]) if i + 1 < len(sums) else sums[i]
-                    for i in range(0, len(sums), 2)]
-        total = sums[0]
-    return finish(join(*parts), total)
+    grads: list[Any] = []
+    for k in range(n_args):
+        g = [r[1][k] for r in results]
+        if g[0] is None:
+            grads.append(None)
+        elif per_item(k):
+            grads.append(np.concatenate([np.atleast_1d(x) for x in g]))
+        elif deterministic:  # one after the other, in chunk order
+            total = g[0]
+            for x in g[1:]:
+                total = _plus(total, x)
+            grads.append(total)
+        else:  # a tree of pairwise sums
+            while len(g) > 1:
+                g = [_plus(g[i], g[i + 1]) if i + 1 < len(g) else g[i]
+                     for i in range(0, len(g), 2)]
+            grads.append(g[0])
+    values = None
+    if results[0][0] is not None:
+        values = tuple(np.concatenate([r[0][k] for r in results])
+                       if k in batched or k in written else _SHARED for k in range(n_args))
+    return values, tuple(grads)
 
 
 def _plus(a: Any, b: Any) -> Any:
