@@ -70,12 +70,15 @@ def _on_dask(local, builder, kind, batched, written, reduce, deterministic, args
         if np.shape(args[k])[:1] != (n,):
             raise ValueError(f"{name}: batch arguments disagree on the number of items: "
                              f"{n} and {np.shape(args[k])[:1]}")
+    sizes = tuple(int(c) for c in args[first].chunks[0] if c)
     bounds = [(int(lo), int(hi)) for lo, hi in itertools.pairwise(edges) if hi > lo]
-    shared = {k: dask.delayed(a) if not is_dask_array(a) else a
-              for k, a in enumerate(args) if k not in batched}
+    # each batched argument as its blocks along the items (one block across the other
+    # axes), so a task reads its chunk where it lies; the shared ones once each
+    blocks = {k: _blocks(args[k], sizes, da) for k in batched}
+    shared = {k: dask.delayed(a) for k, a in enumerate(args) if k not in batched}
     parts = []
-    for lo, hi in bounds:
-        chunk = [args[k][lo:hi] if k in batched else shared[k] for k in range(len(args))]
+    for c, (lo, _) in enumerate(bounds):
+        chunk = [blocks[k][c] if k in batched else shared[k] for k in range(len(args))]
         parts.append(dask.delayed(_chunk, pure=True)(builder, lo, *chunk))
     if kind == "jacobian":
         return _joined_lazily(local, args, batched, bounds, parts, da)
@@ -85,6 +88,15 @@ def _on_dask(local, builder, kind, batched, written, reduce, deterministic, args
         values = tuple(args[k] if isinstance(v, str) and v == _SHARED else v
                        for k, v in enumerate(values))
     return values, grads
+
+
+def _blocks(a: Any, sizes: tuple[int, ...], da) -> list:
+    """``a``'s chunks of ``sizes`` items as delayed blocks, whole across its other axes."""
+    if not is_dask_array(a):
+        a = da.from_array(a, chunks=(sizes, *((s,) for s in np.shape(a)[1:])))
+    else:
+        a = a.rechunk((sizes, *((s,) for s in a.shape[1:])))
+    return list(a.to_delayed().ravel())
 
 
 #: stands for a shared argument returned as it was given
