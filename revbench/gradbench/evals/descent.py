@@ -14,8 +14,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-#: the solver's constants: the first step size, the tolerance on the gradient and on a step
-ETA, TOLERANCE = 1e-5, 1e-5
+#: the solver's constants: the first step size, the tolerance on the gradient and on a
+#: step, the accepted steps in a row after which the step doubles
+ETA, TOLERANCE, DOUBLE_AFTER = 1e-5, 1e-5, 10
 
 #: where a descent gives up: GradBench's solver has no limit, a tool must not hang
 MAX_STEPS = 1_000_000
@@ -30,7 +31,7 @@ def argmin(f: Callable[[np.ndarray], float], g: Callable[[np.ndarray], np.ndarra
     for _ in range(MAX_STEPS):
         if math.sqrt(float(gx @ gx)) <= TOLERANCE:
             return x
-        if accepted == 10:
+        if accepted == DOUBLE_AFTER:
             eta, accepted = 2.0 * eta, 0
             continue
         x_new = x - eta * gx

@@ -20,6 +20,7 @@ from revbench import ad
 from revbench.checkpoint import Online, checkpointed
 from revbench.function import reversible
 from revbench.gradbench.evals import descent
+from revbench.gradbench.evals.descent import DOUBLE_AFTER, ETA, TOLERANCE
 from revbench.gradbench.evals.base import Eval, Steps, field, floats, program
 from revbench.lang.markers import routine
 
@@ -50,17 +51,17 @@ def loss_gradient(g, x, y, forward):
 def descent_step(s1, s0, x, forward):
     """``s1 +=`` the descent's state after one step from ``s0``: ``s = (y_0, y_1, loss,
     gradient_0, gradient_1, eta, accepted steps, going)``."""
-    if s0[6] == 10.0:  # ten accepted steps: a step twice as long
+    if s0[6] == DOUBLE_AFTER:  # ten accepted steps: a step twice as long
         s1 += s0
         s1[5] += s0[5]
-        s1[6] -= 10.0
+        s1[6] -= DOUBLE_AFTER
     else:
         with routine as trial:
             y = np.zeros(2)
             y[0] += s0[0] - s0[5] * s0[3]
             y[1] += s0[1] - s0[5] * s0[4]
             moved = math.sqrt((y[0] - s0[0]) ** 2 + (y[1] - s0[1]) ** 2)
-        if moved <= 1e-5:  # converged: the state stays, no longer going
+        if moved <= TOLERANCE:  # converged: the state stays, no longer going
             s1 += s0
             s1[7] -= 1.0
         else:
@@ -93,9 +94,9 @@ def best_response(out, s_end, x, start, forward):
         s0[1] += start[1]
         loss(s0[2], x, start)
         loss_gradient(s0[3:5], x, start, forward)
-        s0[5] += 1e-5
+        s0[5] += ETA
         s0[7] += 1.0
-    while checkpointed(s0[7] > 0.5 and math.sqrt(s0[3] ** 2 + s0[4] ** 2) > 1e-5,
+    while checkpointed(s0[7] > 0.5 and math.sqrt(s0[3] ** 2 + s0[4] ** 2) > TOLERANCE,
                        Online(snapshots=64), new=s_end, old=s0):
         descent_step(s_end, s0, x, forward)
     out -= s_end[2]
