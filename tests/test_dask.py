@@ -167,6 +167,32 @@ def test_an_error_in_item_17_is_raised_with_its_own_message(client):
         there.value.__notes__
 
 
+def test_chunks_of_any_shape_and_bad_batches(client):
+    """Batched Dask arrays chunked differently, or across their other axes, are cut as the
+    first one; a wrong length, an empty batch and float32 items get the local errors."""
+    n = 1000
+    w, X, Y = _data(n, 4)
+    g = revbench.grad(model, loss="loss", wrt=("w", "x"), batch=("loss", "x", "y"),
+                      reduce="sum", deterministic=True)
+    got = g(da.zeros(n, chunks=300), w, da.from_array(X, chunks=(170, 2)),
+            da.from_array(Y, chunks=450))
+    want = g(np.zeros(n), w, X, Y)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-13)
+    assert np.array_equal(got[2], want[2])
+    with pytest.raises(ValueError, match="disagree on the number of items"):
+        g(da.zeros(n, chunks=300), w, da.from_array(X[:-1], chunks=(300, 4)), Y)
+    with pytest.raises(ValueError, match="the batch is empty") as e:
+        g(da.zeros(0, chunks=1), w, np.zeros((0, 4)), np.zeros(0))
+    with pytest.raises(type(e.value), match="the batch is empty"):
+        g(np.zeros(0), w, np.zeros((0, 4)), np.zeros(0))
+    local_error = pytest.raises(Exception)
+    with local_error as here:
+        g(np.zeros(n), w, X.astype(np.float32), Y)
+    with pytest.raises(type(here.value)) as there:
+        g(da.zeros(n, chunks=300), w, da.from_array(X.astype(np.float32), chunks=(300, 4)), Y)
+    assert str(there.value) == str(here.value)
+
+
 # -- functions on the workers ---------------------------------------------------------------
 def _worker_value(client, f, *args):
     return client.submit(lambda f, a: f(*a)[0], f, args, pure=False).result()

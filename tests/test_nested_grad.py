@@ -200,6 +200,11 @@ def descend(loss, p, p0, c, h, n):
     want = jax.grad(loss_jax, argnums=(0, 1))(p0, c)
     np.testing.assert_allclose(gp, np.asarray(want[0]), rtol=1e-11)
     np.testing.assert_allclose(gc, np.asarray(want[1]), rtol=1e-11)
+    # forward mode through the same loop: each step's tangent, no schedule
+    dp, dc = np.array([0.3, -0.1, 0.2]), np.array([0.05, 0.0, -0.1])
+    (_,), (t,) = revbench.jvp(descend, 0.0, np.zeros(3), p0, c, 0.1, 7,
+                              tangents={"p0": dp, "c": dc}, outputs="loss")
+    assert t == pytest.approx(float(jax.jvp(loss_jax, (p0, c), (dp, dc))[1]), rel=1e-11)
 
 
 def test_third_derivatives_are_refused_with_the_reason():

@@ -70,6 +70,8 @@ def _on_dask(local, builder, kind, batched, written, reduce, deterministic, args
         if np.shape(args[k])[:1] != (n,):
             raise ValueError(f"{name}: batch arguments disagree on the number of items: "
                              f"{n} and {np.shape(args[k])[:1]}")
+    if n == 0:  # (the local call's own error: an empty batch)
+        return local(*(_writable(a) for a in args))
     sizes = tuple(int(c) for c in args[first].chunks[0] if c)
     bounds = [(int(lo), int(hi)) for lo, hi in itertools.pairwise(edges) if hi > lo]
     # each batched argument as its blocks along the items (one block across the other

@@ -20,8 +20,8 @@ from revbench import ad
 from revbench.checkpoint import Online, checkpointed
 from revbench.function import reversible
 from revbench.gradbench.evals import descent
-from revbench.gradbench.evals.descent import DOUBLE_AFTER, ETA, TOLERANCE
 from revbench.gradbench.evals.base import Eval, Steps, field, floats, program
+from revbench.gradbench.evals.descent import DOUBLE_AFTER, ETA, TOLERANCE
 from revbench.lang.markers import routine
 
 
