@@ -296,3 +296,30 @@ def test_a_worker_killed_mid_sweep_costs_time_not_rows():
         want = revbench.grad(model, loss="loss", wrt="w", batch=("loss", "x", "y"),
                              reduce="sum", workers=16)(np.zeros(n), w, X, Y)[1]
         assert np.array_equal(got, want)
+
+
+@pytest.mark.slow  # (a Jupyter kernel starting a cluster of its own)
+def test_in_a_notebook_the_sweep_shows_dasks_progress_widget():
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            "from distributed import Client, LocalCluster\n"
+            "from revbench.checkpoint import Revolve, StoreAll\n"
+            "from revbench.experiments import compare\n"
+            "client = Client(LocalCluster(n_workers=2, threads_per_worker=1,"
+            " dashboard_address=None))"),
+        nbformat.v4.new_code_cell(
+            "r = compare('heat', n_steps=[40], strategies=[StoreAll(), Revolve(snapshots=2)],"
+            " repeats=1, peers=False, client=client)\n"
+            "print(len(r.table), r.info['cluster']['workers'])"),
+        nbformat.v4.new_code_cell("client.close()"),
+    ]
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3").execute()
+    outputs = nb.cells[1].outputs
+    assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {})
+               for o in outputs), outputs
+    assert any(o.get("text", "").strip() == "2 2" for o in outputs), outputs

@@ -339,10 +339,11 @@ def _follow(futures: list, labels: list[str], name: str, enabled: bool) -> None:
     """Dask's progress bar in a notebook; in a terminal the usual one, a step per task."""
     if not enabled:
         return
-    if _in_notebook():
+    if _in_notebook():  # (a widget the cell shows, updated as the tasks finish)
         from distributed import progress
+        from IPython.display import display
 
-        progress(futures, notebook=True)
+        display(progress(futures, notebook=True, multi=False))
         return
     from distributed import as_completed
 
