@@ -1,7 +1,9 @@
 """Independent references for the evals, written with JAX (``jax.grad``, float64): what
 the driver (:mod:`revbench.gradbench.driver`) checks revbench's answers against.  Nothing
 here uses revbench.  ``reference(module, function, input)`` is GradBench's JSON output
-for that input, or ``None`` where JAX is not installed."""
+for that input: GradBench's own stored answer where its eval checks against one
+(``particle`` and ``saddle`` at the input they send, :data:`STORED`), else JAX's, or
+``None`` where JAX is not installed."""
 
 from __future__ import annotations
 
@@ -19,6 +21,9 @@ def _jax():
 
 
 def reference(module: str, function: str, raw: Any) -> Any:
+    stored = _stored(module, raw)
+    if stored is not None:  # (GradBench's own answer: no JAX needed)
+        return stored
     jax = _jax()
     if jax is None:
         return None
@@ -328,15 +333,21 @@ def _argmin(jax, f, g, x):
     return lax.while_loop(going, step, s0)[0]
 
 
+def _stored(module: str, raw: Any) -> Any:
+    """GradBench's expected answer where its eval checks against one (particle and saddle
+    at the input it sends), else None."""
+    try:
+        key: Any = (float(raw["w"]) if module == "particle" else
+                    tuple(float(v) for v in raw["start"]) if module == "saddle" else None)
+    except (KeyError, TypeError, ValueError):
+        return None
+    return STORED.get((module, key))
+
+
 def _nested(jax, module: str, raw: Any) -> Any:
-    if module == "particle":
-        key: Any = float(raw["w"])
-    else:
-        key = tuple(float(v) for v in raw["start"])
-    if (module, key) in STORED:
-        return STORED[module, key]
+    key = raw["w"] if module == "particle" else raw["start"]
     solve = nested_solver(jax, module)
-    out = solve(jax.numpy.asarray(key))
+    out = solve(jax.numpy.asarray(key, dtype=jax.numpy.float64))
     return float(out) if module == "particle" else [float(v) for v in out]
 
 
