@@ -146,9 +146,19 @@ def test_per_item_values_and_gradients_and_a_lazy_jacobian(client):
     J0 = revbench.jacobian(model, outputs="loss", wrt=("w", "x"),
                            batch=("loss", "x", "y"))(np.zeros(n), w, X, Y)
     assert all(np.array_equal(b.compute(), b0) for b, b0 in zip(J, J0))
-    with pytest.raises(TypeError, match="a batched vjp takes NumPy arrays"):
-        revbench.vjp(model, da.zeros(n, chunks=700), w, X, Y, outputs="loss", wrt="w",
-                     batch=("loss", "x", "y"))
+    for reduce in (None, "sum"):  # a vjp: the outputs now, the pullback on the cluster
+        outs, pull = revbench.vjp(model, da.zeros(n, chunks=600), w,
+                                  da.from_array(X, chunks=(600, 4)), Y, outputs="loss",
+                                  wrt=("w", "x"), batch=("loss", "x", "y"), reduce=reduce,
+                                  deterministic=True)
+        outs0, pull0 = revbench.vjp(model, np.zeros(n), w, X, Y, outputs="loss",
+                                    wrt=("w", "x"), batch=("loss", "x", "y"), reduce=reduce,
+                                    workers=5)  # (the local call over the same 5 chunks)
+        assert np.array_equal(outs[0], outs0[0])
+        ct = np.linspace(0.5, 1.5, n)
+        got, want = pull(da.from_array(ct, chunks=1000)), pull0(ct)
+        assert got[0].shape == want[0].shape and np.array_equal(got[0], want[0])
+        assert np.array_equal(got[1], want[1])
 
 
 def test_an_error_in_item_17_is_raised_with_its_own_message(client):

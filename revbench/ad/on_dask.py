@@ -1,7 +1,7 @@
 """Batched derivatives over Dask arrays: one task per chunk of items, on any Dask scheduler.
 
-``grad``, ``value_and_grad`` and ``jacobian`` with ``batch=`` take Dask arrays for the
-batched arguments (``docs/scale.md``).  Each chunk of items (the chunks of the first
+``grad``, ``value_and_grad``, ``jacobian`` and ``vjp`` with ``batch=`` take Dask arrays
+for the batched arguments (``docs/scale.md``).  Each chunk of items (the chunks of the first
 batched Dask array's first axis; the other batched arguments are cut the same way) is one
 task, which runs the same compiled batched driver as a local call, on one thread of its
 worker, over its items.  The shared arguments go into the graph once.  The function
@@ -13,8 +13,10 @@ gradients joined along the items' axis, and with ``reduce="sum"`` the shared arg
 gradients summed -- with ``deterministic=True`` one chunk after the other in chunk order
 (the sum a local call with ``workers=`` one thread per chunk makes, over the same chunks:
 bit-identical to it, on any number of workers), else by a tree of pairwise sums (log depth;
-also the same bits from run to run for the same chunks).  ``grad`` and ``value_and_grad``
-give NumPy arrays; ``jacobian``, whose blocks grow with the items, gives Dask arrays.
+also the same bits from run to run for the same chunks).  ``grad``, ``value_and_grad`` and
+``vjp`` give NumPy arrays (a ``vjp``'s pullback is a task per chunk again, each running its
+chunk's forward run and sweep); ``jacobian``, whose blocks grow with the items, gives Dask
+arrays.
 
 An error inside a task (a failed check in item 17) is raised by the call with its own
 message, the item numbered in the whole batch.  Dask runs a task again on another worker
@@ -58,30 +60,50 @@ def dispatching(local: Callable, builder: Callable, kind: str, batched: tuple[in
     return run
 
 
+class _Chunks:
+    """A batched call's arguments cut into the chunks of its first batched Dask array:
+    ``bounds`` (each chunk's items) and ``args(c)``, chunk ``c``'s arguments as the graph
+    holds them -- each batched argument's block where it lies (one block across its other
+    axes), the shared ones once each."""
+
+    def __init__(self, name: str, args: tuple, batched: tuple[int, ...]):
+        import dask
+        import dask.array as da
+
+        first = next(k for k in batched if is_dask_array(args[k]))
+        edges = np.cumsum((0, *args[first].chunks[0]))
+        self.n = n = int(edges[-1])
+        for k in batched:
+            if np.shape(args[k])[:1] != (n,):
+                raise ValueError(f"{name}: batch arguments disagree on the number of items: "
+                                 f"{n} and {np.shape(args[k])[:1]}")
+        self.sizes = tuple(int(c) for c in args[first].chunks[0] if c)
+        self.bounds = [(int(lo), int(hi)) for lo, hi in itertools.pairwise(edges) if hi > lo]
+        self.blocks = {k: _blocks(args[k], self.sizes, da) for k in batched} if n else {}
+        self.shared = {k: dask.delayed(a) for k, a in enumerate(args) if k not in batched}
+        self.n_args = len(args)
+
+    def args(self, c: int) -> list:
+        return [self.blocks[k][c] if k in self.blocks else self.shared[k]
+                for k in range(self.n_args)]
+
+    def cut(self, a: Any) -> list:
+        """An array of the items (NumPy or Dask) as the chunks' blocks; None stays."""
+        import dask.array as da
+
+        return [None] * len(self.bounds) if a is None else _blocks(a, self.sizes, da)
+
+
 def _on_dask(local, builder, kind, batched, written, reduce, deterministic, args):
     import dask
     import dask.array as da
 
-    name = getattr(local, "__name__", "batched")
-    first = next(k for k in batched if is_dask_array(args[k]))
-    edges = np.cumsum((0, *args[first].chunks[0]))
-    n = int(edges[-1])
-    for k in batched:
-        if np.shape(args[k])[:1] != (n,):
-            raise ValueError(f"{name}: batch arguments disagree on the number of items: "
-                             f"{n} and {np.shape(args[k])[:1]}")
-    if n == 0:  # (the local call's own error: an empty batch)
+    ch = _Chunks(getattr(local, "__name__", "batched"), args, batched)
+    if ch.n == 0:  # (the local call's own error: an empty batch)
         return local(*(_writable(a) for a in args))
-    sizes = tuple(int(c) for c in args[first].chunks[0] if c)
-    bounds = [(int(lo), int(hi)) for lo, hi in itertools.pairwise(edges) if hi > lo]
-    # each batched argument as its blocks along the items (one block across the other
-    # axes), so a task reads its chunk where it lies; the shared ones once each
-    blocks = {k: _blocks(args[k], sizes, da) for k in batched}
-    shared = {k: dask.delayed(a) for k, a in enumerate(args) if k not in batched}
-    parts = []
-    for c, (lo, _) in enumerate(bounds):
-        chunk = [blocks[k][c] if k in batched else shared[k] for k in range(len(args))]
-        parts.append(dask.delayed(_chunk, pure=True)(builder, lo, *chunk))
+    bounds = ch.bounds
+    parts = [dask.delayed(_chunk, pure=True)(builder, lo, *ch.args(c))
+             for c, (lo, _) in enumerate(bounds)]
     if kind == "jacobian":
         return _joined_lazily(local, args, batched, bounds, parts, da)
     values, grads = dask.compute(_combined(parts, len(args), batched, written, reduce,
@@ -112,10 +134,15 @@ def _chunk(builder: Callable, lo: int, *args: Any) -> Any:
     fn = _BUILT.get(key)
     if fn is None:
         fn = _BUILT[key] = builder()
-    args = tuple(_writable(a) for a in args)
+    return _numbered(lo, fn, *(_writable(a) for a in args))
+
+
+def _numbered(lo: int, fn: Callable, *args: Any) -> Any:
+    """``fn(*args)`` over the chunk whose first item is item ``lo`` of the batch; an error
+    it raises names the item as the whole batch numbers it."""
     try:
         return fn(*args)
-    except Exception as exc:  # the item as the whole batch numbers it
+    except Exception as exc:
         notes = getattr(exc, "__notes__", None)
         if notes:
             exc.__notes__ = [_ITEM.sub(lambda m: f"(in batch item {int(m.group(1)) + lo} of",
@@ -155,16 +182,8 @@ def _join(results: list, n_args: int, batched: tuple, written: tuple, reduce, de
             grads.append(None)
         elif per_item(k):
             grads.append(np.concatenate([np.atleast_1d(x) for x in g]))
-        elif deterministic:  # one after the other, in chunk order
-            total = g[0]
-            for x in g[1:]:
-                total = _plus(total, x)
-            grads.append(total)
-        else:  # a tree of pairwise sums
-            while len(g) > 1:
-                g = [_plus(g[i], g[i + 1]) if i + 1 < len(g) else g[i]
-                     for i in range(0, len(g), 2)]
-            grads.append(g[0])
+        else:
+            grads.append(_summed(g, deterministic))
     values = None
     if results[0][0] is not None:
         values = tuple(np.concatenate([r[0][k] for r in results])
@@ -198,3 +217,67 @@ def _pick(part, path: tuple[int, ...]):
     for i in path:
         out = out[i]
     return out
+
+
+# -- vjp: the outputs now, a pullback of cotangents later ------------------------------------
+def vjp(call: Callable, args: tuple, batched: tuple[int, ...], per_item: tuple[bool, ...],
+        deterministic: bool, api: str) -> tuple[tuple, Callable]:
+    """A batched ``vjp`` over Dask arrays: ``call(*chunk)`` is the local batched ``vjp``
+    of one chunk (a ``functools.partial`` of :func:`revbench.vjp`, which pickles); each
+    entry the pullback returns is per item, or summed over the items (``per_item``)."""
+    import dask
+
+    ch = _Chunks(api, args, batched)
+    if ch.n == 0:
+        return call(*(_writable(a) for a in args))
+    outs = dask.compute([dask.delayed(_vjp_outs, pure=True)(call, lo, *ch.args(c))
+                         for c, (lo, _) in enumerate(ch.bounds)])[0]
+    outs = tuple(np.concatenate(parts) for parts in zip(*outs))
+
+    def pullback(*cotangents: Any) -> tuple:
+        if len(cotangents) != len(outs):
+            raise TypeError(f"{api}: pullback takes one cotangent per output, got "
+                            f"{len(cotangents)} for {len(outs)}")
+        cuts = [ch.cut(ct) for ct in cotangents]
+        parts = [dask.delayed(_vjp_pull, pure=True)(call, lo, [cut[c] for cut in cuts],
+                                                    *ch.args(c))
+                 for c, (lo, _) in enumerate(ch.bounds)]
+        return dask.compute(dask.delayed(_join_cotangents, pure=True)(
+            parts, per_item, deterministic))[0]
+
+    pullback.__name__ = f"pullback({api}, on Dask)"
+    return outs, pullback
+
+
+def _vjp_outs(call: Callable, lo: int, *args: Any) -> tuple:
+    return _numbered(lo, call, *(_writable(a) for a in args))[0]
+
+
+def _vjp_pull(call: Callable, lo: int, cotangents: list, *args: Any) -> tuple:
+    _, pullback = _numbered(lo, call, *(_writable(a) for a in args))
+    return _numbered(lo, pullback, *(None if c is None else _writable(c) for c in cotangents))
+
+
+def _join_cotangents(results: list, per_item: tuple[bool, ...], deterministic: bool) -> tuple:
+    out = []
+    for j, item_wise in enumerate(per_item):
+        g = [r[j] for r in results]
+        if g[0] is None:
+            out.append(None)
+        elif item_wise:
+            out.append(np.concatenate([np.atleast_1d(x) for x in g]))
+        else:
+            out.append(_summed(g, deterministic))
+    return tuple(out)
+
+
+def _summed(g: list, deterministic: bool) -> Any:
+    """The chunks' sums: one after the other in chunk order, or a tree of pairwise sums."""
+    if deterministic:
+        total = g[0]
+        for x in g[1:]:
+            total = _plus(total, x)
+        return total
+    while len(g) > 1:
+        g = [_plus(g[i], g[i + 1]) if i + 1 < len(g) else g[i] for i in range(0, len(g), 2)]
+    return g[0]

@@ -292,10 +292,16 @@ def vjp(f: ReversibleFunction, *args: Any, outputs: Any, wrt: Any = None, batch:
     api = f"vjp({f.__name__})"
     check_device(device, batch, api, workers)
     if batch is not None:
-        if any(on_dask.is_dask_array(a) for a in args):
-            raise TypeError(f"{api}: a batched vjp takes NumPy arrays; for Dask arrays, take "
-                            "the gradient of a scalar loss with grad or value_and_grad (their "
-                            "batch= runs a task per chunk), or compute the chunks first")
+        if any(on_dask.is_dask_array(a) for a in args):  # (a task per chunk, one thread)
+            batched = batch_names(f, batch)
+            positions = (range(len(f.params)) if wrt is None else
+                         [param_index(f, w, "wrt") for w in as_names(wrt)])
+            return on_dask.vjp(
+                functools.partial(vjp, f, outputs=outputs, wrt=wrt, batch=batch,
+                                  device=device, reduce=reduce, deterministic=deterministic,
+                                  workers=1),
+                args, batched, tuple(k in batched or reduce is None for k in positions),
+                deterministic, api)
         wrt_names = None if wrt is None else as_names(wrt)
         return batched_vjp(f, as_names(outputs), wrt_names, batch,
                            device, reduce, deterministic, workers,
