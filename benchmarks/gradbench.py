@@ -23,7 +23,9 @@ GradBench's nightly of 2026-03-14 at its largest workload.  One thread for both
 (``XLA_FLAGS``, ``OMP_NUM_THREADS`` set before anything is imported).  The nested evals
 (``particle``, ``saddle``) have four functions and no primal: their columns are ``fr``
 (forward over reverse, the mode JAX can run: JAX differentiates a ``while_loop`` forward
-only) and ``rr``, JAX's ``fr`` beside the first.  PyTorch is not timed.
+only) and ``rr``, JAX's ``fr`` beside the first.  PyTorch's eager functions
+(``benchmarks/gradbench_torch.py``) are timed beside them, on one thread, for every eval
+but the nested two.
 Results: ``benchmarks/results/gradbench.json``.
 """
 
@@ -53,6 +55,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
+from gradbench_torch import torch_programs  # noqa: E402
 
 from revbench.gradbench import driver  # noqa: E402
 from revbench.gradbench.protocol import Server  # noqa: E402
@@ -77,6 +80,15 @@ SIZES = {
 #: primal: ``fr`` (forward outside, reverse inside: what JAX can run, as a ``while_loop``
 #: differentiates forward only) and ``rr``; the other two are in the JSON
 NESTED = {"particle": ("fr", "rr"), "saddle": ("fr", "rr")}
+
+#: the evals whose PyTorch results are checked against the reference, flattened (their
+#: outputs are arrays in GradBench's layout; ba's and gmm's are in other layouts)
+TORCH_CHECKED = {"lse", "llsq", "det", "kmeans", "ode", "ht"}
+
+
+def _flat_json(value) -> list:
+    return np.ravel(np.asarray(value, dtype=float)).tolist()
+
 
 #: the best derivative / primal at the largest workload, GradBench's nightly of 2026-03-14
 PUBLISHED = {"gmm": ("JAX", 1.28), "ba": ("manual", 7.76), "lstm": ("CoDiPack", 2.12),
@@ -220,6 +232,28 @@ def jax_programs(module: str, raw: dict):
     return {}
 
 
+def time_torch(fn, args, seconds: float) -> dict:
+    """As :func:`time_jax`, for eager PyTorch (no compilation: ``first_s`` is one call)."""
+    t = time.perf_counter()
+    out = fn(*args)
+    first = time.perf_counter() - t
+    runs = []
+    while len(runs) < 3 or sum(runs) < seconds:
+        t = time.perf_counter()
+        fn(*args)
+        runs.append(time.perf_counter() - t)
+    return {"first_s": first, "median_s": statistics.median(runs), "runs": len(runs),
+            "value": out}
+
+
+def _plain(value) -> object:
+    """A peer's result as GradBench's JSON output would hold it (tuples of tensors ->
+    lists), for the comparison with the reference."""
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    return np.asarray(value.detach() if hasattr(value, "detach") else value).tolist()
+
+
 def time_jax(fn, args, seconds: float) -> dict:
     import jax
 
@@ -247,6 +281,10 @@ def main(argv: list[str] | None = None) -> int:
         import jax
     except ImportError:
         jax = None
+    try:
+        import torch
+    except ImportError:
+        torch = None
     server, rows = Server(), []
     load_start = _common.loadavg()
     for module in args.only or sorted(SIZES):
@@ -260,6 +298,7 @@ def main(argv: list[str] | None = None) -> int:
             row = {"eval": module, "workload": description, "compile_s": compile_s,
                    "functions": [primal, derivative]}
             peers = jax_programs(module, raw) if jax is not None else {}
+            torch_peers = torch_programs(module, raw) if torch is not None else {}
             timed_functions = [("primal", primal), ("derivative", derivative)]
             timed_functions += [(f, f) for f in driver.FUNCTIONS[module]
                                 if module in NESTED and f not in (primal, derivative)]
@@ -276,12 +315,18 @@ def main(argv: list[str] | None = None) -> int:
                     timed = time_jax(*peers[function], args.seconds)
                     row[f"jax_{kind}_s"], row[f"jax_{kind}_first_s"] = (timed["median_s"],
                                                                         timed["first_s"])
+                if function in torch_peers:
+                    timed = time_torch(*torch_peers[function], args.seconds)
+                    row[f"torch_{kind}_s"] = timed["median_s"]
+                    if expected is not None and module in TORCH_CHECKED:
+                        row[f"torch_{kind}_mismatches"] = driver.mismatches(
+                            _flat_json(expected), _flat_json(_plain(timed["value"])))[:3]
             rows.append(row)
             print(f"[{module} {description}] rb {row['rb_primal_s'] * 1e3:.3f} / "
                   f"{row['rb_derivative_s'] * 1e3:.3f} ms", file=sys.stderr, flush=True)
     print(f"\n{'eval':7s} {'workload':22s} {'rb primal':>10s} {'rb deriv':>10s} {'rb d/p':>7s} "
           f"{'jax primal':>10s} {'jax deriv':>10s} {'jax d/p':>7s} {'rb/jax d':>8s} "
-          f"{'published best d/p':>20s}")
+          f"{'torch deriv':>11s} {'rb/torch d':>10s} {'published best d/p':>20s}")
     for r in rows:
         jp, jd = r.get("jax_primal_s"), r.get("jax_derivative_s")
         pub = PUBLISHED.get(r["eval"])
@@ -291,12 +336,19 @@ def main(argv: list[str] | None = None) -> int:
         else:
             jax_text = (f"{jp * 1e3:8.3f}ms {jd * 1e3:8.3f}ms {jd / jp:7.2f} "
                         f"{r['rb_derivative_s'] / jd:8.2f} " if jp and jd else f"{'':39s}")
+        td = r.get("torch_derivative_s")
+        torch_text = (f"{td * 1e3:9.3f}ms {r['rb_derivative_s'] / td:10.2f} " if td
+                      else f"{'':22s}")
         print(f"{r['eval']:7s} {r['workload']:22s} {r['rb_primal_s'] * 1e3:8.3f}ms "
               f"{r['rb_derivative_s'] * 1e3:8.3f}ms {r['rb_derivative_s'] / r['rb_primal_s']:7.2f} "
-              + jax_text + (f"{pub[1]:>12.2f} ({pub[0]})" if pub else ""))
+              + jax_text + torch_text + (f"{pub[1]:>12.2f} ({pub[0]})" if pub else ""))
         bad = [m for k in ("primal_mismatches", "derivative_mismatches") for m in (r[k] or [])]
         if bad:
             print(f"        MISMATCH against JAX: {bad}")
+        bad = [m for k in ("torch_primal_mismatches", "torch_derivative_mismatches")
+               for m in (r.get(k) or [])]
+        if bad:
+            print(f"        PyTorch MISMATCH against JAX: {bad}")
     results = {"benchmark": "gradbench",
                "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(
                    timespec="seconds"),

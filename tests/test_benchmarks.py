@@ -244,3 +244,27 @@ def test_bench_nested_quick_writes_json(tmp_path):
         assert r["value_s"] > 0 and r["grad_s"] > 0
         if "max_rel_diff_vs_jax" in r:
             assert r["max_rel_diff_vs_jax"] < 1e-10
+
+
+@pytest.mark.slow  # compiles every eval and its JAX and PyTorch peers
+def test_gradbench_quick_checks_revbench_and_its_peers(tmp_path):
+    """Every eval at its smallest size through the tool's handler, beside JAX and PyTorch:
+    revbench's answers and PyTorch's (where checked) agree with the references."""
+    pytest.importorskip("jax")
+    pytest.importorskip("torch")
+    out = tmp_path / "gradbench.json"
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "gradbench.py"
+    proc = subprocess.run([sys.executable, str(script), "--quick", "--seconds", "0",
+                           "--out", str(out)], capture_output=True, text=True, timeout=1500)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "MISMATCH" not in proc.stdout, proc.stdout
+    rows = json.loads(out.read_text())["rows"]
+    assert {r["eval"] for r in rows} == {"ba", "det", "gmm", "ht", "kmeans", "llsq", "lse",
+                                         "lstm", "ode", "particle", "saddle"}
+    for r in rows:
+        assert r["primal_mismatches"] == [] and r["derivative_mismatches"] == [], r
+        assert r["rb_derivative_s"] > 0
+        if r["eval"] not in ("particle", "saddle"):
+            assert r["torch_derivative_s"] > 0 and r["jax_derivative_s"] > 0
+        for k in ("torch_primal_mismatches", "torch_derivative_mismatches"):
+            assert r.get(k, []) == [], (r["eval"], r[k])
