@@ -72,6 +72,13 @@ def test_a_sweep_on_the_cluster_is_the_local_sweep(client):
     assert set(remote.info["step_seconds"]) == set(local.info["step_seconds"])
 
 
+def test_a_client_that_is_not_one_is_refused_before_anything_runs():
+    with pytest.raises(TypeError, match=r"client= takes a dask\.distributed\.Client") as e:
+        compare("heat", n_steps=[10], strategies=[StoreAll()], client="tcp://127.0.0.1:8786",
+                progress=False)
+    assert "tcp://127.0.0.1:8786" in str(e.value)
+
+
 def test_a_users_timeloop_from_a_define_reaches_the_workers(client):
     """A step defined from source text (as a notebook cell is: no file to import) is sent
     by value and rebuilt on the workers."""

@@ -155,6 +155,10 @@ def compare(workload: Any, n_steps: Sequence[int] | int = (100, 1000),
     if isinstance(min_seconds, bool) or not isinstance(min_seconds, (int, float)) \
             or not min_seconds >= 0:
         raise ValueError(f"min_seconds must be a number >= 0, got {min_seconds!r}")
+    if client is not None and not (callable(getattr(client, "submit", None))
+                                   and callable(getattr(client, "gather", None))):
+        raise TypeError(f"client= takes a dask.distributed.Client (Client(address) or "
+                        f"Client(LocalCluster(...))), got {client!r}")
     user_strategies = None if strategies is None else list(strategies)
     if user_strategies == []:  # (nothing would be measured, and empty files written)
         raise ValueError("strategies names no strategy: give at least one, or None for each "
