@@ -286,8 +286,15 @@ def test_the_generator_reaches_the_edges():
     """The strategy draws what it is for: unchecked programs, loops over the fixed ranges,
     the int64 extremes and nan among the arguments (a generator that lost them would make
     the tests above pass on programs of no interest)."""
-    from hypothesis import find
+    from functools import partial
 
+    from hypothesis import find as find_any
+    from hypothesis import settings
+
+    # (a fixed search, long enough: a random one missed a rare shape about once in a few
+    # dozen runs, failing a suite that had nothing wrong)
+    find = partial(find_any, settings=settings(derandomize=True, database=None,
+                                               max_examples=20_000))
     find(programs(), lambda p: not p[2] and "for i in range(-2**63" in p[0])
     find(programs(), lambda p: I64_MIN in p[1][:6] and math.isnan(p[1][4]))
     find(programs(), lambda p: "^=" in p[0] and "if " in p[0])
