@@ -11,6 +11,22 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
+#: the variables that set how many threads BLAS, OpenMP and Numba start
+THREAD_VARIABLES = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                    "MKL_NUM_THREADS")
+
+
+def prepare(one_thread: bool = False) -> None:
+    """What a benchmark does before NumPy, Numba or revbench load: the repository
+    importable, and with ``one_thread`` every thread variable set to 1."""
+    import sys
+
+    if one_thread:
+        for var in THREAD_VARIABLES:
+            os.environ[var] = "1"
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+
 
 def machine_info(*modules: str) -> dict:
     """Python, CPU, thread settings, git commit, and the versions of ``modules``."""

@@ -23,48 +23,30 @@ the clock.  Results: ``benchmarks/results/bench_dask.json``.
 
 from __future__ import annotations
 
-import os
-
-# one thread per process for BLAS and Numba: the cores are the workers'
-for _var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[_var] = "1"
-
-import argparse  # noqa: E402
-import datetime  # noqa: E402
-import statistics  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import argparse
+import datetime
+import statistics
+import sys
+import time
+from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import _common  # noqa: E402
 
-REPO = HERE.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+# one thread per process for BLAS and Numba (the cores are the workers'), before they load
+_common.prepare(one_thread=True)
 
 import numpy as np  # noqa: E402
 
 import revbench  # noqa: E402
-from revbench import reversible  # noqa: E402
 from revbench.checkpoint import Periodic, Revolve, StoreAll, TwoLevel  # noqa: E402
 from revbench.experiments import compare  # noqa: E402
-from revbench.lang.markers import routine  # noqa: E402
+from revbench.workloads.regression import model  # noqa: E402
 
 SAME = ["workload", "framework", "strategy", "knob", "n_steps", "forward_steps",
         "inverse_steps", "reverse_steps", "peak_states", "peak_bytes", "grad_error", "value",
         "error"]
-
-
-@reversible
-def model(loss, w, x, y):
-    """One item's loss: a squared error of a tanh of a linear model."""
-    with routine:
-        p = 0.0
-        p += np.dot(w, x)
-    loss += (np.tanh(p) - y) ** 2
-    ~routine
 
 
 def median_time(fn, repeats: int) -> tuple[float, object]:

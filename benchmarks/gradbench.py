@@ -103,6 +103,8 @@ def jax_programs(module: str, raw: dict):
     import jax.numpy as jnp
     import jax.scipy.special as sp
 
+    from revbench.gradbench import reference
+
     jax.config.update("jax_enable_x64", True)
     if module == "lse":
         def lse(x):
@@ -139,14 +141,9 @@ def jax_programs(module: str, raw: dict):
         def solve(x):
             def rhs(y):
                 return jnp.concatenate([x[:1], x[1:] * y[:-1]])
-            h = 2.0 / s
 
             def step(y, _):
-                k1 = rhs(y)
-                k2 = rhs(y + h / 2 * k1)
-                k3 = rhs(y + h / 2 * k2)
-                k4 = rhs(y + h * k3)
-                return y + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4), None
+                return reference.rk4_step(rhs, y, 2.0 / s), None
             return jax.lax.scan(step, jnp.zeros_like(x), None, length=s)[0]
         x = jnp.asarray(raw["x"])
         return {"primal": (jax.jit(solve), (x,)),
@@ -221,8 +218,6 @@ def jax_programs(module: str, raw: dict):
             return jax.vmap(jax.jacobian(project, argnums=(0, 1, 2)))(cams[ci], X[pi], w, feats)
         args = (cams, X, w, feats)
         return {"objective": (jax.jit(objective), args), "jacobian": (jax.jit(jacobian), args)}
-    from revbench.gradbench import reference
-
     if module == "ht":
         objective, jacobian, args = reference.ht_functions(jax, raw)
         return {"objective": (jax.jit(objective), args), "jacobian": (jax.jit(jacobian), args)}

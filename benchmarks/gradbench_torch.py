@@ -67,17 +67,14 @@ def torch_programs(module: str, raw: dict) -> dict:
     if module == "ode":
         s = raw["s"]
 
+        from revbench.gradbench.reference import rk4_step
+
         def solve(x):
             def rhs(y):
                 return torch.cat([x[:1], x[1:] * y[:-1]])
-            h = 2.0 / s
             y = torch.zeros_like(x)
             for _ in range(s):
-                k1 = rhs(y)
-                k2 = rhs(y + h / 2 * k1)
-                k3 = rhs(y + h / 2 * k2)
-                k4 = rhs(y + h * k3)
-                y = y + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+                y = rk4_step(rhs, y, 2.0 / s)
             return y
         x = t(raw["x"])
         return {"primal": (solve, (x,)), "gradient": (grad_of(lambda x: solve(x)[-1]), (x,))}

@@ -24,10 +24,10 @@ import dask.array as da
 from distributed import Client, LocalCluster
 
 import revbench
-from revbench import ReversibilityError, reversible
+from revbench import ReversibilityError
 from revbench.checkpoint import Periodic, Revolve, StoreAll
 from revbench.experiments import compare
-from revbench.lang.markers import routine
+from revbench.workloads.regression import data, model, summed_gradient
 
 SAME = ["workload", "framework", "strategy", "knob", "n_steps", "forward_steps",
         "inverse_steps", "reverse_steps", "peak_states", "peak_bytes", "grad_error", "value",
@@ -39,20 +39,6 @@ def client():
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                       dashboard_address=None) as cluster, Client(cluster) as c:
         yield c
-
-
-@reversible
-def model(loss, w, x, y):
-    with routine:
-        p = 0.0
-        p += np.dot(w, x)
-    loss += (np.tanh(p) - y) ** 2
-    ~routine
-
-
-def _data(n: int, seed: int = 0):
-    rng = np.random.default_rng(seed)
-    return rng.normal(size=4), rng.normal(size=(n, 4)), rng.normal(size=n)
 
 
 # -- sweeps -------------------------------------------------------------------------------
@@ -118,7 +104,7 @@ def test_the_command_line_runs_on_a_scheduler(client, tmp_path):
 # -- batched derivatives over Dask arrays ------------------------------------------------------
 def test_a_summed_gradient_over_dask_chunks_is_bit_identical_to_the_local_one(client):
     n = 40_000
-    w, X, Y = _data(n)
+    w, X, Y = data(n)
     g = revbench.grad(model, loss="loss", wrt="w", batch=("loss", "x", "y"), reduce="sum",
                       deterministic=True)
     chunks = n // 8
@@ -128,6 +114,7 @@ def test_a_summed_gradient_over_dask_chunks_is_bit_identical_to_the_local_one(cl
     local = revbench.grad(model, loss="loss", wrt="w", batch=("loss", "x", "y"), reduce="sum",
                           workers=8)(np.zeros(n), w, X, Y)[1]
     assert isinstance(on_dask, np.ndarray) and np.array_equal(on_dask, local)
+    np.testing.assert_allclose(on_dask, summed_gradient(w, X, Y), rtol=1e-11)
     again = g(da.zeros(n, chunks=chunks), w, da.from_array(X, chunks=(chunks, 4)),
               da.from_array(Y, chunks=chunks))[1]
     assert np.array_equal(again, on_dask)
@@ -139,7 +126,7 @@ def test_a_summed_gradient_over_dask_chunks_is_bit_identical_to_the_local_one(cl
 
 def test_per_item_values_and_gradients_and_a_lazy_jacobian(client):
     n = 3000
-    w, X, Y = _data(n, 1)
+    w, X, Y = data(n, 1)
     vg = revbench.value_and_grad(model, loss="loss", wrt=("w", "x"), batch=("loss", "x", "y"))
     (loss, w_out, _, _), (_, gw, gx, _) = vg(da.zeros(n, chunks=700), w,
                                                      da.from_array(X, chunks=(700, 4)), Y)
@@ -172,7 +159,7 @@ def test_an_error_in_item_17_is_raised_with_its_own_message(client):
     """A failed check inside a task: the same error as a local call, the item numbered
     in the whole batch (17, in the chunk of items 16 to 23)."""
     n = 40
-    w, X, Y = _data(n, 2)
+    w, X, Y = data(n, 2)
     X[17, 0] = np.nan
     g = revbench.grad(model, loss="loss", wrt="w", batch=("loss", "x", "y"), reduce="sum")
     with pytest.raises(ReversibilityError) as here:
@@ -188,7 +175,7 @@ def test_chunks_of_any_shape_and_bad_batches(client):
     """Batched Dask arrays chunked differently, or across their other axes, are cut as the
     first one; a wrong length, an empty batch and float32 items get the local errors."""
     n = 1000
-    w, X, Y = _data(n, 4)
+    w, X, Y = data(n, 4)
     g = revbench.grad(model, loss="loss", wrt=("w", "x"), batch=("loss", "x", "y"),
                       reduce="sum", deterministic=True)
     got = g(da.zeros(n, chunks=300), w, da.from_array(X, chunks=(170, 2)),
@@ -270,22 +257,38 @@ def test_a_function_pickles_by_value_and_a_new_process_rebuilds_it(tmp_path):
 
 
 # -- faults ----------------------------------------------------------------------------------
-def _kill_a_worker_soon(client, delay: float) -> tuple[threading.Thread, int]:
+def _kill_a_worker_soon(client, delay: float) -> tuple[threading.Thread, int, dict]:
+    """A thread that SIGKILLs one worker ``delay`` s from now (and says when it did)."""
     pid = next(iter(client.run(os.getpid).values()))
+    when: dict = {}
 
     def kill():
         time.sleep(delay)
         os.kill(pid, signal.SIGKILL)
+        when["killed"] = time.monotonic()
 
     t = threading.Thread(target=kill, daemon=True)
     t.start()
-    return t, pid
+    return t, pid, when
 
 
 def _gone(client, pid: int) -> bool:
-    """The killed worker is gone (its nanny started another)."""
-    client.wait_for_workers(2, timeout=60)
-    return pid not in client.run(os.getpid).values()
+    """The killed worker is gone and its nanny has started another (the scheduler may
+    still list the dead one for a moment: asked again until it does not)."""
+    from distributed.comm.core import CommClosedError
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            client.wait_for_workers(2, timeout=60)
+            pids = client.run(os.getpid).values()
+        except (CommClosedError, OSError):
+            time.sleep(0.2)
+            continue
+        if pid not in pids:
+            return True
+        time.sleep(0.2)
+    return False
 
 
 @pytest.mark.slow  # (a worker is killed and restarted by its nanny)
@@ -295,20 +298,24 @@ def test_a_worker_killed_mid_sweep_costs_time_not_rows():
         kw = dict(n_steps=[400, 800], strategies=[StoreAll(), Revolve(snapshots=2),
                                                   Revolve(snapshots=4), Periodic(20)],
                   repeats=3, peers=False, progress=False)
-        killer, pid = _kill_a_worker_soon(c, 1.5)
+        killer, pid, when = _kill_a_worker_soon(c, 1.5)
         remote = compare("heat", client=c, **kw)
+        done = time.monotonic()
         killer.join()
+        assert when["killed"] < done  # (in the middle of the sweep)
         assert _gone(c, pid)
         local = compare("heat", **kw)
         assert remote.table[SAME].equals(local.table[SAME])
         n = 1_600_000  # (about a second of work: the kill lands in the middle)
-        w, X, Y = _data(n, 3)
+        w, X, Y = data(n, 3)
         g = revbench.grad(model, loss="loss", wrt="w", batch=("loss", "x", "y"),
                           reduce="sum", deterministic=True)
-        killer, pid = _kill_a_worker_soon(c, 0.2)
+        killer, pid, when = _kill_a_worker_soon(c, 0.2)
         got = g(da.zeros(n, chunks=n // 16), w, da.from_array(X, chunks=(n // 16, 4)),
                 da.from_array(Y, chunks=n // 16))[1]
+        done = time.monotonic()
         killer.join()
+        assert when["killed"] < done  # (in the middle of the gradient)
         assert _gone(c, pid)
         want = revbench.grad(model, loss="loss", wrt="w", batch=("loss", "x", "y"),
                              reduce="sum", workers=16)(np.zeros(n), w, X, Y)[1]

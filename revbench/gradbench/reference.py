@@ -71,14 +71,9 @@ def reference(module: str, function: str, raw: Any) -> Any:
             return jnp.concatenate([x[:1], x[1:] * y[:-1]])
 
         def solve(x):
-            h = 2.0 / s
             y = jnp.zeros_like(x)
             for _ in range(s):
-                k1 = rhs(x, y)
-                k2 = rhs(x, y + h / 2 * k1)
-                k3 = rhs(x, y + h / 2 * k2)
-                k4 = rhs(x, y + h * k3)
-                y = y + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+                y = rk4_step(lambda y: rhs(x, y), y, 2.0 / s)
             return y
         if function == "primal":
             return np.asarray(solve(x)).tolist()
@@ -94,6 +89,16 @@ def reference(module: str, function: str, raw: Any) -> Any:
     if module in ("particle", "saddle"):
         return _nested(jax, module, raw)
     raise KeyError(f"no reference for {module}.{function}")
+
+
+def rk4_step(rhs, y, h: float):
+    """One classic Runge-Kutta step of ``y' = rhs(y)``: arithmetic only, so the same
+    function steps JAX's arrays and PyTorch's (the benchmark's peers use it too)."""
+    k1 = rhs(y)
+    k2 = rhs(y + h / 2 * k1)
+    k3 = rhs(y + h / 2 * k2)
+    k4 = rhs(y + h * k3)
+    return y + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
 
 
 def _gmm(jax, raw: Any, function: str) -> Any:
