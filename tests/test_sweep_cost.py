@@ -258,14 +258,14 @@ def test_reading_a_result_where_it_is_held_changes_no_bit(backend, check, monkey
     args = (0.0, rng.normal(size=3), x)
     f = define(FRESH, backend=backend, check=check)
     src = f.source("adjoint", *args)
-    assert src.count("tanh(") == (2 if check else 1), src  # (checked: the exact undo)
+    assert len(re.findall(r"tanh\w*\(", src)) == (2 if check else 1), src  # (checked: the exact undo)
     assert check or re.search(r"(\w+) = m\n", src), src  # the maximum, read from m
     assert re.search(r"(\w+) = mm\n", src), src  # (an allocated one: mm, even checked)
     got = bits(revbench.value_and_grad(f, loss="loss")(*args)[1])
     import revbench.transforms.adjoint as adjoint_module
     monkeypatch.setattr(adjoint_module, "fresh_updates", lambda body: {})
     again = define(FRESH, backend=backend, check=check)
-    assert again.source("adjoint", *args).count("tanh(") == 2
+    assert len(re.findall(r"tanh\w*\(", again.source("adjoint", *args))) == 2
     assert bits(revbench.value_and_grad(again, loss="loss")(*args)[1]) == got
 
 

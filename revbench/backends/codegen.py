@@ -360,6 +360,11 @@ class Emitter:
                     return self.int_helper("abs", e, *args)  # abs(-2**63) overflows
                 if rule.name == "abs" and d == "int":
                     return self.wrap_helper("abs", *args)
+            if rule.name in fn_rules.OWN_REAL and "complex" not in dts:
+                helper = fn_rules.OWN_REAL[rule.name]  # revbench's own, on every path
+                self.user_functions[helper.impl] = helper
+                args = [self.cast(c, t, "float") for c, t in zip(args, dts)]
+                return f"{helper.impl}({', '.join(args)})"
             if (not self.interpreted and rule.name in fn_rules.COMPILED_COMPLEX
                     and "complex" in dts):
                 helper = fn_rules.COMPILED_COMPLEX[rule.name]

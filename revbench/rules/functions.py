@@ -197,6 +197,14 @@ COMPILED_COMPLEX: dict[str, FunctionRule] = {
                        .hexdigest()[:16])
     for name, fn in special.COMPLEX_FUNCTIONS.items()}
 
+#: what every path calls for a function of a real argument where revbench has its own
+#: (``special.tanh``: straight-line code a loop vectorises, the same bits everywhere),
+#: by the function's name; a complex argument keeps the function's ``impl``
+OWN_REAL: dict[str, FunctionRule] = {
+    name: FunctionRule(f"{name}_real", f"_rb_{name}_real", 1, (), hidden=True, user_function=fn,
+                       fingerprint=fingerprint(fn))
+    for name, fn in (("tanh", special.tanh),)}
+
 #: user spelling (bare name, ``math.x``, ``np.x``, ``numpy.x``) -> canonical name
 SPELLINGS: dict[str, str] = {}
 for _r in _BUILTIN:
