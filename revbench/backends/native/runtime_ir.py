@@ -15,41 +15,123 @@ def _to_floor(ty: str, fix: str, q0: str, r0: str, q: str, r: str) -> str:
             f"  %{r} = select i1 %{fix}, {ty} %{r}.py, {ty} %{r0}\n")
 
 
-#: the arena every kernel allocates from (a linked list of malloc'ed blocks, freed on return)
-RUNTIME = """
+#: the smallest block a module keeps for its next call, and the most it keeps in all
+CACHED_BLOCK_BYTES = 1 << 16
+CACHE_LIMIT_BYTES = 64 << 20
+
+#: the arena every kernel allocates from: a linked list of malloc'ed blocks (a 16-byte
+#: header: the next block, the block's size), released on return.  A block of 64 KiB or
+#: more is kept in its module's cache (up to 64 MiB in all) for the next call instead of
+#: freed: the C library returns a freed large block to the system (``mmap``, or a trim of
+#: the heap's top), so every call of a kernel whose arrays are megabytes would fault their
+#: pages in again -- a third of the matrix MLP's ``value_and_grad`` (2.7 ms against 1.5 ms
+#: with the blocks kept).  The cache is taken with a try-lock: a thread that finds it
+#: held (batched runs on several threads) allocates and frees as before, never waits.
+#: A block is reused for a request of at least half its size.
+RUNTIME = f"""
 declare ptr @malloc(i64)
 declare void @free(ptr)
 declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)
-define internal ptr @rb_alloc(ptr %arena, i64 %bytes) {
+@rb_cache = internal global ptr null
+@rb_cached = internal global i64 0
+@rb_cache_lock = internal global i32 0
+define internal ptr @rb_alloc(ptr %arena, i64 %bytes) {{
 entry:
   %n = add i64 %bytes, 16
-  %b = call ptr @malloc(i64 %n)
-  %isnull = icmp eq ptr %b, null
-  br i1 %isnull, label %oom, label %ok
+  %big = icmp uge i64 %n, {CACHED_BLOCK_BYTES}
+  br i1 %big, label %try, label %fresh
+try:
+  %cx = cmpxchg ptr @rb_cache_lock, i32 0, i32 1 acquire monotonic
+  %got = extractvalue {{ i32, i1 }} %cx, 1
+  br i1 %got, label %scan, label %fresh
+scan:
+  br label %loop
+loop:
+  %slot = phi ptr [@rb_cache, %scan], [%cur, %next]
+  %cur = load ptr, ptr %slot
+  %end = icmp eq ptr %cur, null
+  br i1 %end, label %miss, label %check
+check:
+  %capp = getelementptr i8, ptr %cur, i64 8
+  %cap = load i64, ptr %capp
+  %fits = icmp uge i64 %cap, %n
+  %twice = shl i64 %n, 1
+  %small = icmp ule i64 %cap, %twice
+  %ok = and i1 %fits, %small
+  br i1 %ok, label %take, label %next
+next:
+  br label %loop
+take:
+  %after = load ptr, ptr %cur
+  store ptr %after, ptr %slot
+  %was = load i64, ptr @rb_cached
+  %less = sub i64 %was, %cap
+  store i64 %less, ptr @rb_cached
+  store atomic i32 0, ptr @rb_cache_lock release, align 4
+  br label %link
+miss:
+  store atomic i32 0, ptr @rb_cache_lock release, align 4
+  br label %fresh
+fresh:
+  %m = call ptr @malloc(i64 %n)
+  %isnull = icmp eq ptr %m, null
+  br i1 %isnull, label %oom, label %made
 oom:
   ret ptr null
-ok:
+made:
+  %mcap = getelementptr i8, ptr %m, i64 8
+  store i64 %n, ptr %mcap
+  br label %link
+link:
+  %b = phi ptr [%cur, %take], [%m, %made]
   %head = load ptr, ptr %arena
   store ptr %head, ptr %b
   store ptr %b, ptr %arena
   %data = getelementptr i8, ptr %b, i64 16
   ret ptr %data
-}
-define internal void @rb_free_all(ptr %arena) {
+}}
+define internal void @rb_free_all(ptr %arena) {{
 entry:
   %h0 = load ptr, ptr %arena
+  %none = icmp eq ptr %h0, null
+  br i1 %none, label %out, label %lock
+lock:
+  %cx = cmpxchg ptr @rb_cache_lock, i32 0, i32 1 acquire monotonic
+  %got = extractvalue {{ i32, i1 }} %cx, 1
   br label %loop
 loop:
-  %h = phi ptr [%h0, %entry], [%next, %body]
+  %h = phi ptr [%h0, %lock], [%nxt, %drop], [%nxt, %keep]
   %done = icmp eq ptr %h, null
-  br i1 %done, label %out, label %body
+  br i1 %done, label %unlock, label %body
 body:
-  %next = load ptr, ptr %h
+  %nxt = load ptr, ptr %h
+  br i1 %got, label %consider, label %drop
+consider:
+  %capp = getelementptr i8, ptr %h, i64 8
+  %cap = load i64, ptr %capp
+  %big = icmp uge i64 %cap, {CACHED_BLOCK_BYTES}
+  %was = load i64, ptr @rb_cached
+  %tot = add i64 %was, %cap
+  %room = icmp ule i64 %tot, {CACHE_LIMIT_BYTES}
+  %kept = and i1 %big, %room
+  br i1 %kept, label %keep, label %drop
+keep:
+  %first = load ptr, ptr @rb_cache
+  store ptr %first, ptr %h
+  store ptr %h, ptr @rb_cache
+  store i64 %tot, ptr @rb_cached
+  br label %loop
+drop:
   call void @free(ptr %h)
   br label %loop
+unlock:
+  br i1 %got, label %release, label %out
+release:
+  store atomic i32 0, ptr @rb_cache_lock release, align 4
+  br label %out
 out:
   ret void
-}
+}}
 """
 
 #: Python's floor division / modulo of int64, as Numba's ``int_divmod_signed``
